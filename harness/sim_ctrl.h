@@ -1,0 +1,146 @@
+// SimCtrl: owns one verilated model with its VerilatedContext, drives clock and reset, dumps
+// an FST waveform when asked (WAVES=1 in the environment, or enable_waves()), and calls the
+// per-cycle hooks components plug in (monitors, scoreboards, device models). One cycle is
+// tick(): inputs set by the caller are evaluated, the rising edge is applied, then the
+// falling edge; the waveform shows inputs changing on the falling edge. final() is called on
+// destruction. CombSim is the same for a purely combinational top (no clock).
+#pragma once
+
+#include <verilated.h>
+#include <verilated_fst_c.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+// The directory FST dumps go to (build/waves unless TESSERA_WAVES_DIR says otherwise).
+inline std::string waves_dir() {
+  if (const char* d = std::getenv("TESSERA_WAVES_DIR")) return d;
+#ifdef TESSERA_WAVES_DIR
+  return TESSERA_WAVES_DIR;
+#else
+  return "build/waves";
+#endif
+}
+
+inline bool waves_requested() {
+  const char* w = std::getenv("WAVES");
+  return w && std::string(w) != "0" && std::string(w) != "";
+}
+
+// A file name from a test name: "MxuMatmul/N4.RandomShapes" -> "MxuMatmul_N4.RandomShapes".
+inline std::string wave_file_for(std::string name) {
+  for (char& c : name) {
+    if (c == '/' || c == ' ') c = '_';
+  }
+  return waves_dir() + "/" + name + ".fst";
+}
+
+template <class Model>
+class SimBase {
+ public:
+  explicit SimBase(const std::string& wave_name) : ctx_(std::make_unique<VerilatedContext>()) {
+    ctx_->randReset(2);  // registers without reset start random, never silently zero
+    const bool waves = waves_requested() && !wave_name.empty();
+    if (waves) ctx_->traceEverOn(true);
+    top_ = std::make_unique<Model>(ctx_.get(), "TOP");
+    if (waves) {
+      std::filesystem::create_directories(waves_dir());
+      trace_ = std::make_unique<VerilatedFstC>();
+      top_->trace(trace_.get(), 99);
+      wave_path_ = wave_file_for(wave_name);
+      trace_->open(wave_path_.c_str());
+    }
+  }
+  ~SimBase() {
+    top_->final();
+    if (trace_) trace_->close();
+  }
+  SimBase(const SimBase&) = delete;
+  SimBase& operator=(const SimBase&) = delete;
+
+  Model& top() { return *top_; }
+  Model* operator->() { return top_.get(); }
+  const std::string& wave_path() const { return wave_path_; }
+
+ protected:
+  void dump(uint64_t time) {
+    if (trace_) trace_->dump(time);
+  }
+  std::unique_ptr<VerilatedContext> ctx_;
+  std::unique_ptr<Model> top_;
+  std::unique_ptr<VerilatedFstC> trace_;
+  std::string wave_path_;
+};
+
+template <class Model>
+class SimCtrl : public SimBase<Model> {
+ public:
+  using Hook = std::function<void(uint64_t cycle)>;
+
+  explicit SimCtrl(const std::string& wave_name = "") : SimBase<Model>(wave_name) {
+    // Asserted from the start (a falling edge, so asynchronous resets take effect at once):
+    // nothing runs on random power-up state before reset() releases it.
+    this->top_->clk_i = 0;
+    this->top_->rst_ni = 1;
+    this->top_->eval();
+    this->top_->rst_ni = 0;
+    this->top_->eval();
+  }
+
+  // Holds reset low for `cycles` rising edges, then releases it before a falling edge.
+  void reset(int cycles = 2) {
+    this->top_->rst_ni = 0;
+    for (int i = 0; i < cycles; ++i) tick();
+    this->top_->rst_ni = 1;
+    this->top_->eval();
+  }
+
+  // Settles combinational logic for the inputs set so far (read ready/valid before tick()).
+  void eval() { this->top_->eval(); }
+
+  // One clock cycle. Hooks run after the rising edge with the cycle number just completed.
+  void tick() {
+    Model& m = *this->top_;
+    m.eval();
+    this->dump(2 * cycle_ * 5 + 5);  // inputs of this cycle, before the edge
+    this->ctx_->time(10 * cycle_ + 10);  // $time in RTL messages = the wave's time
+    m.clk_i = 1;
+    m.eval();
+    this->dump(2 * cycle_ * 5 + 10);
+    for (auto& hook : hooks_) hook(cycle_);
+    m.clk_i = 0;
+    m.eval();
+    ++cycle_;
+  }
+
+  uint64_t cycle() const { return cycle_; }
+  void add_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
+
+ private:
+  uint64_t cycle_ = 0;
+  std::vector<Hook> hooks_;
+};
+
+// A purely combinational top: set inputs, eval(), read outputs. Each eval is one time step
+// in the waveform.
+template <class Model>
+class CombSim : public SimBase<Model> {
+ public:
+  explicit CombSim(const std::string& wave_name = "") : SimBase<Model>(wave_name) {}
+  void eval() {
+    this->top_->eval();
+    this->dump(time_++);
+  }
+
+ private:
+  uint64_t time_ = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,188 @@
+// tpu_mxu: the matrix unit — an N x N weight-stationary bf16 systolic array (tpu_mxu_array)
+// with double-buffered weight loading, fp32 accumulation and an accumulator memory
+// (tpu_mxu_acc_mem). Command interface (docs/architecture.md has the timing diagram):
+//   * Weight port: a tile is N rows of N bf16 weights, W[k][n], one row per accepted cycle,
+//     row 0 first. It fills the shadow bank while the active bank computes; w_ready_o stays low
+//     once the shadow bank is full until a row with a_first_i takes it.
+//   * Activation port: one row of N bf16 activations per accepted cycle. a_first_i marks the
+//     first row of a tile: it (and the rows after it) use the weights loaded last; it waits
+//     until that tile is complete. Each row carries the accumulator row its result goes to and
+//     a mode: overwrite (acc = sum) or accumulate (acc = acc + sum, fp32 RNE).
+//   * Result: the row's N column sums are written to the accumulator memory at the end of the
+//     cycle 2N - 1 cycles after the row was accepted. Throughput one row per cycle; a tile of
+//     T rows after another takes max(T, N + 1) cycles (docs/architecture.md derives it).
+//   * Read port: one accumulator row per accepted cycle, data the cycle after; it yields to
+//     the accumulate path's reads (acc_rd_ready_o low), and returns the contents before any
+//     write in the same cycle.
+`include "tpu_assert.svh"
+
+module tpu_mxu #(
+  parameter int unsigned N       = 16,                // array dimension, 4 .. 128
+  parameter int unsigned AccRows = 256,               // accumulator memory rows
+  localparam int unsigned AccAddrW = $clog2(AccRows)
+) (
+  input  logic                clk_i,
+  input  logic                rst_ni,
+  // weight tile rows
+  input  logic                w_valid_i,              // w_row_i holds the next weight row
+  output logic                w_ready_o,              // shadow bank can take a row
+  input  tpu_pkg::bf16_t      w_row_i [N],            // W[k][0..N-1], k = 0, 1, .. N-1
+  // activation rows
+  input  logic                a_valid_i,              // a_row_i holds a row
+  output logic                a_ready_o,              // row accepted this cycle if valid
+  input  tpu_pkg::bf16_t      a_row_i [N],            // A[m][0..N-1]
+  input  logic                a_first_i,              // first row of a tile: swap weight banks
+  input  logic [AccAddrW-1:0] a_acc_addr_i,           // accumulator row for this row's result
+  input  logic                a_accumulate_i,         // 1: acc += result, 0: acc = result
+  // accumulator read port
+  input  logic                acc_rd_valid_i,         // read acc_rd_addr_i
+  output logic                acc_rd_ready_o,         // read accepted this cycle if valid
+  input  logic [AccAddrW-1:0] acc_rd_addr_i,
+  output logic                acc_rd_data_valid_o,    // acc_rd_data_o holds a requested row
+  output tpu_pkg::fp32_t      acc_rd_data_o [N],
+  // status
+  output logic                busy_o                  // rows or weights still in flight
+);
+  import tpu_pkg::*;
+
+  localparam int unsigned RowIdxW  = $clog2(N);
+  localparam int unsigned Latency  = 2 * N - 1;       // accept -> accumulator write cycle
+  localparam int unsigned CntW     = $clog2(2 * N + 2) + 1;
+
+  // ---------------------------------------------------------------- weight bank control
+  logic               active_bank_q;                 // bank the newest tile's rows use
+  logic               shadow_full_q;                 // all N rows of the next tile issued
+  logic               weights_valid_q;               // a tile has been swapped in since reset
+  logic [RowIdxW-1:0] wload_row_q;                   // next shadow row to fill
+  logic [RowIdxW:0]   wload_cycles_q;                 // cycles a loaded row still skews
+  logic               w_fire, a_fire, swap;
+
+  assign w_ready_o = !shadow_full_q;
+  assign w_fire    = w_valid_i && w_ready_o;
+  assign a_ready_o = !a_first_i || shadow_full_q;
+  assign a_fire    = a_valid_i && a_ready_o;
+  assign swap      = a_fire && a_first_i;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      active_bank_q   <= 1'b0;
+      shadow_full_q   <= 1'b0;
+      weights_valid_q <= 1'b0;
+      wload_row_q     <= '0;
+      wload_cycles_q   <= '0;
+    end else begin
+      if (w_fire) begin
+        wload_row_q   <= wload_row_q + 1'b1;         // wraps to 0 after row N - 1 (N = 2^k)
+        wload_cycles_q <= (RowIdxW + 1)'(N - 1);
+      end else if (wload_cycles_q != '0) begin
+        wload_cycles_q <= wload_cycles_q - 1'b1;
+      end
+      if (swap) begin
+        active_bank_q   <= !active_bank_q;
+        weights_valid_q <= 1'b1;
+      end
+      if (w_fire && (wload_row_q == RowIdxW'(N - 1))) shadow_full_q <= 1'b1;
+      else if (swap) shadow_full_q <= 1'b0;
+    end
+  end
+
+  // ---------------------------------------------------------------- the array
+  logic  act_en, wload_en;
+  fp32_t array_out [N];
+  logic [CntW-1:0] inflight_q;                       // rows accepted, not yet written
+
+  assign act_en   = a_fire || (inflight_q != '0);
+  assign wload_en = w_fire || (wload_cycles_q != '0);
+
+  tpu_mxu_array #(.N(N)) u_array (
+    .clk_i,
+    .rst_ni,
+    .act_en_i        (act_en),
+    .act_row_i       (a_row_i),
+    .act_bank_i      (swap ? !active_bank_q : active_bank_q),
+    .wload_en_i      (wload_en),
+    .wload_valid_i   (w_fire),
+    .wload_row_idx_i (wload_row_q),
+    .wload_bank_i    (!active_bank_q),
+    .wload_row_i     (w_row_i),
+    .out_row_o       (array_out)
+  );
+
+  // ---------------------------------------------------------------- row metadata pipeline
+  // Entry k holds the row accepted k + 1 cycles ago; entry Latency - 2 reads the accumulator
+  // (accumulate mode), entry Latency - 1 writes it. It shifts every cycle (O(N) work, unlike
+  // the array's N * N), so a valid entry sits in the last stage for exactly one cycle.
+  logic [Latency-1:0]                meta_valid_q;
+  logic [Latency-1:0]                meta_accum_q;
+  logic [Latency-1:0][AccAddrW-1:0]  meta_addr_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      meta_valid_q <= '0;
+    end else begin
+      meta_valid_q <= {meta_valid_q[Latency-2:0], a_fire};
+      meta_accum_q <= {meta_accum_q[Latency-2:0], a_accumulate_i};
+      meta_addr_q  <= {meta_addr_q[Latency-2:0], a_acc_addr_i};
+    end
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) inflight_q <= '0;
+    else inflight_q <= inflight_q + CntW'(a_fire) - CntW'(meta_valid_q[Latency - 1]);
+  end
+
+  // ---------------------------------------------------------------- accumulate and write
+  logic                rmw_rd_en, wr_en, host_rd_fire;
+  logic [AccAddrW-1:0] rmw_rd_addr, wr_addr;
+  fp32_t               mem_rd_row [N];
+  fp32_t               wr_row [N];
+  logic                bypass_q;                     // last cycle's write hit last cycle's read
+  fp32_t               bypass_row_q [N];
+
+  assign rmw_rd_en   = meta_valid_q[Latency - 2] && meta_accum_q[Latency - 2];
+  assign rmw_rd_addr = meta_addr_q[Latency - 2];
+  assign wr_en       = meta_valid_q[Latency - 1];
+  assign wr_addr     = meta_addr_q[Latency - 1];
+
+  always_comb begin
+    for (int c = 0; c < int'(N); c++) begin
+      wr_row[c] = meta_accum_q[Latency - 1]
+          ? tpu_fp_pkg::fp32_add(bypass_q ? bypass_row_q[c] : mem_rd_row[c], array_out[c])
+          : array_out[c];
+    end
+  end
+
+  // The memory returns pre-write contents, so a read issued while the previous row writes
+  // the same address takes that row's value from the bypass instead.
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) bypass_q <= 1'b0;
+    else bypass_q <= rmw_rd_en && wr_en && (wr_addr == rmw_rd_addr);
+  end
+  always_ff @(posedge clk_i) begin
+    if (rmw_rd_en && wr_en) bypass_row_q <= wr_row;
+  end
+
+  assign acc_rd_ready_o = !rmw_rd_en;
+  assign host_rd_fire   = acc_rd_valid_i && acc_rd_ready_o;
+
+  tpu_mxu_acc_mem #(.N(N), .Rows(AccRows)) u_acc_mem (
+    .clk_i,
+    .wr_en_i   (wr_en),
+    .wr_addr_i (wr_addr),
+    .wr_row_i  (wr_row),
+    .rd_en_i   (rmw_rd_en || host_rd_fire),
+    .rd_addr_i (rmw_rd_en ? rmw_rd_addr : acc_rd_addr_i),
+    .rd_row_o  (mem_rd_row)
+  );
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) acc_rd_data_valid_o <= 1'b0;
+    else acc_rd_data_valid_o <= host_rd_fire;
+  end
+  assign acc_rd_data_o = mem_rd_row;
+
+  assign busy_o = (inflight_q != '0) || (wload_cycles_q != '0);
+
+  `TPU_ASSERT(FirstTileNeedsFirstFlag, a_valid_i |-> (a_first_i || weights_valid_q))
+  `TPU_ASSERT(InflightBounded, inflight_q <= CntW'(Latency))
+endmodule

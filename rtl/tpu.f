@@ -1,0 +1,9 @@
+// Ordered source list: packages first, then leaf modules, then the units that use them.
++incdir+rtl/pkg
+rtl/pkg/tpu_pkg.sv
+rtl/fpu/tpu_fp_pkg.sv
+rtl/fpu/tpu_fpu.sv
+rtl/mxu/tpu_mxu_pe.sv
+rtl/mxu/tpu_mxu_array.sv
+rtl/mxu/tpu_mxu_acc_mem.sv
+rtl/mxu/tpu_mxu.sv

@@ -1,0 +1,140 @@
+#include "sw/tools/fpu_check.h"
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "Vtpu_fpu.h"
+#include "harness/fp_ref.h"
+#include "harness/sim_ctrl.h"
+
+namespace tessera::tools {
+namespace {
+
+int operand_count(FpuOp op) { return (op == FpuOp::kAdd || op == FpuOp::kBf16Mul) ? 2 : 1; }
+int operand_bits(FpuOp op) { return (op == FpuOp::kAdd || op == FpuOp::kFp32ToBf16) ? 32 : 16; }
+int result_bits(FpuOp op) { return op == FpuOp::kFp32ToBf16 ? 16 : 32; }
+
+// Parses one hex word of at most `bits` bits; returns false with a reason otherwise.
+bool parse_hex(const std::string& tok, int bits, uint32_t& value, std::string& why) {
+  std::string t = tok;
+  if (t.size() > 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) t = t.substr(2);
+  if (t.empty() || t.size() > static_cast<size_t>(bits / 4)) {
+    why = "'" + tok + "' is not a " + std::to_string(bits) + "-bit hex word";
+    return false;
+  }
+  for (char c : t) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) {
+      why = "'" + tok + "' is not hexadecimal";
+      return false;
+    }
+  }
+  value = static_cast<uint32_t>(std::stoul(t, nullptr, 16));
+  return true;
+}
+
+bool is_nan(uint32_t v, int bits) {
+  return bits == 32 ? fp::is_nan32(v) : fp::is_nan16(static_cast<uint16_t>(v));
+}
+
+std::string hex(uint32_t v, int bits) {
+  return bits == 32 ? fp::hex32(v) : fp::hex16(static_cast<uint16_t>(v));
+}
+
+}  // namespace
+
+std::optional<FpuOp> parse_fpu_op(const std::string& name) {
+  if (name == "add") return FpuOp::kAdd;
+  if (name == "bf16mul") return FpuOp::kBf16Mul;
+  if (name == "f2bf") return FpuOp::kFp32ToBf16;
+  if (name == "bf2f") return FpuOp::kBf16ToFp32;
+  return std::nullopt;
+}
+
+const char* fpu_op_name(FpuOp op) {
+  switch (op) {
+    case FpuOp::kAdd: return "add";
+    case FpuOp::kBf16Mul: return "bf16mul";
+    case FpuOp::kFp32ToBf16: return "f2bf";
+    case FpuOp::kBf16ToFp32: return "bf2f";
+  }
+  return "?";
+}
+
+FpuParseResult parse_fpu_vectors(std::istream& in, FpuOp op) {
+  FpuParseResult res;
+  const int nops = operand_count(op);
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    std::istringstream words(line);
+    std::vector<std::string> toks;
+    for (std::string w; words >> w;) toks.push_back(w);
+    if (toks.empty()) continue;
+    const size_t want = static_cast<size_t>(nops) + 1;
+    if (toks.size() < want || toks.size() > want + 1) {
+      res.errors.push_back("line " + std::to_string(lineno) + ": expected " +
+                           std::to_string(nops) + " operand(s), a result and optional flags, got " +
+                           std::to_string(toks.size()) + " words");
+      continue;
+    }
+    FpuCase c;
+    c.line = lineno;
+    std::string why;
+    uint32_t flags = 0;
+    bool ok = parse_hex(toks[0], operand_bits(op), c.a, why);
+    if (ok && nops == 2) ok = parse_hex(toks[1], operand_bits(op), c.b, why);
+    if (ok) ok = parse_hex(toks[nops], result_bits(op), c.expected, why);
+    if (ok && toks.size() == want + 1) ok = parse_hex(toks[want], 32, flags, why);
+    if (!ok) {
+      res.errors.push_back("line " + std::to_string(lineno) + ": " + why);
+      continue;
+    }
+    res.cases.push_back(c);
+  }
+  return res;
+}
+
+int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ostream& err) {
+  std::ifstream in(path);
+  if (!in) {
+    err << "fpu-check: cannot open '" << path << "'\n";
+    return 2;
+  }
+  const FpuParseResult parsed = parse_fpu_vectors(in, op);
+  if (!parsed.errors.empty()) {
+    for (const auto& e : parsed.errors) err << path << ": " << e << "\n";
+    err << "fpu-check: " << parsed.errors.size() << " malformed line(s) in '" << path
+        << "'; no case was run\n";
+    return 2;
+  }
+  CombSim<Vtpu_fpu> sim;
+  Vtpu_fpu& m = sim.top();
+  const int rbits = result_bits(op), obits = operand_bits(op);
+  uint64_t mismatches = 0;
+  for (const FpuCase& c : parsed.cases) {
+    uint32_t got = 0;
+    switch (op) {
+      case FpuOp::kAdd: m.add_a_i = c.a; m.add_b_i = c.b; sim.eval(); got = m.add_o; break;
+      case FpuOp::kBf16Mul: m.mul_a_i = c.a; m.mul_b_i = c.b; sim.eval(); got = m.mul_o; break;
+      case FpuOp::kFp32ToBf16: m.f2bf_i = c.a; sim.eval(); got = m.f2bf_o; break;
+      case FpuOp::kBf16ToFp32: m.bf2f_i = c.a; sim.eval(); got = m.bf2f_o; break;
+    }
+    const bool match = is_nan(c.expected, rbits)
+                           ? got == (rbits == 32 ? fp::kFp32CanonicalNan : fp::kBf16CanonicalNan)
+                           : got == c.expected;
+    if (!match) {
+      ++mismatches;
+      out << "mismatch line " << c.line << ": " << hex(c.a, obits);
+      if (operand_count(op) == 2) out << " " << hex(c.b, obits);
+      out << ": expected " << hex(c.expected, rbits) << " got " << hex(got, rbits) << "\n";
+    }
+  }
+  out << "fpu-check " << fpu_op_name(op) << " " << path << ": " << parsed.cases.size()
+      << " cases, " << mismatches << " mismatches\n";
+  return mismatches == 0 ? 0 : 1;
+}
+
+}  // namespace tessera::tools

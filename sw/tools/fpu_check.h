@@ -1,0 +1,39 @@
+// fpu-check: replays a TestFloat-style vector file through the arithmetic RTL (tpu_fpu).
+// One case a line, hex words separated by blanks: the operand(s), the expected result, then
+// optional flags (ignored). '#' starts a comment; blank lines are skipped. The whole file is
+// parsed before anything runs: any malformed line is reported with its number and nothing is
+// compared. An expected NaN of any payload matches only the canonical NaN (the RTL's contract;
+// TestFloat's own default NaN differs by platform).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera::tools {
+
+enum class FpuOp { kAdd, kBf16Mul, kFp32ToBf16, kBf16ToFp32 };
+
+std::optional<FpuOp> parse_fpu_op(const std::string& name);
+const char* fpu_op_name(FpuOp op);
+
+struct FpuCase {
+  int line = 0;
+  uint32_t a = 0, b = 0;  // b unused by one-operand ops
+  uint32_t expected = 0;
+};
+
+struct FpuParseResult {
+  std::vector<FpuCase> cases;
+  std::vector<std::string> errors;  // "line N: reason"
+};
+
+FpuParseResult parse_fpu_vectors(std::istream& in, FpuOp op);
+
+// Runs the file through the RTL and prints the report to `out`, errors to `err`.
+// Returns the exit status: 0 all cases match, 1 mismatches, 2 unreadable or malformed file.
+int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ostream& err);
+
+}  // namespace tessera::tools
