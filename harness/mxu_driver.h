@@ -15,6 +15,7 @@
 
 #include "harness/mxu_ref.h"
 #include "harness/sim_ctrl.h"
+#include "harness/vl_bits.h"
 
 namespace tessera::mxu {
 
@@ -56,12 +57,12 @@ class MxuDriver {
     Model& m = sim_.top();
     m.w_valid_i = !weights_.empty();
     if (!weights_.empty()) {
-      for (int i = 0; i < N; ++i) m.w_row_i[i] = weights_.front()[i];
+      for (int i = 0; i < N; ++i) put_elem<16>(m.w_row_i, i, weights_.front()[i]);
     }
     m.a_valid_i = !acts_.empty();
     if (!acts_.empty()) {
       const ActRow& r = acts_.front();
-      for (int i = 0; i < N; ++i) m.a_row_i[i] = r.act[i];
+      for (int i = 0; i < N; ++i) put_elem<16>(m.a_row_i, i, r.act[i]);
       m.a_first_i = r.first;
       m.a_acc_addr_i = r.acc_addr;
       m.a_accumulate_i = r.accumulate;
@@ -113,7 +114,7 @@ class MxuDriver {
       if (fire) ++issued;
       if (m.acc_rd_data_valid_o) {
         Row32 row;
-        for (int i = 0; i < N; ++i) row[i] = m.acc_rd_data_o[i];
+        for (int i = 0; i < N; ++i) row[i] = get_elem<32>(m.acc_rd_data_o, i);
         rows.push_back(row);
       }
       if (++guard > 16ull * count + 64) throw std::runtime_error("MXU read port never answered");

@@ -3,8 +3,9 @@
 // (the MXU array). Rounding is round-to-nearest-even, subnormal inputs and outputs are kept,
 // every NaN result is the canonical 0x7FC00000 and signed zeros follow IEEE-754 (RNE: an exact
 // zero difference is +0). docs/numerics.md states the contract these functions implement.
+// Written in the subset Yosys 0.23 reads (make synth): one exit per function (no `return`),
+// no `import` inside a package.
 package tpu_fp_pkg;
-  import tpu_pkg::*;
 
   // Leading zeros of a 32-bit word by binary search: five compare-and-shift steps, no loop,
   // so Verilator emits straight-line code. Returns 31 for zero (callers never pass zero).
@@ -18,34 +19,28 @@ package tpu_fp_pkg;
     if (v[31:28] == 4'd0)  begin n = n + 5'd4;  v = v << 4;  end
     if (v[31:30] == 2'd0)  begin n = n + 5'd2;  v = v << 2;  end
     if (v[31] == 1'b0)     begin n = n + 5'd1;  end
-    return n;
+    lzc32 = n;
   endfunction
 
   function automatic logic fp32_is_nan(input logic [30:0] mag);  // sign does not matter
-    return (mag[30:23] == 8'hFF) && (mag[22:0] != 23'd0);
+    fp32_is_nan = (mag[30:23] == 8'hFF) && (mag[22:0] != 23'd0);
   endfunction
 
   function automatic logic fp32_is_inf(input logic [30:0] mag);
-    return (mag[30:23] == 8'hFF) && (mag[22:0] == 23'd0);
+    fp32_is_inf = (mag[30:23] == 8'hFF) && (mag[22:0] == 23'd0);
   endfunction
 
   // fp32 + fp32. The larger magnitude operand x keeps its exponent; the smaller y is aligned
   // with guard, round and sticky bits, which is enough for correct RNE (Goldberg 1991).
-  function automatic fp32_t fp32_add(input fp32_t a, input fp32_t b);
-    logic        swap, eff_sub, sticky, round_up;
-    fp32_t       x, y;
-    logic [30:0] rounded;
-    logic [7:0]  ex, ey, align, shamt;
-    logic [26:0] sig_x, sig_y, sig_y_al, norm;   // {hidden, fraction[22:0], guard, round, sticky}
-    logic [27:0] sum;                            // one carry bit above sig_x
-    logic [4:0]  lz;
-    logic [8:0]  exp_res;
-    if (fp32_is_nan(a[30:0]) || fp32_is_nan(b[30:0]) ||
-        (fp32_is_inf(a[30:0]) && fp32_is_inf(b[30:0]) && (a[31] != b[31]))) begin
-      return FP32_CANON_NAN;
-    end
-    if (fp32_is_inf(a[30:0])) return a;
-    if (fp32_is_inf(b[30:0])) return b;
+  function automatic tpu_pkg::fp32_t fp32_add(input tpu_pkg::fp32_t a, input tpu_pkg::fp32_t b);
+    logic           swap, eff_sub, sticky, round_up;
+    tpu_pkg::fp32_t x, y, res;
+    logic [7:0]     ex, ey, align, shamt;
+    logic [26:0]    sig_x, sig_y, sig_y_al, norm;  // {hidden, fraction[22:0], guard, round, sticky}
+    logic [27:0]    sum;                           // one carry bit above sig_x
+    logic [4:0]     lz;
+    logic [8:0]     exp_res;
+    logic [30:0]    rounded;
     swap  = b[30:0] > a[30:0];
     x     = swap ? b : a;
     y     = swap ? a : b;
@@ -54,7 +49,7 @@ package tpu_fp_pkg;
     ey    = (y[30:23] == 8'd0) ? 8'd1 : y[30:23];
     sig_x = {x[30:23] != 8'd0, x[22:0], 3'b000};
     sig_y = {y[30:23] != 8'd0, y[22:0], 3'b000};
-    align  = ex - ey;
+    align = ex - ey;
     if (align >= 8'd27) begin
       sig_y_al = {26'd0, sig_y != 27'd0};
     end else begin
@@ -64,8 +59,6 @@ package tpu_fp_pkg;
     end
     eff_sub = x[31] ^ y[31];
     sum = eff_sub ? ({1'b0, sig_x} - {1'b0, sig_y_al}) : ({1'b0, sig_x} + {1'b0, sig_y_al});
-    // Exact zero: +0 for a difference (RNE), otherwise the common sign (-0 + -0 = -0).
-    if (sum == 28'd0) return {eff_sub ? 1'b0 : x[31], 31'd0};
     if (sum[27]) begin
       norm    = {sum[27:2], sum[1] | sum[0]};
       exp_res = {1'b0, ex} + 9'd1;
@@ -76,25 +69,40 @@ package tpu_fp_pkg;
       norm    = sum[26:0] << shamt;
       exp_res = {1'b0, ex - shamt};
     end
-    if (exp_res >= 9'd255) return {x[31], 8'hFF, 23'd0};
     // The hidden bit adds one to the exponent field, so (exp - 1) + {hidden, fraction} packs
     // normals and subnormals alike; a rounding carry ripples into the exponent (and to inf).
     round_up = norm[2] & (norm[1] | norm[0] | norm[3]);
     rounded  = {exp_res[7:0] - 8'd1, 23'd0} + {7'd0, norm[26:3]} + {30'd0, round_up};
-    return {x[31], rounded};
+    if (fp32_is_nan(a[30:0]) || fp32_is_nan(b[30:0]) ||
+        (fp32_is_inf(a[30:0]) && fp32_is_inf(b[30:0]) && (a[31] != b[31]))) begin
+      res = tpu_pkg::FP32_CANON_NAN;
+    end else if (fp32_is_inf(a[30:0])) begin
+      res = a;
+    end else if (fp32_is_inf(b[30:0])) begin
+      res = b;
+    end else if (sum == 28'd0) begin
+      // Exact zero: +0 for a difference (RNE), otherwise the common sign (-0 + -0 = -0).
+      res = {eff_sub ? 1'b0 : x[31], 31'd0};
+    end else if (exp_res >= 9'd255) begin
+      res = {x[31], 8'hFF, 23'd0};
+    end else begin
+      res = {x[31], rounded};
+    end
+    fp32_add = res;
   endfunction
 
   // bf16 x bf16 -> fp32. The 8x8-bit significand product always fits fp32's 24 bits, so the
   // result is exact unless it overflows (-> inf) or falls below fp32's normal range, where it
   // is shifted into a subnormal and rounded to nearest even.
-  function automatic fp32_t bf16_mul(input bf16_t a, input bf16_t b);
-    logic             sign, a_nan, b_nan, a_inf, b_inf, a_zero, b_zero, round_up;
-    logic [7:0]       ea, eb, sa, sb;
-    logic [15:0]      prod, prod_n;
-    logic [4:0]       lz;
+  function automatic tpu_pkg::fp32_t bf16_mul(input tpu_pkg::bf16_t a, input tpu_pkg::bf16_t b);
+    logic               sign, a_nan, b_nan, a_inf, b_inf, a_zero, b_zero, round_up;
+    logic [7:0]         ea, eb, sa, sb;
+    logic [15:0]        prod, prod_n;
+    logic [4:0]         lz;
     logic signed [10:0] exp_res;
-    logic [10:0]      shamt;
-    logic [54:0]      wide;   // {significand[22:0] after shift, 32 bits below}
+    logic [10:0]        shamt;
+    logic [54:0]        wide;   // {significand[22:0] after shift, 32 bits below}
+    tpu_pkg::fp32_t     res;
     sign   = a[15] ^ b[15];
     a_nan  = (a[14:7] == 8'hFF) && (a[6:0] != 7'd0);
     b_nan  = (b[14:7] == 8'hFF) && (b[6:0] != 7'd0);
@@ -102,9 +110,6 @@ package tpu_fp_pkg;
     b_inf  = (b[14:7] == 8'hFF) && (b[6:0] == 7'd0);
     a_zero = a[14:0] == 15'd0;
     b_zero = b[14:0] == 15'd0;
-    if (a_nan || b_nan || (a_inf && b_zero) || (a_zero && b_inf)) return FP32_CANON_NAN;
-    if (a_inf || b_inf) return {sign, 8'hFF, 23'd0};
-    if (a_zero || b_zero) return {sign, 31'd0};
     ea     = (a[14:7] == 8'd0) ? 8'd1 : a[14:7];
     eb     = (b[14:7] == 8'd0) ? 8'd1 : b[14:7];
     sa     = {a[14:7] != 8'd0, a[6:0]};
@@ -113,32 +118,42 @@ package tpu_fp_pkg;
     lz     = lzc32({prod, 16'd0});
     prod_n = prod << lz;                          // leading one at bit 15
     exp_res = $signed({3'd0, ea}) + $signed({3'd0, eb}) - 11'sd126 - $signed({6'd0, lz});
-    if (exp_res >= 11'sd255) return {sign, 8'hFF, 23'd0};
-    if (exp_res >= 11'sd1) return {sign, exp_res[7:0], prod_n[14:0], 8'd0};
-    // Subnormal: shift the 24-bit significand right by 1 - exp; 26 or more leaves < 1/4 ulp.
-    shamt = 11'(11'sd1 - exp_res);
-    if (shamt >= 11'd26) return {sign, 31'd0};
+    // Below the normal range: shift the 24-bit significand right by 1 - exp and round; a shift
+    // of 26 or more leaves less than a quarter ulp of the smallest subnormal.
+    shamt    = 11'(11'sd1 - exp_res);
     wide     = 55'({prod_n, 8'd0, 32'd0} >> shamt);  // bit 55 is always shifted out
     round_up = wide[31] & ((wide[30:0] != 31'd0) | wide[32]);
-    return {sign, 31'({8'd0, wide[54:32]}) + {30'd0, round_up}};
+    if (a_nan || b_nan || (a_inf && b_zero) || (a_zero && b_inf)) begin
+      res = tpu_pkg::FP32_CANON_NAN;
+    end else if (a_inf || b_inf || (exp_res >= 11'sd255)) begin
+      res = {sign, 8'hFF, 23'd0};
+    end else if (a_zero || b_zero || (exp_res < 11'sd1 && shamt >= 11'd26)) begin
+      res = {sign, 31'd0};
+    end else if (exp_res >= 11'sd1) begin
+      res = {sign, exp_res[7:0], prod_n[14:0], 8'd0};   // exact
+    end else begin
+      res = {sign, 31'({8'd0, wide[54:32]}) + {30'd0, round_up}};
+    end
+    bf16_mul = res;
   endfunction
 
   // fp32 -> bf16, round to nearest even; NaN -> canonical bf16 NaN; overflow rounds to inf.
-  function automatic bf16_t fp32_to_bf16(input fp32_t a);
-    if (fp32_is_nan(a[30:0])) return BF16_CANON_NAN;
-    return 16'((a + 32'h0000_7FFF + {31'd0, a[16]}) >> 16);
+  function automatic tpu_pkg::bf16_t fp32_to_bf16(input tpu_pkg::fp32_t a);
+    tpu_pkg::bf16_t rounded;
+    rounded      = 16'((a + 32'h0000_7FFF + {31'd0, a[16]}) >> 16);
+    fp32_to_bf16 = fp32_is_nan(a[30:0]) ? tpu_pkg::BF16_CANON_NAN : rounded;
   endfunction
 
   // bf16 -> fp32 is exact; NaN -> canonical fp32 NaN.
-  function automatic fp32_t bf16_to_fp32(input bf16_t a);
-    if ((a[14:7] == 8'hFF) && (a[6:0] != 7'd0)) return FP32_CANON_NAN;
-    return {a, 16'd0};
+  function automatic tpu_pkg::fp32_t bf16_to_fp32(input tpu_pkg::bf16_t a);
+    bf16_to_fp32 = ((a[14:7] == 8'hFF) && (a[6:0] != 7'd0)) ? tpu_pkg::FP32_CANON_NAN : {a, 16'd0};
   endfunction
 
   // One processing-element step: psum + a * w, the product rounded first (it is exact in
   // range), then the sum. Two roundings, never fused: the architectural MAC.
-  function automatic fp32_t mac(input fp32_t psum, input bf16_t act, input bf16_t weight);
-    return fp32_add(psum, bf16_mul(act, weight));
+  function automatic tpu_pkg::fp32_t mac(input tpu_pkg::fp32_t psum, input tpu_pkg::bf16_t act,
+                                         input tpu_pkg::bf16_t weight);
+    mac = fp32_add(psum, bf16_mul(act, weight));
   endfunction
 
 endpackage

@@ -26,11 +26,11 @@ module tpu_mxu #(
   // weight tile rows
   input  logic                w_valid_i,              // w_row_i holds the next weight row
   output logic                w_ready_o,              // shadow bank can take a row
-  input  tpu_pkg::bf16_t      w_row_i [N],            // W[k][0..N-1], k = 0, 1, .. N-1
+  input  logic [16*N-1:0]   w_row_i,                // bf16 W[k][n] at bits 16n, k = 0 .. N-1
   // activation rows
   input  logic                a_valid_i,              // a_row_i holds a row
   output logic                a_ready_o,              // row accepted this cycle if valid
-  input  tpu_pkg::bf16_t      a_row_i [N],            // A[m][0..N-1]
+  input  logic [16*N-1:0]   a_row_i,                // bf16 A[m][k] at bits 16k
   input  logic                a_first_i,              // first row of a tile: swap weight banks
   input  logic [AccAddrW-1:0] a_acc_addr_i,           // accumulator row for this row's result
   input  logic                a_accumulate_i,         // 1: acc += result, 0: acc = result
@@ -39,11 +39,10 @@ module tpu_mxu #(
   output logic                acc_rd_ready_o,         // read accepted this cycle if valid
   input  logic [AccAddrW-1:0] acc_rd_addr_i,
   output logic                acc_rd_data_valid_o,    // acc_rd_data_o holds a requested row
-  output tpu_pkg::fp32_t      acc_rd_data_o [N],
+  output logic [32*N-1:0]   acc_rd_data_o,          // fp32 word n at bits 32n
   // status
   output logic                busy_o                  // rows or weights still in flight
 );
-  import tpu_pkg::*;
 
   localparam int unsigned RowIdxW  = $clog2(N);
   localparam int unsigned Latency  = 2 * N - 1;       // accept -> accumulator write cycle
@@ -88,7 +87,7 @@ module tpu_mxu #(
 
   // ---------------------------------------------------------------- the array
   logic  act_en, wload_en;
-  fp32_t array_out [N];
+  logic [32*N-1:0] array_out;
   logic [CntW-1:0] inflight_q;                       // rows accepted, not yet written
 
   assign act_en   = a_fire || (inflight_q != '0);
@@ -134,10 +133,10 @@ module tpu_mxu #(
   // ---------------------------------------------------------------- accumulate and write
   logic                rmw_rd_en, wr_en, host_rd_fire;
   logic [AccAddrW-1:0] rmw_rd_addr, wr_addr;
-  fp32_t               mem_rd_row [N];
-  fp32_t               wr_row [N];
+  logic [32*N-1:0]     mem_rd_row;
+  logic [32*N-1:0]     wr_row;
   logic                bypass_q;                     // last cycle's write hit last cycle's read
-  fp32_t               bypass_row_q [N];
+  logic [32*N-1:0]     bypass_row_q;
 
   assign rmw_rd_en   = meta_valid_q[Latency - 2] && meta_accum_q[Latency - 2];
   assign rmw_rd_addr = meta_addr_q[Latency - 2];
@@ -146,9 +145,10 @@ module tpu_mxu #(
 
   always_comb begin
     for (int c = 0; c < int'(N); c++) begin
-      wr_row[c] = meta_accum_q[Latency - 1]
-          ? tpu_fp_pkg::fp32_add(bypass_q ? bypass_row_q[c] : mem_rd_row[c], array_out[c])
-          : array_out[c];
+      wr_row[32*c +: 32] = meta_accum_q[Latency - 1]
+          ? tpu_fp_pkg::fp32_add(bypass_q ? bypass_row_q[32*c +: 32] : mem_rd_row[32*c +: 32],
+                                 array_out[32*c +: 32])
+          : array_out[32*c +: 32];
     end
   end
 

@@ -10,13 +10,13 @@ module tpu_mxu_acc_mem #(
   // write port
   input  logic             wr_en_i,                 // write wr_row_i at wr_addr_i this cycle
   input  logic [AddrW-1:0] wr_addr_i,
-  input  tpu_pkg::fp32_t   wr_row_i [N],
+  input  logic [32*N-1:0]  wr_row_i,                // N fp32 words, word c at bits 32c
   // read port
   input  logic             rd_en_i,                 // read rd_addr_i this cycle
   input  logic [AddrW-1:0] rd_addr_i,
-  output tpu_pkg::fp32_t   rd_row_o [N]             // valid the cycle after rd_en_i
+  output logic [32*N-1:0]  rd_row_o                 // valid the cycle after rd_en_i
 );
-  tpu_pkg::fp32_t mem_q [Rows][N];
+  logic [32*N-1:0] mem_q [Rows];
 
   always_ff @(posedge clk_i) begin
     if (rd_en_i) rd_row_o <= mem_q[rd_addr_i];

@@ -26,40 +26,40 @@ module tpu_mxu_array #(
   input  logic           rst_ni,
   // activation rows
   input  logic           act_en_i,                // shift the activation path this cycle
-  input  tpu_pkg::bf16_t act_row_i [N],           // row entering (element r -> array row r)
+  input  logic [16*N-1:0] act_row_i,                // bf16 row entering, element r -> row r
   input  logic           act_bank_i,              // weight bank the row uses
   // weight rows
   input  logic           wload_en_i,              // shift the weight-load path this cycle
   input  logic           wload_valid_i,           // a weight row enters this cycle
   input  logic [RowIdxW-1:0] wload_row_idx_i,  // which array row it is for
   input  logic           wload_bank_i,            // bank it is written to
-  input  tpu_pkg::bf16_t wload_row_i [N],         // W[row][0..N-1]
+  input  logic [16*N-1:0] wload_row_i,              // bf16 W[row][0..N-1], element c at c
   // results
-  output tpu_pkg::fp32_t out_row_o [N]            // de-skewed column sums (valid per caller)
+  output logic [32*N-1:0] out_row_o                 // fp32 de-skewed column sums, c at c
 );
-  import tpu_pkg::*;
 
   // Activation path: skew_q[r][0..r-1] delays row r by r cycles; act_q/bank_q are the values
   // each PE passes right; psum_q the sums each PE passes down; deskew_q[c][0..N-2-c].
-  bf16_t act_skew_q  [N][N];
+  tpu_pkg::bf16_t act_skew_q  [N][N];
   logic  bank_skew_q [N][N];
-  bf16_t act_q       [N][N];
+  tpu_pkg::bf16_t act_q       [N][N];
   logic  bank_q      [N][N];
-  fp32_t psum_q      [N][N];
-  fp32_t deskew_q    [N][N];
+  tpu_pkg::fp32_t psum_q      [N][N];
+  tpu_pkg::fp32_t deskew_q    [N][N];
   // Weight path: two banks per PE; wskew_*_q[c][0..c-1] delay column c of a loaded row.
-  bf16_t               weight_q      [2][N][N];
+  tpu_pkg::bf16_t               weight0_q     [N][N];
+  tpu_pkg::bf16_t               weight1_q     [N][N];
   logic                wskew_valid_q [N][N];
   logic                wskew_bank_q  [N][N];
   logic [RowIdxW-1:0]  wskew_row_q   [N][N];
-  bf16_t               wskew_data_q  [N][N];
+  tpu_pkg::bf16_t               wskew_data_q  [N][N];
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
-    bf16_t              a_in, d_in;
+    tpu_pkg::bf16_t              a_in, d_in;
     logic               b_in, v_in, k_in;
     logic [RowIdxW-1:0] row_in;
-    fp32_t              p_in;
-    fp32_t              out_next [N];
+    tpu_pkg::fp32_t              p_in;
+    logic [32*N-1:0]    out_next;
     if (!rst_ni) begin
       for (int c = 0; c < N; c++) begin
         for (int j = 0; j < N; j++) wskew_valid_q[c][j] = 1'b0;
@@ -76,14 +76,14 @@ module tpu_mxu_array #(
         for (int r = N - 1; r >= 0; r--) begin
           for (int c = N - 1; c >= 0; c--) begin
             if (c == 0) begin
-              a_in = (r == 0) ? act_row_i[0] : act_skew_q[r][r - 1];
+              a_in = (r == 0) ? act_row_i[15:0] : act_skew_q[r][r - 1];
               b_in = (r == 0) ? act_bank_i : bank_skew_q[r][r - 1];
             end else begin
               a_in = act_q[r][c - 1];
               b_in = bank_q[r][c - 1];
             end
             p_in = (r == 0) ? 32'h0000_0000 : psum_q[r - 1][c];
-            psum_q[r][c] = tpu_fp_pkg::mac(p_in, a_in, weight_q[b_in][r][c]);
+            psum_q[r][c] = tpu_fp_pkg::mac(p_in, a_in, b_in ? weight1_q[r][c] : weight0_q[r][c]);
             act_q[r][c]  = a_in;
             bank_q[r][c] = b_in;
           end
@@ -92,15 +92,15 @@ module tpu_mxu_array #(
             bank_skew_q[r][j] = bank_skew_q[r][j - 1];
           end
           if (r > 0) begin
-            act_skew_q[r][0]  = act_row_i[r];
+            act_skew_q[r][0]  = act_row_i[16*r +: 16];
             bank_skew_q[r][0] = act_bank_i;
           end
         end
         // Registered output stage. Registers assigned with '=' above are read by no other
         // process (that would race at the clock edge); the outside world sees them only
         // through this nonblocking copy of the de-skew tails, O(N) per cycle.
-        for (int c = 0; c < N - 1; c++) out_next[c] = deskew_q[c][N - 2 - c];
-        out_next[N - 1] = psum_q[N - 1][N - 1];
+        for (int c = 0; c < N - 1; c++) out_next[32*c +: 32] = deskew_q[c][N - 2 - c];
+        out_next[32*(N-1) +: 32] = psum_q[N - 1][N - 1];
         out_row_o <= out_next;
       end
       // Weight writes, after the MACs above: a PE's MAC this edge still reads the old weight.
@@ -110,14 +110,21 @@ module tpu_mxu_array #(
             v_in   = wload_valid_i;
             k_in   = wload_bank_i;
             row_in = wload_row_idx_i;
-            d_in   = wload_row_i[0];
+            d_in   = wload_row_i[15:0];
           end else begin
             v_in   = wskew_valid_q[c][c - 1];
             k_in   = wskew_bank_q[c][c - 1];
             row_in = wskew_row_q[c][c - 1];
             d_in   = wskew_data_q[c][c - 1];
           end
-          if (v_in) weight_q[k_in][row_in][c] = d_in;
+          // Each PE of the column compares the row index (its write enable): constant indices
+          // only, so synthesis sees plain registers rather than a decoded memory.
+          for (int r = 0; r < N; r++) begin
+            if (v_in && (row_in == RowIdxW'(r))) begin
+              if (k_in) weight1_q[r][c] = d_in;
+              else weight0_q[r][c] = d_in;
+            end
+          end
           for (int j = c - 1; j >= 1; j--) begin
             wskew_valid_q[c][j] = wskew_valid_q[c][j - 1];
             wskew_bank_q[c][j]  = wskew_bank_q[c][j - 1];
@@ -128,7 +135,7 @@ module tpu_mxu_array #(
             wskew_valid_q[c][0] = wload_valid_i;
             wskew_bank_q[c][0]  = wload_bank_i;
             wskew_row_q[c][0]   = wload_row_idx_i;
-            wskew_data_q[c][0]  = wload_row_i[c];
+            wskew_data_q[c][0]  = wload_row_i[16*c +: 16];
           end
         end
       end

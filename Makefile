@@ -1,0 +1,64 @@
+# Tessera — the front door. `make help` lists the targets.
+# Every target installs the Debian packages it needs first (scripts/ensure_packages.sh).
+
+BUILD   ?= build
+JOBS    ?= 2
+CTEST_JOBS ?= 2
+
+SIM_PACKAGES   := verilator cmake ninja-build g++ ccache libgtest-dev libcli11-dev zlib1g-dev
+SYNTH_PACKAGES := yosys
+WAVES_PACKAGES := gtkwave
+
+.PHONY: help deps configure build lint sim test-long waves bench synth format clean
+
+help:
+	@echo "Tessera targets:"
+	@echo "  make sim          the regression: installs what is missing, lints the RTL, builds"
+	@echo "                    every Verilator model and test, runs them all through ctest"
+	@echo "  make lint         verilator --lint-only -Wall on every RTL top (waivers: rtl/lint.vlt)"
+	@echo "  make test-long    the arithmetic tests with 2*10^7 random vectors per operation"
+	@echo "  make waves TEST=Suite.Name   rerun one test with an FST dump and open it in GTKWave"
+	@echo "  make bench        MXU simulation speed and Verilator build time, N = 8 .. 128"
+	@echo "                    (results: $(BUILD)/bench/*.json)"
+	@echo "  make synth        Yosys synthesis of the PE and the MXU at N = 4: latch check, cells"
+	@echo "  make format       clang-format every C++ source"
+	@echo "  make clean        remove $(BUILD)/"
+	@echo "Variables: JOBS=$(JOBS) (compile jobs), CTEST_JOBS=$(CTEST_JOBS), BUILD=$(BUILD)"
+
+deps:
+	@scripts/ensure_packages.sh $(SIM_PACKAGES)
+
+$(BUILD)/build.ninja: CMakeLists.txt rtl/tpu.f
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+configure: deps $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+lint: deps
+	@scripts/lint.sh
+
+sim: lint build
+	@scripts/run_tests.sh $(BUILD) $(CTEST_JOBS)
+
+test-long: build
+	TESSERA_FP_VECTORS=20000000 $(BUILD)/tests/test_fpu
+
+waves: build
+	@scripts/ensure_packages.sh $(WAVES_PACKAGES)
+	@scripts/waves.sh $(BUILD) "$(TEST)"
+
+bench: deps
+	@scripts/bench_mxu.sh $(BUILD)/bench
+
+synth: deps
+	@scripts/ensure_packages.sh $(SYNTH_PACKAGES)
+	@scripts/synth.sh $(BUILD)/synth
+
+format:
+	@scripts/ensure_packages.sh clang-format
+	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# make lint: verilator --lint-only -Wall on every RTL top (and the MXU at its smallest and
+# largest N, since parameters change widths). Waivers live only in rtl/lint.vlt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tops=(
+  "tpu_fpu"
+  "tpu_mxu_pe"
+  "tpu_mxu -GN=4 -GAccRows=16"
+  "tpu_mxu -GN=16 -GAccRows=256"
+  "tpu_mxu -GN=128 -GAccRows=512"
+)
+fail=0
+for t in "${tops[@]}"; do
+  set -- $t
+  if verilator --lint-only -Wall rtl/lint.vlt -f rtl/tpu.f --top-module "$@"; then
+    echo "lint ok: $t"
+  else
+    echo "lint FAILED: $t"
+    fail=1
+  fi
+done
+exit $fail
