@@ -28,7 +28,7 @@ help:
 deps:
 	@scripts/ensure_packages.sh $(SIM_PACKAGES)
 
-$(BUILD)/build.ninja: CMakeLists.txt rtl/tpu.f
+$(BUILD)/build.ninja: CMakeLists.txt sim/CMakeLists.txt rtl/tpu.f
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
 
 configure: deps $(BUILD)/build.ninja

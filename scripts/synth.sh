@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# make synth: Yosys (generic gates, `synth`) on the processing element and on the whole MXU at
+# N = 4 (AccRows 16). Fails on a parse error, on any latch, or on an undriven signal. Cell
+# counts: <out>/<top>.stat; a summary is printed at the end.
+set -euo pipefail
+out=$(realpath -m "${1:-build/synth}")
+cd "$(dirname "$0")/.."
+mkdir -p "$out"
+pkgs="rtl/pkg/tpu_pkg.sv rtl/fpu/tpu_fp_pkg.sv"
+run() {  # name top "params" files...
+  local name=$1 top=$2 params=$3; shift 3
+  local chparam=""
+  [ -n "$params" ] && chparam="chparam $params $top;"
+  local start=$(date +%s)
+  if ! yosys -q -l "$out/$name.log" -p "
+      read_verilog -sv -Irtl/pkg $pkgs $*;
+      $chparam
+      hierarchy -check -top $top;
+      synth -top $top;
+      select -assert-none t:\$_DLATCH* t:\$dlatch*;
+      check -assert;
+      tee -o $out/$name.stat stat" >/dev/null; then
+    echo "synth FAILED: $name (log: $out/$name.log)" >&2
+    grep -E "ERROR|Assert|latch" "$out/$name.log" | head -5 >&2
+    return 1
+  fi
+  local cells=$(awk '/Number of cells:/ {n = $4} END {print n}' "$out/$name.stat")
+  local flops=$(grep -cE '\$_(S?DFF|DFFE|SDFFE|SDFFCE|ADFF|ADFFE|DFFSR)[A-Z_]*' "$out/$name.stat" || true)
+  printf '%-16s %9s cells  %4s s  no latches\n' "$name" "$cells" "$(( $(date +%s) - start ))"
+  grep -E '^\s+\$_' "$out/$name.stat" > "$out/$name.cells" || true
+}
+run tpu_fpu tpu_fpu "" rtl/fpu/tpu_fpu.sv
+run tpu_mxu_pe tpu_mxu_pe "" rtl/mxu/tpu_mxu_pe.sv
+run tpu_mxu_n4 tpu_mxu "-set N 4 -set AccRows 16" \
+  rtl/mxu/tpu_mxu_array.sv rtl/mxu/tpu_mxu_acc_mem.sv rtl/mxu/tpu_mxu.sv
+echo "cell breakdowns: $out/*.stat"

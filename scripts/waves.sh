@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# make waves TEST=Suite.Name: finds the test binary that holds the test, reruns that one test
+# with WAVES=1 (FST to build/waves/<Suite.Name>.fst, '/' -> '_'), and opens it in GTKWave with
+# the block's layout from waves/. The layout's bus widths are adjusted to the dump (they depend
+# on the array size N). Without a display it prints the command to run instead.
+set -euo pipefail
+build=${1:-build}
+test=${2:-}
+cd "$(dirname "$0")/.."
+
+list_tests() {  # prints "binary Suite.Name" for every test of every test binary
+  for bin in "$build"/tests/test_*; do
+    [ -x "$bin" ] || continue
+    "$bin" --gtest_list_tests | awk -v b="$bin" '
+      /^[^ ]/ { suite = $1; next }
+      /^  /   { print b " " suite $1 }'
+  done
+}
+
+if [ -z "$test" ]; then
+  echo "usage: make waves TEST=Suite.Name   (valid names below)" >&2
+  list_tests | awk '{print "  " $2}' >&2
+  exit 2
+fi
+bin=$(list_tests | awk -v t="$test" '$2 == t {print $1; exit}')
+if [ -z "$bin" ]; then
+  echo "make waves: no test named '$test'. Valid names:" >&2
+  list_tests | awk '{print "  " $2}' >&2
+  exit 2
+fi
+
+case "$(basename "$bin")" in
+  test_mxu_pe) layout=waves/mxu_pe.gtkw ;;
+  test_mxu_*) layout=waves/mxu.gtkw ;;
+  *) layout=waves/fpu.gtkw ;;
+esac
+
+fst="$build/waves/${test//\//_}.fst"
+rm -f "$fst"
+WAVES=1 TESSERA_WAVES_DIR="$build/waves" "$bin" --gtest_filter="$test"
+if [ ! -f "$fst" ]; then
+  echo "make waves: $test ran but wrote no waveform (it drives no RTL model)" >&2
+  exit 1
+fi
+
+# Rewrite each "path[hi:lo]" of the layout to the width the dump declares for that path.
+save="$build/waves/${test//\//_}.gtkw"
+(fst2vcd "$fst" 2>/dev/null || true) | awk '/\$enddefinitions/ {exit} {print}' |
+  awk '
+    $1 == "$scope" { path[++depth] = $3; next }
+    $1 == "$upscope" { depth--; next }
+    $1 == "$var" && $6 ~ /^\[/ {
+      p = ""; for (i = 1; i <= depth; i++) p = p path[i] "."
+      print p $5 " " $6
+    }' > "$build/waves/.ranges"
+awk 'NR == FNR { range[$1] = $2; next }
+     /^[A-Za-z_]/ && match($0, /\[[0-9]+:[0-9]+\]$/) {
+       base = substr($0, 1, RSTART - 1)
+       if (base in range) { print base range[base]; next }
+     }
+     { print }' "$build/waves/.ranges" "$layout" > "$save"
+echo "waveform: $fst"
+echo "layout:   $save (from $layout)"
+if [ -n "${DISPLAY:-}" ]; then
+  gtkwave "$fst" "$save" >/dev/null 2>&1 &
+else
+  echo "no display: open it with  gtkwave $fst $save"
+fi
