@@ -2,6 +2,9 @@
 # make synth: Yosys (generic gates, `synth`) on the processing element and on the whole MXU at
 # N = 4 (AccRows 16). Fails on a parse error, on any latch, or on an undriven signal. Cell
 # counts: <out>/<top>.stat; a summary is printed at the end.
+# -defer: elaborate only at the requested parameters (without it Yosys first builds every module
+# at its defaults, the array at N = 16, which takes minutes). -noshare: the resource-sharing
+# pass spends minutes proving the MACs' shifters unshareable and changes no cell count.
 set -euo pipefail
 out=$(realpath -m "${1:-build/synth}")
 cd "$(dirname "$0")/.."
@@ -13,10 +16,10 @@ run() {  # name top "params" files...
   [ -n "$params" ] && chparam="chparam $params $top;"
   local start=$(date +%s)
   if ! yosys -q -l "$out/$name.log" -p "
-      read_verilog -sv -Irtl/pkg $pkgs $*;
+      read_verilog -defer -sv -Irtl/pkg $pkgs $*;
       $chparam
       hierarchy -check -top $top;
-      synth -top $top;
+      synth -noshare -top $top;
       select -assert-none t:\$_DLATCH* t:\$dlatch*;
       check -assert;
       tee -o $out/$name.stat stat" >/dev/null; then

@@ -111,9 +111,10 @@ module tpu_mxu #(
   // Entry k holds the row accepted k + 1 cycles ago; entry Latency - 2 reads the accumulator
   // (accumulate mode), entry Latency - 1 writes it. It shifts every cycle (O(N) work, unlike
   // the array's N * N), so a valid entry sits in the last stage for exactly one cycle.
+  // meta_addr_q is flat, entry k at bits AccAddrW * k: Yosys 0.23 reads no 2-D packed arrays.
   logic [Latency-1:0]                meta_valid_q;
   logic [Latency-1:0]                meta_accum_q;
-  logic [Latency-1:0][AccAddrW-1:0]  meta_addr_q;
+  logic [Latency*AccAddrW-1:0]       meta_addr_q;
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
@@ -121,7 +122,7 @@ module tpu_mxu #(
     end else begin
       meta_valid_q <= {meta_valid_q[Latency-2:0], a_fire};
       meta_accum_q <= {meta_accum_q[Latency-2:0], a_accumulate_i};
-      meta_addr_q  <= {meta_addr_q[Latency-2:0], a_acc_addr_i};
+      meta_addr_q  <= {meta_addr_q[(Latency-1)*AccAddrW-1:0], a_acc_addr_i};
     end
   end
 
@@ -139,12 +140,12 @@ module tpu_mxu #(
   logic [32*N-1:0]     bypass_row_q;
 
   assign rmw_rd_en   = meta_valid_q[Latency - 2] && meta_accum_q[Latency - 2];
-  assign rmw_rd_addr = meta_addr_q[Latency - 2];
+  assign rmw_rd_addr = meta_addr_q[AccAddrW*(Latency - 2) +: AccAddrW];
   assign wr_en       = meta_valid_q[Latency - 1];
-  assign wr_addr     = meta_addr_q[Latency - 1];
+  assign wr_addr     = meta_addr_q[AccAddrW*(Latency - 1) +: AccAddrW];
 
   always_comb begin
-    for (int c = 0; c < int'(N); c++) begin
+    for (int c = 0; c < N; c++) begin
       wr_row[32*c +: 32] = meta_accum_q[Latency - 1]
           ? tpu_fp_pkg::fp32_add(bypass_q ? bypass_row_q[32*c +: 32] : mem_rd_row[32*c +: 32],
                                  array_out[32*c +: 32])
