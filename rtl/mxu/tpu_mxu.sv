@@ -71,7 +71,7 @@ module tpu_mxu #(
       wload_cycles_q   <= '0;
     end else begin
       if (w_fire) begin
-        wload_row_q   <= wload_row_q + 1'b1;         // wraps to 0 after row N - 1 (N = 2^k)
+        wload_row_q   <= (wload_row_q == RowIdxW'(N - 1)) ? '0 : wload_row_q + 1'b1;
         wload_cycles_q <= (RowIdxW + 1)'(N - 1);
       end else if (wload_cycles_q != '0) begin
         wload_cycles_q <= wload_cycles_q - 1'b1;
