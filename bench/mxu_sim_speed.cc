@@ -32,8 +32,8 @@ void tick(Vtpu_mxu& m) {
 
 int main(int argc, char** argv) {
   constexpr int N = MXU_N;
-  const long cycles = argc > 1 ? std::atol(argv[1]) : 2000000L / N;  // ~same work per N^2
-  const int reps = argc > 2 ? std::atoi(argv[2]) : 5;
+  const long cycles = argc > 1 ? std::atol(argv[1]) : 40000000L / (N * N);  // ~1 s per rep
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 7;
   auto ctx = std::make_unique<VerilatedContext>();
   auto m = std::make_unique<Vtpu_mxu>(ctx.get(), "TOP");
   m->clk_i = 0;
