@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
       tick(*m);
     }
     const double cpu = thread_cpu_seconds() - c0;
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
     cpu_rates.push_back(double(N) * N * cycles / cpu);
     wall_rates.push_back(double(N) * N * cycles / wall);
   }

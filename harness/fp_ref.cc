@@ -35,17 +35,20 @@ uint16_t fp32_to_bf16(uint32_t a) {
   const uint16_t sign = static_cast<uint16_t>((a >> 16) & 0x8000u);
   const uint32_t mag = a & 0x7FFFFFFFu;
   if (mag >= 0x7F800000u) return static_cast<uint16_t>(sign | 0x7F80u);  // inf stays inf
-  const uint16_t lo = static_cast<uint16_t>(mag >> 16);                   // truncation
-  const uint16_t hi = static_cast<uint16_t>(lo + 1);                      // next up (maybe inf)
+  const uint16_t lo = static_cast<uint16_t>(mag >> 16);                  // truncation
+  const uint16_t hi = static_cast<uint16_t>(lo + 1);                     // next up (maybe inf)
   const double x = std::fabs(static_cast<double>(f32(mag)));
   const double vlo = f32(static_cast<uint32_t>(lo) << 16);
   // The value after the largest finite bf16 is 2^128 for rounding purposes (IEEE overflow).
   const double vhi = (hi == 0x7F80u) ? std::ldexp(1.0, 128) : f32(static_cast<uint32_t>(hi) << 16);
   const double dlo = x - vlo, dhi = vhi - x;  // exact in double
   uint16_t r;
-  if (dlo < dhi) r = lo;
-  else if (dhi < dlo) r = hi;
-  else r = (lo & 1u) ? hi : lo;
+  if (dlo < dhi)
+    r = lo;
+  else if (dhi < dlo)
+    r = hi;
+  else
+    r = (lo & 1u) ? hi : lo;
   return static_cast<uint16_t>(sign | r);
 }
 

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -26,9 +27,9 @@ class MxuDriver {
   using Row32 = std::array<uint32_t, N>;
   struct ActRow {
     Row16 act;
-    bool first;        // first row of a tile: swap to the newly loaded weights
-    uint32_t acc_addr; // accumulator row for the result
-    bool accumulate;   // acc += result instead of acc = result
+    bool first;         // first row of a tile: swap to the newly loaded weights
+    uint32_t acc_addr;  // accumulator row for the result
+    bool accumulate;    // acc += result instead of acc = result
   };
   struct MatmulResult {
     std::vector<uint32_t> c;  // m x n fp32 bits
@@ -53,7 +54,10 @@ class MxuDriver {
   }
 
   // One cycle: offer the queue heads, take what the MXU accepts, tick the clock.
-  void step() {
+  void step() { step_with_read(std::nullopt); }
+
+  // step(), also offering a read of accumulator row `read_addr` on the read port.
+  void step_with_read(std::optional<uint32_t> read_addr) {
     Model& m = sim_.top();
     m.w_valid_i = !weights_.empty();
     if (!weights_.empty()) {
@@ -69,7 +73,8 @@ class MxuDriver {
     } else {
       m.a_first_i = 0;
     }
-    m.acc_rd_valid_i = 0;
+    m.acc_rd_valid_i = read_addr.has_value();
+    m.acc_rd_addr_i = read_addr.value_or(0);
     sim_.eval();
     const bool w_fire = m.w_valid_i && m.w_ready_o;
     const bool a_fire = m.a_valid_i && m.a_ready_o;

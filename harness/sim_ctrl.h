@@ -109,7 +109,7 @@ class SimCtrl : public SimBase<Model> {
   void tick() {
     Model& m = *this->top_;
     m.eval();
-    this->dump(2 * cycle_ * 5 + 5);  // inputs of this cycle, before the edge
+    this->dump(2 * cycle_ * 5 + 5);      // inputs of this cycle, before the edge
     this->ctx_->time(10 * cycle_ + 10);  // $time in RTL messages = the wave's time
     m.clk_i = 1;
     m.eval();

@@ -53,10 +53,14 @@ std::optional<FpuOp> parse_fpu_op(const std::string& name) {
 
 const char* fpu_op_name(FpuOp op) {
   switch (op) {
-    case FpuOp::kAdd: return "add";
-    case FpuOp::kBf16Mul: return "bf16mul";
-    case FpuOp::kFp32ToBf16: return "f2bf";
-    case FpuOp::kBf16ToFp32: return "bf2f";
+    case FpuOp::kAdd:
+      return "add";
+    case FpuOp::kBf16Mul:
+      return "bf16mul";
+    case FpuOp::kFp32ToBf16:
+      return "f2bf";
+    case FpuOp::kBf16ToFp32:
+      return "bf2f";
   }
   return "?";
 }
@@ -75,8 +79,8 @@ FpuParseResult parse_fpu_vectors(std::istream& in, FpuOp op) {
     if (toks.empty()) continue;
     const size_t want = static_cast<size_t>(nops) + 1;
     if (toks.size() < want || toks.size() > want + 1) {
-      res.errors.push_back("line " + std::to_string(lineno) + ": expected " +
-                           std::to_string(nops) + " operand(s), a result and optional flags, got " +
+      res.errors.push_back("line " + std::to_string(lineno) + ": expected " + std::to_string(nops) +
+                           " operand(s), a result and optional flags, got " +
                            std::to_string(toks.size()) + " words");
       continue;
     }
@@ -117,10 +121,28 @@ int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ost
   for (const FpuCase& c : parsed.cases) {
     uint32_t got = 0;
     switch (op) {
-      case FpuOp::kAdd: m.add_a_i = c.a; m.add_b_i = c.b; sim.eval(); got = m.add_o; break;
-      case FpuOp::kBf16Mul: m.mul_a_i = c.a; m.mul_b_i = c.b; sim.eval(); got = m.mul_o; break;
-      case FpuOp::kFp32ToBf16: m.f2bf_i = c.a; sim.eval(); got = m.f2bf_o; break;
-      case FpuOp::kBf16ToFp32: m.bf2f_i = c.a; sim.eval(); got = m.bf2f_o; break;
+      case FpuOp::kAdd:
+        m.add_a_i = c.a;
+        m.add_b_i = c.b;
+        sim.eval();
+        got = m.add_o;
+        break;
+      case FpuOp::kBf16Mul:
+        m.mul_a_i = c.a;
+        m.mul_b_i = c.b;
+        sim.eval();
+        got = m.mul_o;
+        break;
+      case FpuOp::kFp32ToBf16:
+        m.f2bf_i = c.a;
+        sim.eval();
+        got = m.f2bf_o;
+        break;
+      case FpuOp::kBf16ToFp32:
+        m.bf2f_i = c.a;
+        sim.eval();
+        got = m.bf2f_o;
+        break;
     }
     const bool match = is_nan(c.expected, rbits)
                            ? got == (rbits == 32 ? fp::kFp32CanonicalNan : fp::kBf16CanonicalNan)
@@ -132,8 +154,8 @@ int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ost
       out << ": expected " << hex(c.expected, rbits) << " got " << hex(got, rbits) << "\n";
     }
   }
-  out << "fpu-check " << fpu_op_name(op) << " " << path << ": " << parsed.cases.size()
-      << " cases, " << mismatches << " mismatches\n";
+  out << "fpu-check " << fpu_op_name(op) << " " << path << ": " << parsed.cases.size() << " cases, "
+      << mismatches << " mismatches\n";
   return mismatches == 0 ? 0 : 1;
 }
 

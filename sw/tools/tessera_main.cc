@@ -15,8 +15,7 @@ int main(int argc, char** argv) {
   fpu->add_option("--op", op_name, "operation: add, bf16mul, f2bf, bf2f")
       ->required()
       ->check(CLI::IsMember({"add", "bf16mul", "f2bf", "bf2f"}));
-  fpu->add_option("file", vector_file, "vector file: operand(s) expected [flags], hex")
-      ->required();
+  fpu->add_option("file", vector_file, "vector file: operand(s) expected [flags], hex")->required();
 
   CLI11_PARSE(app, argc, argv);
 

@@ -42,10 +42,11 @@ inline std::vector<uint32_t> fp32_specials() {
   std::vector<uint32_t> mags = {
       0x00000000, 0x00000001, 0x00000002, 0x00000003, 0x003FFFFF, 0x00400000, 0x007FFFFF,
       0x00800000, 0x00800001, 0x00FFFFFF, 0x01000000, 0x0C000000, 0x33800000, 0x33FFFFFF,
-      0x34000000, 0x337FFFFF, 0x33800001, 0x33C00000, 0x3F000000, 0x3F7FFFFF, 0x3F800000, 0x3F800001, 0x3F808000, 0x3F807FFF,
-      0x3F808001, 0x3F818000, 0x3FFFFFFF, 0x40000000, 0x4B000000, 0x4B7FFFFF, 0x7E800000,
-      0x7F000000, 0x7F7FFFFF, 0x7F7F7FFF, 0x7F7F8000, 0x7F7F8001, 0x7F800000, 0x7F800001,
-      0x7FBFFFFF, 0x7FC00000, 0x7FC00001, 0x7FFFFFFF, 0x00008000, 0x00018000, 0x00017FFF};
+      0x34000000, 0x337FFFFF, 0x33800001, 0x33C00000, 0x3F000000, 0x3F7FFFFF, 0x3F800000,
+      0x3F800001, 0x3F808000, 0x3F807FFF, 0x3F808001, 0x3F818000, 0x3FFFFFFF, 0x40000000,
+      0x4B000000, 0x4B7FFFFF, 0x7E800000, 0x7F000000, 0x7F7FFFFF, 0x7F7F7FFF, 0x7F7F8000,
+      0x7F7F8001, 0x7F800000, 0x7F800001, 0x7FBFFFFF, 0x7FC00000, 0x7FC00001, 0x7FFFFFFF,
+      0x00008000, 0x00018000, 0x00017FFF};
   std::vector<uint32_t> out;
   for (uint32_t m : mags) {
     out.push_back(m);
@@ -76,14 +77,18 @@ class Fp32Gen {
   uint32_t operator()() {
     const uint32_t r = static_cast<uint32_t>(rng_());
     switch (rng_() % 8) {
-      case 0: return r;                                         // any pattern
-      case 1: return (r & 0x807FFFFFu) | ((rng_() % 4) << 23);  // subnormal / tiny normals
-      case 2: return (r & 0x807FFFFFu) | ((0xFC + rng_() % 3) << 23);  // near overflow
-      case 3: {                                                 // specials
+      case 0:
+        return r;  // any pattern
+      case 1:
+        return (r & 0x807FFFFFu) | ((rng_() % 4) << 23);  // subnormal / tiny normals
+      case 2:
+        return (r & 0x807FFFFFu) | ((0xFC + rng_() % 3) << 23);  // near overflow
+      case 3: {                                                  // specials
         const auto& s = specials_;
         return s[rng_() % s.size()];
       }
-      default: return (r & 0x807FFFFFu) | ((120 + rng_() % 16) << 23);  // close exponents
+      default:
+        return (r & 0x807FFFFFu) | ((120 + rng_() % 16) << 23);  // close exponents
     }
   }
   std::mt19937_64& rng() { return rng_; }
@@ -101,11 +106,16 @@ class Bf16Gen {
   uint16_t operator()() {
     const uint16_t r = static_cast<uint16_t>(rng_());
     switch (rng_() % 8) {
-      case 0: return r;
-      case 1: return static_cast<uint16_t>((r & 0x807F) | ((rng_() % 70) << 7));     // tiny
-      case 2: return static_cast<uint16_t>((r & 0x807F) | ((190 + rng_() % 65) << 7));  // huge
-      case 3: return specials_[rng_() % specials_.size()];
-      default: return static_cast<uint16_t>((r & 0x807F) | ((118 + rng_() % 18) << 7));
+      case 0:
+        return r;
+      case 1:
+        return static_cast<uint16_t>((r & 0x807F) | ((rng_() % 70) << 7));  // tiny
+      case 2:
+        return static_cast<uint16_t>((r & 0x807F) | ((190 + rng_() % 65) << 7));  // huge
+      case 3:
+        return specials_[rng_() % specials_.size()];
+      default:
+        return static_cast<uint16_t>((r & 0x807F) | ((118 + rng_() % 18) << 7));
     }
   }
   std::mt19937_64& rng() { return rng_; }

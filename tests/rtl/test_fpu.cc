@@ -64,7 +64,8 @@ TEST_F(Fpu, AddSpecialClassesPairwise) {
   for (uint32_t a : s) {
     for (uint32_t b : s) {
       const uint32_t want = fp::add(a, b), got = add(a, b);
-      if (want != got) mismatch(hex32(a) + " + " + hex32(b) + ": want " + hex32(want) + " got " + hex32(got));
+      if (want != got)
+        mismatch(hex32(a) + " + " + hex32(b) + ": want " + hex32(want) + " got " + hex32(got));
     }
   }
   expect_no_mismatch(s.size() * s.size());
@@ -77,9 +78,11 @@ TEST_F(Fpu, AddRandom) {
     const uint32_t a = gen();
     uint32_t b = gen();
     // A quarter of the cases subtract nearly equal values (deep cancellation).
-    if ((gen.rng()() & 3) == 0) b = (a ^ 0x80000000u) + static_cast<uint32_t>(gen.rng()() % 64) - 32;
+    if ((gen.rng()() & 3) == 0)
+      b = (a ^ 0x80000000u) + static_cast<uint32_t>(gen.rng()() % 64) - 32;
     const uint32_t want = fp::add(a, b), got = add(a, b);
-    if (want != got) mismatch(hex32(a) + " + " + hex32(b) + ": want " + hex32(want) + " got " + hex32(got));
+    if (want != got)
+      mismatch(hex32(a) + " + " + hex32(b) + ": want " + hex32(want) + " got " + hex32(got));
   }
   expect_no_mismatch(n);
 }
@@ -92,12 +95,14 @@ TEST_F(Fpu, AddRoundingTies) {
     const uint32_t x = (gen.rng()() & 0x807FFFFFu) | ((30 + gen.rng()() % 200) << 23);
     const uint32_t half_ulp_exp = ((x >> 23) & 0xFF) - 24;
     for (int shift = 0; shift < 3; ++shift) {
-      const uint32_t y0 = ((half_ulp_exp + shift) << 23) | ((x ^ 0x80000000u * (i & 1)) & 0x80000000u);
+      const uint32_t y0 =
+          ((half_ulp_exp + shift) << 23) | ((x ^ 0x80000000u * (i & 1)) & 0x80000000u);
       for (int d = -1; d <= 1; ++d) {
         const uint32_t y = y0 + d;
         const uint32_t want = fp::add(x, y), got = add(x, y);
         ++cases;
-        if (want != got) mismatch(hex32(x) + " + " + hex32(y) + ": want " + hex32(want) + " got " + hex32(got));
+        if (want != got)
+          mismatch(hex32(x) + " + " + hex32(y) + ": want " + hex32(want) + " got " + hex32(got));
       }
     }
   }
@@ -109,7 +114,8 @@ TEST_F(Fpu, Bf16MulSpecialClassesPairwise) {
   for (uint16_t a : s) {
     for (uint16_t b : s) {
       const uint32_t want = fp::bf16_mul(a, b), got = mul(a, b);
-      if (want != got) mismatch(hex16(a) + " * " + hex16(b) + ": want " + hex32(want) + " got " + hex32(got));
+      if (want != got)
+        mismatch(hex16(a) + " * " + hex16(b) + ": want " + hex32(want) + " got " + hex32(got));
     }
   }
   expect_no_mismatch(s.size() * s.size());
@@ -121,7 +127,8 @@ TEST_F(Fpu, Bf16MulRandom) {
   for (uint64_t i = 0; i < n; ++i) {
     const uint16_t a = gen(), b = gen();
     const uint32_t want = fp::bf16_mul(a, b), got = mul(a, b);
-    if (want != got) mismatch(hex16(a) + " * " + hex16(b) + ": want " + hex32(want) + " got " + hex32(got));
+    if (want != got)
+      mismatch(hex16(a) + " * " + hex16(b) + ": want " + hex32(want) + " got " + hex32(got));
   }
   expect_no_mismatch(n);
 }
@@ -139,7 +146,8 @@ TEST_F(Fpu, Bf16MulUnderflowRangeExhaustiveExponents) {
         const uint16_t b = static_cast<uint16_t>((gen.rng()() & 0x807F) | (eb << 7));
         const uint32_t want = fp::bf16_mul(a, b), got = mul(a, b);
         ++cases;
-        if (want != got) mismatch(hex16(a) + " * " + hex16(b) + ": want " + hex32(want) + " got " + hex32(got));
+        if (want != got)
+          mismatch(hex16(a) + " * " + hex16(b) + ": want " + hex32(want) + " got " + hex32(got));
       }
     }
   }
@@ -154,7 +162,8 @@ TEST_F(Fpu, Fp32ToBf16SpecialsAndTies) {
                        (a & 0xFFFF0000u) | 0x8001u}) {
       const uint16_t want = fp::fp32_to_bf16(v), got = f2bf(v);
       ++cases;
-      if (want != got) mismatch("f2bf " + hex32(v) + ": want " + hex16(want) + " got " + hex16(got));
+      if (want != got)
+        mismatch("f2bf " + hex32(v) + ": want " + hex16(want) + " got " + hex16(got));
     }
   }
   expect_no_mismatch(cases);
@@ -176,7 +185,8 @@ TEST_F(Fpu, Bf16ToFp32Exhaustive) {
   for (uint32_t a = 0; a <= 0xFFFF; ++a) {
     const uint32_t want = fp::bf16_to_fp32(static_cast<uint16_t>(a));
     const uint32_t got = bf2f(static_cast<uint16_t>(a));
-    if (want != got) mismatch("bf2f " + hex16(uint16_t(a)) + ": want " + hex32(want) + " got " + hex32(got));
+    if (want != got)
+      mismatch("bf2f " + hex16(uint16_t(a)) + ": want " + hex32(want) + " got " + hex32(got));
   }
   expect_no_mismatch(65536);
 }

@@ -62,8 +62,8 @@ TEST_F(FpuCheck, ReferenceVectorsPassForEveryOp) {
 TEST_F(FpuCheck, WrongExpectedValueIsReportedWithLine) {
   const std::string file = write("bad.tv",
                                  "3f800000 40000000 40400000\n"
-                                 "3f800000 3f800000 40000001 00\n"   // wrong: 2.0 is 40000000
-                                 "7f800000 ff800000 ffc00000\n");    // any NaN expected: ok
+                                 "3f800000 3f800000 40000001 00\n"  // wrong: 2.0 is 40000000
+                                 "7f800000 ff800000 ffc00000\n");   // any NaN expected: ok
   EXPECT_EQ(run(FpuOp::kAdd, file), 1);
   EXPECT_NE(out_.str().find("mismatch line 2: 3f800000 3f800000: expected 40000001 got 40000000"),
             std::string::npos)
