@@ -109,11 +109,11 @@ class SimCtrl : public SimBase<Model> {
   void tick() {
     Model& m = *this->top_;
     m.eval();
-    this->dump(2 * cycle_ * 5 + 5);      // inputs of this cycle, before the edge
-    this->ctx_->time(10 * cycle_ + 10);  // $time in RTL messages = the wave's time
+    this->dump(kPsPerCycle * cycle_ + kPsPerCycle / 2);  // inputs, before the edge
+    this->ctx_->time(kPsPerCycle * (cycle_ + 1));        // $time in RTL messages, in ps
     m.clk_i = 1;
     m.eval();
-    this->dump(2 * cycle_ * 5 + 10);
+    this->dump(kPsPerCycle * (cycle_ + 1));
     for (auto& hook : hooks_) hook(cycle_);
     m.clk_i = 0;
     m.eval();
@@ -122,6 +122,9 @@ class SimCtrl : public SimBase<Model> {
 
   uint64_t cycle() const { return cycle_; }
   void add_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
+
+  // The core clock is nominally 1 GHz: a cycle is 1 ns in waveforms (which count in ps).
+  static constexpr uint64_t kPsPerCycle = 1000;
 
  private:
   uint64_t cycle_ = 0;
