@@ -15,6 +15,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -66,6 +68,8 @@ class SimBase {
   SimBase& operator=(const SimBase&) = delete;
 
   Model& top() { return *top_; }
+  // The context: set fatalOnError(false) to observe an RTL $error (gotError()) without abort.
+  VerilatedContext& context() { return *ctx_; }
   Model* operator->() { return top_.get(); }
   const std::string& wave_path() const { return wave_path_; }
 
@@ -79,23 +83,34 @@ class SimBase {
   std::string wave_path_;
 };
 
+// Whether a top has an active-low reset port (SRAM macros, for one, do not).
+template <class M, class = void>
+struct HasResetPort : std::false_type {};
+template <class M>
+struct HasResetPort<M, std::void_t<decltype(std::declval<M&>().rst_ni)>> : std::true_type {};
+
 template <class Model>
 class SimCtrl : public SimBase<Model> {
+  static constexpr bool kHasReset = HasResetPort<Model>::value;
+
  public:
   using Hook = std::function<void(uint64_t cycle)>;
 
   explicit SimCtrl(const std::string& wave_name = "") : SimBase<Model>(wave_name) {
-    // Asserted from the start (a falling edge, so asynchronous resets take effect at once):
-    // nothing runs on random power-up state before reset() releases it.
     this->top_->clk_i = 0;
-    this->top_->rst_ni = 1;
-    this->top_->eval();
-    this->top_->rst_ni = 0;
+    if constexpr (kHasReset) {
+      // Asserted from the start (a falling edge, so asynchronous resets take effect at once):
+      // nothing runs on random power-up state before reset() releases it.
+      this->top_->rst_ni = 1;
+      this->top_->eval();
+      this->top_->rst_ni = 0;
+    }
     this->top_->eval();
   }
 
   // Holds reset low for `cycles` rising edges, then releases it before a falling edge.
   void reset(int cycles = 2) {
+    static_assert(kHasReset, "this top has no rst_ni");
     this->top_->rst_ni = 0;
     for (int i = 0; i < cycles; ++i) tick();
     this->top_->rst_ni = 1;

@@ -3,6 +3,8 @@
 rtl/pkg/tpu_pkg.sv
 rtl/fpu/tpu_fp_pkg.sv
 rtl/fpu/tpu_fpu.sv
+rtl/mem/tpu_sram_sp.sv
+rtl/mem/tpu_sram_dp.sv
 rtl/mxu/tpu_mxu_pe.sv
 rtl/mxu/tpu_mxu_array.sv
 rtl/mxu/tpu_mxu_acc_mem.sv

@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 tops=(
   "tpu_fpu"
   "tpu_mxu_pe"
+  "tpu_sram_sp -GWords=64 -GElems=4 -GElemW=16"
+  "tpu_sram_dp -GWords=1024 -GElems=8 -GElemW=16"
   "tpu_mxu -GN=4 -GAccRows=16"
   "tpu_mxu -GN=16 -GAccRows=256"
   "tpu_mxu -GN=128 -GAccRows=512"
