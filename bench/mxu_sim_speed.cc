@@ -37,6 +37,11 @@ int main(int argc, char** argv) {
   auto ctx = std::make_unique<VerilatedContext>();
   auto m = std::make_unique<Vtpu_mxu>(ctx.get(), "TOP");
   m->clk_i = 0;
+  m->w_valid_i = 0;
+  m->a_valid_i = 0;
+  m->a_accumulate_i = 0;
+  m->a_acc_addr_i = 0;
+  m->acc_rd_valid_i = 0;
   m->rst_ni = 1;
   m->eval();
   m->rst_ni = 0;
@@ -55,7 +60,15 @@ int main(int argc, char** argv) {
   m->a_first_i = 1;
   tick(*m);
   m->a_first_i = 0;
-  m->a_accumulate_i = 1;  // exercise the read-modify-write path too
+  // Overwrite the 128 accumulator rows once, then accumulate into them (the read-modify-write
+  // path busy too); reading a never-written row would be reported by the memory model.
+  m->a_accumulate_i = 0;
+  for (uint32_t i = 1; i < 128; ++i) {
+    m->a_acc_addr_i = i;
+    tick(*m);
+  }
+  for (int i = 0; i < 2 * N; ++i) tick(*m);
+  m->a_accumulate_i = 1;
   std::vector<double> cpu_rates, wall_rates;
   for (int r = 0; r < reps; ++r) {
     const double c0 = thread_cpu_seconds();

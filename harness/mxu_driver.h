@@ -36,7 +36,18 @@ class MxuDriver {
     uint64_t cycles;          // first weight row accepted .. MXU idle
   };
 
-  explicit MxuDriver(SimCtrl<Model>& sim) : sim_(sim) {}
+  // Drives every input idle at once: inputs start random in simulation (even during reset).
+  explicit MxuDriver(SimCtrl<Model>& sim) : sim_(sim) {
+    Model& m = sim_.top();
+    m.w_valid_i = 0;
+    m.a_valid_i = 0;
+    m.a_first_i = 0;
+    m.a_accumulate_i = 0;
+    m.a_acc_addr_i = 0;
+    m.acc_rd_valid_i = 0;
+    m.acc_rd_addr_i = 0;
+    sim_.eval();
+  }
 
   // Queues one N x N weight tile: rows k = 0 .. N - 1 of w (row-major, w[k * N + n]).
   void push_weight_tile(const std::vector<uint16_t>& w) {

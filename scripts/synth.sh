@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make synth: Yosys (generic gates, `synth`) on the processing element and on the whole MXU at
-# N = 4 (AccRows 16). Fails on a parse error, on any latch, or on an undriven signal. Cell
-# counts: <out>/<top>.stat; a summary is printed at the end.
+# make synth: Yosys (generic gates, `synth`) on the arithmetic block, the processing element,
+# the SRAM macros (64 x 64 bits) and the whole MXU at N = 4 (AccRows 16). Fails on a parse
+# error, on any latch, or on an undriven signal. Cell counts: <out>/<top>.stat; a summary is printed at the end.
 # -defer: elaborate only at the requested parameters (without it Yosys first builds every module
 # at its defaults, the array at N = 16, which takes minutes). -noshare: the resource-sharing
 # pass spends minutes proving the MACs' shifters unshareable and changes no cell count.
@@ -34,6 +34,8 @@ run() {  # name top "params" files...
 }
 run tpu_fpu tpu_fpu "" rtl/fpu/tpu_fpu.sv
 run tpu_mxu_pe tpu_mxu_pe "" rtl/mxu/tpu_mxu_pe.sv
+run tpu_sram_sp tpu_sram_sp "-set Words 64 -set Elems 4 -set ElemW 16" rtl/mem/tpu_sram_sp.sv
+run tpu_sram_dp tpu_sram_dp "-set Words 64 -set Elems 4 -set ElemW 16" rtl/mem/tpu_sram_dp.sv
 run tpu_mxu_n4 tpu_mxu "-set N 4 -set AccRows 16" \
-  rtl/mxu/tpu_mxu_array.sv rtl/mxu/tpu_mxu_acc_mem.sv rtl/mxu/tpu_mxu.sv
+  rtl/mem/tpu_sram_dp.sv rtl/mxu/tpu_mxu_array.sv rtl/mxu/tpu_mxu_acc_mem.sv rtl/mxu/tpu_mxu.sv
 echo "cell breakdowns: $out/*.stat"

@@ -27,7 +27,7 @@ module tpu_sram_dp #(
   // Per-element enables as a bit mask: the write merges new and old bits of the word.
   logic [Width-1:0] wbits;
   always_comb begin
-    for (int e = 0; e < int'(Elems); e++) wbits[ElemW*e +: ElemW] = {ElemW{wmask_i[e]}};
+    for (int e = 0; e < Elems; e++) wbits[ElemW*e +: ElemW] = {ElemW{wmask_i[e]}};
   end
 
   always_ff @(posedge clk_i) begin
@@ -40,7 +40,7 @@ module tpu_sram_dp #(
 `ifndef SYNTHESIS
   logic [Elems-1:0] written_q [Words];
   initial begin
-    for (int w = 0; w < int'(Words); w++) written_q[w] = '0;
+    for (int w = 0; w < Words; w++) written_q[w] = '0;
   end
   always_ff @(posedge clk_i) begin
     if (we_i) written_q[waddr_i] <= written_q[waddr_i] | wmask_i;

@@ -132,7 +132,7 @@ module tpu_mxu #(
   end
 
   // ---------------------------------------------------------------- accumulate and write
-  logic                rmw_rd_en, wr_en, host_rd_fire;
+  logic                rmw_rd_en, rmw_bypass, wr_en, host_rd_fire;
   logic [AccAddrW-1:0] rmw_rd_addr, wr_addr;
   logic [32*N-1:0]     mem_rd_row;
   logic [32*N-1:0]     wr_row;
@@ -153,11 +153,13 @@ module tpu_mxu #(
     end
   end
 
-  // The memory returns pre-write contents, so a read issued while the previous row writes
-  // the same address takes that row's value from the bypass instead.
+  // The memory returns pre-write contents, so a read-modify-write of the row the previous row
+  // is writing this cycle takes that row's value from the bypass instead, and the memory read
+  // is not issued at all (it would return stale data; it also saves the access).
+  assign rmw_bypass = rmw_rd_en && wr_en && (wr_addr == rmw_rd_addr);
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) bypass_q <= 1'b0;
-    else bypass_q <= rmw_rd_en && wr_en && (wr_addr == rmw_rd_addr);
+    else bypass_q <= rmw_bypass;
   end
   always_ff @(posedge clk_i) begin
     if (rmw_rd_en && wr_en) bypass_row_q <= wr_row;
@@ -171,7 +173,7 @@ module tpu_mxu #(
     .wr_en_i   (wr_en),
     .wr_addr_i (wr_addr),
     .wr_row_i  (wr_row),
-    .rd_en_i   (rmw_rd_en || host_rd_fire),
+    .rd_en_i   ((rmw_rd_en && !rmw_bypass) || host_rd_fire),
     .rd_addr_i (rmw_rd_en ? rmw_rd_addr : acc_rd_addr_i),
     .rd_row_o  (mem_rd_row)
   );

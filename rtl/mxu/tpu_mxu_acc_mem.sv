@@ -1,6 +1,7 @@
-// tpu_mxu_acc_mem: the accumulator memory, Rows entries of N fp32 words. One write port and one
-// read port per cycle (a two-port SRAM macro): read data is registered and appears the cycle
-// after rd_en_i; a read of the row being written in the same cycle returns the old contents.
+// tpu_mxu_acc_mem: the accumulator memory, Rows entries of N fp32 words, on a two-port SRAM
+// macro (tpu_sram_dp): one write and one read per cycle, read data registered (the cycle after
+// rd_en_i), a read of the row being written in the same cycle returns the old contents, and in
+// simulation a read of a never-written row is reported.
 module tpu_mxu_acc_mem #(
   parameter int unsigned N    = 16,                 // words per row (array columns)
   parameter int unsigned Rows = 256,                // rows
@@ -16,10 +17,18 @@ module tpu_mxu_acc_mem #(
   input  logic [AddrW-1:0] rd_addr_i,
   output logic [32*N-1:0]  rd_row_o                 // valid the cycle after rd_en_i
 );
-  logic [32*N-1:0] mem_q [Rows];
-
-  always_ff @(posedge clk_i) begin
-    if (rd_en_i) rd_row_o <= mem_q[rd_addr_i];
-    if (wr_en_i) mem_q[wr_addr_i] <= wr_row_i;
-  end
+  tpu_sram_dp #(
+    .Words (Rows),
+    .Elems (N),
+    .ElemW (32)
+  ) u_sram (
+    .clk_i,
+    .we_i    (wr_en_i),
+    .waddr_i (wr_addr_i),
+    .wmask_i ({N{1'b1}}),
+    .wdata_i (wr_row_i),
+    .re_i    (rd_en_i),
+    .raddr_i (rd_addr_i),
+    .rdata_o (rd_row_o)
+  );
 endmodule

@@ -301,8 +301,8 @@ TYPED_TEST(MxuMatmul, WatchdogNamesWhatIsStuck) {
 TEST(MxuMatmulLarge, N128RandomMatmul) {
   constexpr int N = 128;
   SimCtrl<Vtpu_mxu_n128> sim(test::current_test_name());
-  sim.reset();
   mxu::MxuDriver<Vtpu_mxu_n128, N> drv(sim);
+  sim.reset();
   std::mt19937_64 rng(test::test_seed());
   const int m = 67, k = N + 9, n = N + 3;  // two K-tiles, two column tiles, rows < N + 1
   const auto a = random_bf16(rng, m * k), w = random_bf16(rng, k * n);
