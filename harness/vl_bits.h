@@ -36,4 +36,20 @@ inline uint32_t get_elem(const Port& port, int i) {
   }
 }
 
+// Writes `width` (<= 64) bits of `value` at bit `lsb` of a port of any width, bit by bit: for
+// fields that do not sit on word boundaries (descriptor strides, say). Not for hot loops.
+template <class Port>
+inline void put_bits(Port& port, int lsb, int width, uint64_t value) {
+  for (int i = 0; i < width; ++i) {
+    const int bit = lsb + i;
+    const uint64_t v = (value >> i) & 1u;
+    if constexpr (std::is_integral_v<Port>) {
+      port = static_cast<Port>((static_cast<uint64_t>(port) & ~(1ull << bit)) | (v << bit));
+    } else {
+      port[bit / 32] =
+          (port[bit / 32] & ~(1u << (bit % 32))) | (static_cast<uint32_t>(v) << (bit % 32));
+    }
+  }
+}
+
 }  // namespace tessera

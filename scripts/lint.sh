@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 tops=(
   "tpu_fpu"
   "tpu_mxu_pe"
+  "tpu_dma_agen"
   "tpu_sram_sp -GWords=64 -GElems=4 -GElemW=16"
   "tpu_sram_dp -GWords=1024 -GElems=8 -GElemW=16"
   "tpu_mxu -GN=4 -GAccRows=16"

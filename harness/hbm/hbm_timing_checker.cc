@@ -1,0 +1,321 @@
+#include "harness/hbm/hbm_timing_checker.h"
+
+#include <algorithm>
+#include <ostream>
+
+namespace tessera::hbm {
+namespace {
+
+int cmd_index(HbmCmd c) { return static_cast<int>(c); }
+
+// "(bg 0 bank 1)", or "(all banks)" for REF.
+std::string where(const HbmCommand& c) {
+  if (!has_bank(c.cmd)) return "(all banks)";
+  return "(bg " + std::to_string(c.bg) + " bank " + std::to_string(c.bank) + ")";
+}
+
+// "RD at cycle 20 (bg 0 bank 1)"
+std::string describe(const HbmCommand& c) {
+  return to_string(c.cmd) + " at cycle " + std::to_string(c.cycle) + " " + where(c);
+}
+
+// Both commands in the trace form.
+std::string both(const HbmCommand& earlier, const HbmCommand& cmd) {
+  return " (earlier: \"" + to_string(earlier) + "\", this: \"" + to_string(cmd) + "\")";
+}
+
+std::string ordinal(int n) {
+  switch (n) {
+    case 1:
+      return "latest";
+    case 2:
+      return "2nd latest";
+    case 3:
+      return "3rd latest";
+    default:
+      return std::to_string(n) + "th latest";
+  }
+}
+
+}  // namespace
+
+std::string to_string(HbmRuleLevel level) {
+  switch (level) {
+    case HbmRuleLevel::kBank:
+      return "bank";
+    case HbmRuleLevel::kBankGroup:
+      return "bank group";
+    case HbmRuleLevel::kOtherBankGroups:
+      return "other bank groups";
+    case HbmRuleLevel::kPseudoChannel:
+      return "pseudo-channel";
+  }
+  return "?";
+}
+
+const std::vector<HbmSpacingRule>& HbmTimingChecker::spacing_rules() {
+  using L = HbmRuleLevel;
+  using C = HbmCmd;
+  using T = const HbmTiming&;
+  static const std::vector<HbmSpacingRule> kRules = {
+      // Bank: the same bank.
+      {"tRCD", L::kBank, C::kAct, C::kRd, [](T t) { return t.trcd; }, 1},
+      {"tRCD", L::kBank, C::kAct, C::kWr, [](T t) { return t.trcd; }, 1},
+      {"tRAS", L::kBank, C::kAct, C::kPre, [](T t) { return t.tras; }, 1},
+      {"tRP", L::kBank, C::kPre, C::kAct, [](T t) { return t.trp; }, 1},
+      {"tRC", L::kBank, C::kAct, C::kAct, [](T t) { return t.trc; }, 1},
+      {"tWR", L::kBank, C::kWr, C::kPre, [](T t) { return t.write_data_end() + t.twr; }, 1},
+      {"tRTP", L::kBank, C::kRd, C::kPre, [](T t) { return t.trtp; }, 1},
+      // Bank group: the same bank group, any bank.
+      {"tCCD_L", L::kBankGroup, C::kRd, C::kRd, [](T t) { return t.tccd_l; }, 1},
+      {"tCCD_L", L::kBankGroup, C::kWr, C::kWr, [](T t) { return t.tccd_l; }, 1},
+      {"tRRD_L", L::kBankGroup, C::kAct, C::kAct, [](T t) { return t.trrd_l; }, 1},
+      {"tWTR_L", L::kBankGroup, C::kWr, C::kRd, [](T t) { return t.write_data_end() + t.twtr_l; },
+       1},
+      // Pseudo-channel, between different bank groups.
+      {"tCCD_S", L::kOtherBankGroups, C::kRd, C::kRd, [](T t) { return t.tccd_s; }, 1},
+      {"tCCD_S", L::kOtherBankGroups, C::kWr, C::kWr, [](T t) { return t.tccd_s; }, 1},
+      {"tRRD_S", L::kOtherBankGroups, C::kAct, C::kAct, [](T t) { return t.trrd_s; }, 1},
+      {"tWTR_S", L::kOtherBankGroups, C::kWr, C::kRd,
+       [](T t) { return t.write_data_end() + t.twtr_s; }, 1},
+      // Pseudo-channel, any bank.
+      {"tFAW", L::kPseudoChannel, C::kAct, C::kAct, [](T t) { return t.tfaw; }, 4},
+      {"tRFC", L::kPseudoChannel, C::kRef, C::kAct, [](T t) { return t.trfc; }, 1},
+      {"tRFC", L::kPseudoChannel, C::kRef, C::kRef, [](T t) { return t.trfc; }, 1},
+      // REF needs every bank idle: tRP after the last PRE of any bank.
+      {"tRP", L::kPseudoChannel, C::kPre, C::kRef, [](T t) { return t.trp; }, 1},
+  };
+  return kRules;
+}
+
+void HbmTimingChecker::History::push(const HbmCommand& cmd) {
+  head_ = (head_ + 1) % kHistoryDepth;
+  ring_[head_] = cmd;
+  count_ = std::min(count_ + 1, kHistoryDepth);
+}
+
+const HbmCommand* HbmTimingChecker::History::nth(int n) const {
+  if (n < 1 || n > count_) return nullptr;
+  return &ring_[(head_ - (n - 1) + kHistoryDepth) % kHistoryDepth];
+}
+
+HbmTimingChecker::HbmTimingChecker(const HbmTiming& timing, int pc)
+    : timing_(timing),
+      pc_(pc),
+      banks_(timing.banks()),
+      bank_history_(timing.banks()),
+      group_history_(timing.bank_groups) {
+  timing_.validate();
+  for (const HbmSpacingRule& r : spacing_rules()) {
+    if (r.nth < 1 || r.nth > kHistoryDepth) {
+      throw std::logic_error(std::string("HbmTimingChecker: rule ") + r.name + " looks " +
+                             std::to_string(r.nth) + " commands back, the history keeps " +
+                             std::to_string(kHistoryDepth));
+    }
+  }
+}
+
+void HbmTimingChecker::check_order(const HbmCommand& cmd) const {
+  if (!has_last_) return;
+  if (cmd.cycle < last_.cycle) {
+    throw HbmTimingViolation(
+        {"command order"},
+        "command order: " + describe(cmd) + " comes after " + describe(last_) + both(last_, cmd));
+  }
+  if (cmd.cycle == last_.cycle) {
+    throw HbmTimingViolation(
+        {"one command per cycle"},
+        "one command per cycle: " + describe(cmd) + " is in the same cycle as " + describe(last_) +
+            "; the command bus carries one command a cycle" + both(last_, cmd));
+  }
+}
+
+void HbmTimingChecker::check_address(const HbmCommand& cmd) const {
+  std::string problem;
+  if (cmd.pc != pc_) {
+    problem = "pseudo-channel " + std::to_string(cmd.pc) + " on the checker of pseudo-channel " +
+              std::to_string(pc_);
+  } else if (has_bank(cmd.cmd) && (cmd.bg < 0 || cmd.bg >= timing_.bank_groups)) {
+    problem = "bank group " + std::to_string(cmd.bg) + " of " + std::to_string(timing_.bank_groups);
+  } else if (has_bank(cmd.cmd) && (cmd.bank < 0 || cmd.bank >= timing_.banks_per_group)) {
+    problem = "bank " + std::to_string(cmd.bank) + " of " + std::to_string(timing_.banks_per_group);
+  } else if (has_col(cmd.cmd) && cmd.col >= static_cast<uint32_t>(timing_.columns_per_row())) {
+    problem =
+        "column " + std::to_string(cmd.col) + " of " + std::to_string(timing_.columns_per_row());
+  }
+  if (!problem.empty()) {
+    throw HbmTimingViolation({"address"}, "address: " + to_string(cmd.cmd) + " at cycle " +
+                                              std::to_string(cmd.cycle) + " names " + problem +
+                                              " (this: \"" + to_string(cmd) + "\")");
+  }
+}
+
+void HbmTimingChecker::check_refresh_interval(uint64_t cycle, const HbmCommand* cmd,
+                                              std::vector<Violation>* out) const {
+  const History& refs = pc_history_[cmd_index(HbmCmd::kRef)];
+  const HbmCommand* last_ref = refs.nth(1);
+  const uint64_t since = last_ref ? last_ref->cycle : 0;
+  const uint64_t gap = cycle - since;
+  const uint64_t limit = timing_.max_refresh_gap();
+  if (gap <= limit) return;
+  std::string text = "tREFI violated: ";
+  text += cmd ? describe(*cmd) : "end of run at cycle " + std::to_string(cycle);
+  text += " is " + std::to_string(gap) + " cycles after ";
+  text += last_ref ? describe(*last_ref) : "cycle 0 with no REF yet";
+  text += ", needs at most " + std::to_string(limit) + " (" +
+          std::to_string(timing_.max_postponed_refs + 1) + " x tREFI: at most " +
+          std::to_string(timing_.max_postponed_refs) + " REFs postponed)";
+  if (last_ref && cmd) {
+    text += both(*last_ref, *cmd);
+  } else if (cmd) {
+    text += " (this: \"" + to_string(*cmd) + "\")";
+  } else if (last_ref) {
+    text += " (earlier: \"" + to_string(*last_ref) + "\")";
+  }
+  out->push_back({"tREFI", text});
+}
+
+void HbmTimingChecker::check_state(const HbmCommand& cmd, std::vector<Violation>* out) const {
+  switch (cmd.cmd) {
+    case HbmCmd::kAct: {
+      const BankState& b = banks_[bank_index(cmd.bg, cmd.bank)];
+      if (b.open) {
+        out->push_back({"ACT to open bank", "ACT to open bank: " + describe(cmd) + " while row " +
+                                                hbm_hex(b.act.row) + " is open since " +
+                                                describe(b.act) + both(b.act, cmd)});
+      }
+      break;
+    }
+    case HbmCmd::kRd:
+    case HbmCmd::kWr: {
+      const BankState& b = banks_[bank_index(cmd.bg, cmd.bank)];
+      if (!b.open) {
+        const std::string rule = to_string(cmd.cmd) + " to closed bank";
+        std::string text = rule + ": " + describe(cmd) + " to a closed bank, ";
+        if (b.precharged_once) {
+          text += "closed by " + describe(b.pre) + both(b.pre, cmd);
+        } else {
+          text += "never activated (this: \"" + to_string(cmd) + "\")";
+        }
+        out->push_back({rule, text});
+      }
+      break;
+    }
+    case HbmCmd::kRef: {
+      for (const BankState& b : banks_) {
+        if (!b.open) continue;
+        out->push_back({"REF with open bank",
+                        "REF with open bank: " + describe(cmd) + " while bg " +
+                            std::to_string(b.act.bg) + " bank " + std::to_string(b.act.bank) +
+                            " is open since " + describe(b.act) + both(b.act, cmd)});
+        break;  // the first open bank is enough to say why
+      }
+      break;
+    }
+    case HbmCmd::kPre:
+      break;  // PRE of a closed bank is a no-op
+  }
+}
+
+const HbmCommand* HbmTimingChecker::earlier(const HbmSpacingRule& rule,
+                                            const HbmCommand& cmd) const {
+  const int from = cmd_index(rule.from);
+  if (rule.level == HbmRuleLevel::kPseudoChannel) return pc_history_[from].nth(rule.nth);
+  if (!has_bank(cmd.cmd)) return nullptr;  // REF only has pseudo-channel rules
+  switch (rule.level) {
+    case HbmRuleLevel::kBank:
+      return bank_history_[bank_index(cmd.bg, cmd.bank)][from].nth(rule.nth);
+    case HbmRuleLevel::kBankGroup:
+      return group_history_[cmd.bg][from].nth(rule.nth);
+    case HbmRuleLevel::kOtherBankGroups: {
+      std::vector<const HbmCommand*> candidates;
+      for (int bg = 0; bg < timing_.bank_groups; ++bg) {
+        if (bg == cmd.bg) continue;
+        const History& h = group_history_[bg][from];
+        for (int n = 1; n <= h.size(); ++n) candidates.push_back(h.nth(n));
+      }
+      if (static_cast<int>(candidates.size()) < rule.nth) return nullptr;
+      std::nth_element(
+          candidates.begin(), candidates.begin() + (rule.nth - 1), candidates.end(),
+          [](const HbmCommand* a, const HbmCommand* b) { return a->cycle > b->cycle; });
+      return candidates[rule.nth - 1];
+    }
+    case HbmRuleLevel::kPseudoChannel:
+      break;
+  }
+  return nullptr;
+}
+
+void HbmTimingChecker::check_spacing(const HbmCommand& cmd, std::vector<Violation>* out) const {
+  for (const HbmSpacingRule& rule : spacing_rules()) {
+    if (rule.to != cmd.cmd) continue;
+    const HbmCommand* e = earlier(rule, cmd);
+    if (!e) continue;
+    const uint64_t gap = cmd.cycle - e->cycle;
+    const uint64_t need = static_cast<uint64_t>(rule.min_cycles(timing_));
+    if (gap >= need) continue;
+    std::string text = std::string(rule.name) + " violated: " + describe(cmd) + " is " +
+                       std::to_string(gap) + " cycles after " + describe(*e);
+    if (rule.nth > 1) text += ", the " + ordinal(rule.nth) + " " + to_string(rule.from);
+    text += ", needs " + std::to_string(need) + both(*e, cmd);
+    out->push_back({rule.name, text});
+  }
+}
+
+void HbmTimingChecker::record(const HbmCommand& cmd) {
+  has_last_ = true;
+  last_ = cmd;
+  ++commands_issued_;
+  const int type = cmd_index(cmd.cmd);
+  if (!has_bank(cmd.cmd)) {
+    pc_history_[type].push(cmd);
+    return;
+  }
+  BankState& b = banks_[bank_index(cmd.bg, cmd.bank)];
+  if (cmd.cmd == HbmCmd::kPre && !b.open) return;  // no-op: starts no tRP
+  bank_history_[bank_index(cmd.bg, cmd.bank)][type].push(cmd);
+  group_history_[cmd.bg][type].push(cmd);
+  pc_history_[type].push(cmd);
+  if (cmd.cmd == HbmCmd::kAct) {
+    b.open = true;
+    b.act = cmd;
+  } else if (cmd.cmd == HbmCmd::kPre) {
+    b.open = false;
+    b.precharged_once = true;
+    b.pre = cmd;
+  }
+}
+
+void HbmTimingChecker::issue(const HbmCommand& cmd) {
+  if (trace_) *trace_ << to_string(cmd) << '\n';
+  check_address(cmd);
+  check_order(cmd);
+  std::vector<Violation> found;
+  check_refresh_interval(cmd.cycle, &cmd, &found);
+  check_state(cmd, &found);
+  const bool noop_pre = cmd.cmd == HbmCmd::kPre && !banks_[bank_index(cmd.bg, cmd.bank)].open;
+  if (!noop_pre) check_spacing(cmd, &found);
+  if (!found.empty()) {
+    std::vector<std::string> rules;
+    std::string what;
+    for (const Violation& v : found) {
+      rules.push_back(v.rule);
+      if (!what.empty()) what += '\n';
+      what += v.text;
+    }
+    throw HbmTimingViolation(std::move(rules), what);
+  }
+  record(cmd);
+}
+
+void HbmTimingChecker::finish(uint64_t cycle) {
+  if (has_last_ && cycle < last_.cycle) {
+    throw std::invalid_argument("HbmTimingChecker::finish at cycle " + std::to_string(cycle) +
+                                " is before the last command, " + describe(last_));
+  }
+  std::vector<Violation> found;
+  check_refresh_interval(cycle, nullptr, &found);
+  if (!found.empty()) throw HbmTimingViolation({found[0].rule}, found[0].text);
+}
+
+}  // namespace tessera::hbm
