@@ -22,7 +22,8 @@ if [ -z "$test" ]; then
   list_tests | awk '{print "  " $2}' >&2
   exit 2
 fi
-bin=$(list_tests | awk -v t="$test" '$2 == t {print $1; exit}')
+# awk reads to the end: an early exit would kill list_tests with SIGPIPE (and so the script).
+bin=$(list_tests | awk -v t="$test" '$2 == t && !found {print $1; found = 1}')
 if [ -z "$bin" ]; then
   echo "make waves: no test named '$test'. Valid names:" >&2
   list_tests | awk '{print "  " $2}' >&2
@@ -32,6 +33,7 @@ fi
 case "$(basename "$bin")" in
   test_mxu_pe) layout=waves/mxu_pe.gtkw ;;
   test_mxu_*) layout=waves/mxu.gtkw ;;
+  test_hbm_ctrl) layout=waves/hbm_ctrl.gtkw ;;
   *) layout=waves/fpu.gtkw ;;
 esac
 

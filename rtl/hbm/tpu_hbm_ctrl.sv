@@ -1,0 +1,531 @@
+// tpu_hbm_ctrl: one HBM2 pseudo-channel controller. Requests (one 32-byte burst each, byte address
+// 32-byte aligned) enter a read queue and a write queue (QueueDepth each); an FR-FCFS scheduler
+// with an open-page policy issues at most one command per cycle (ACT, RD, WR, PRE, REF) to the
+// device pins, keeping per-bank, per-bank-group and per-channel "cycles until legal" counters for
+// every rule of the HBM2 timing checker (docs/memory.md) plus the data bus (read beats at RD + CL,
+// RD + CL + 1 never overlap write beats at WR + CWL, WR + CWL + 1; a WR is never placed before the
+// data of an earlier RD). Address map: burst = addr >> 5; bank group = burst[1:0], bank =
+// burst[3:2], column = burst[8:4], row = burst[22:9], so consecutive bursts go to different bank
+// groups and a sequential stream can run at one burst per tCCD_S (peak 16 bytes per cycle).
+// Scheduling: in the current mode's queue, the oldest row hit whose column command is legal now
+// (unless RowHitCap hits in a row were served to that bank while the oldest request misses there),
+// else the oldest ACT (closed bank) or PRE (conflict; only for the oldest request or a bank with no
+// pending hits) that is legal now. Writes drain when the write queue reaches WriteHigh, when there
+// are no reads, or when a request waits on a write hazard; reads resume at WriteLow (once a drain
+// has issued a WR, with reads waiting and no request waiting on a write) or when writes run out;
+// writes that waited WriteMaxAge cycles in read mode force a drain, so neither kind starves.
+// Hazards are resolved at the front end: a request is not accepted (req_ready_o low) while a queued
+// write has its address, nor a write while a queued read has its address, so every read returns the
+// data of the last write accepted before it. Ordering: responses of one id come back in request
+// order (reads and writes each; the scheduler never issues a request ahead of an older queued one
+// of the same id); different ids may reorder. wr_done is returned when the WR is issued (its data
+// is then ordered before any later RD). An RD is issued only when the response FIFO (RespDepth) has
+// room for its data, so rd_ready_i low stalls reads and never loses data. Refresh: an all-bank REF
+// every TREFI cycles, never postponed: when due, no new ACT/RD/WR; open banks are precharged when
+// legal, REF issued, then tRFC blocks ACTs. Latency: a row hit on an idle channel returns its data
+// CL + 3 cycles after acceptance (queue, RD, CL, two beats, response FIFO); a miss adds tRCD
+// (closed) or tRP + tRCD (conflict). Throughput: one request accepted per cycle; streaming reads
+// reach one burst per tCCD_S apart from refresh and row changes. CWL must be at least 1.
+`include "tpu_assert.svh"
+
+module tpu_hbm_ctrl #(
+  parameter int unsigned CL         = 14,    // RD to first read beat, cycles
+  parameter int unsigned CWL        = 4,     // WR to first write beat (>= 1)
+  parameter int unsigned TRCD       = 14,
+  parameter int unsigned TRP        = 14,
+  parameter int unsigned TRAS       = 34,
+  parameter int unsigned TRC        = 48,
+  parameter int unsigned TWR        = 16,    // from the end of write data
+  parameter int unsigned TRTP       = 5,
+  parameter int unsigned TCCD_S     = 2,
+  parameter int unsigned TCCD_L     = 4,
+  parameter int unsigned TRRD_S     = 4,
+  parameter int unsigned TRRD_L     = 4,
+  parameter int unsigned TFAW       = 16,
+  parameter int unsigned TWTR_S     = 6,     // from the end of write data
+  parameter int unsigned TWTR_L     = 8,
+  parameter int unsigned TREFI      = 3900,  // < 65536
+  parameter int unsigned TRFC       = 260,
+  parameter int unsigned Burst      = 2,     // data-bus cycles of one 32-byte burst
+  parameter int unsigned QueueDepth = 32,    // read queue and write queue, entries each
+  parameter int unsigned WriteHigh  = 24,    // start draining writes at this many
+  parameter int unsigned WriteLow   = 8,     // stop draining (if reads wait) at this many
+  parameter int unsigned RowHitCap  = 8,     // consecutive hits to a bank while the oldest misses
+  parameter int unsigned WriteMaxAge = 512,  // cycles writes may wait in read mode (< 65536)
+  parameter int unsigned RespDepth  = 16     // read response FIFO, bursts
+) (
+  input  logic         clk_i,
+  input  logic         rst_ni,
+  // requests
+  input  logic         req_valid_i,       // a request this cycle
+  output logic         req_ready_o,       // accepted this cycle if valid
+  input  logic         req_write_i,       // 1: write req_wdata_i, 0: read
+  input  logic [27:0]  req_addr_i,        // byte address, 32-byte aligned (bits 4:0 ignored)
+  input  logic [3:0]   req_id_i,          // requester id (ordering domain)
+  input  logic [255:0] req_wdata_i,       // write burst, byte k at bits 8k
+  // read responses
+  output logic         rd_valid_o,        // rd_id_o / rd_data_o hold a response
+  input  logic         rd_ready_i,        // response taken this cycle if valid
+  output logic [3:0]   rd_id_o,
+  output logic [255:0] rd_data_o,         // byte k at bits 8k
+  // write completions
+  output logic         wr_done_valid_o,   // wr_done_id_o holds a completion
+  input  logic         wr_done_ready_i,   // completion taken this cycle if valid
+  output logic [3:0]   wr_done_id_o,
+  // device pins (one command per cycle)
+  output logic         cmd_valid_o,       // a command this cycle
+  output logic [2:0]   cmd_o,             // 0 ACT, 1 RD, 2 WR, 3 PRE, 4 REF
+  output logic [1:0]   bg_o,              // bank group (not REF)
+  output logic [1:0]   bank_o,            // bank in the group (not REF)
+  output logic [13:0]  row_o,             // ACT
+  output logic [4:0]   col_o,             // RD, WR
+  output logic         wdata_valid_o,     // a write beat: WR + CWL, WR + CWL + 1
+  output logic [127:0] wdata_o,           // beat 0 = burst bytes 0..15
+  input  logic         rdata_valid_i,     // a read beat: RD + CL, RD + CL + 1
+  input  logic [127:0] rdata_i,
+  // status
+  output logic         busy_o             // requests queued or in flight, or responses held
+);
+
+  localparam int unsigned EW      = 27;                  // queue entry: id[26:23], burst[22:0]
+  localparam int unsigned NB      = 16;                  // banks
+  localparam int unsigned TW      = 16;                  // timing counter width
+  localparam int unsigned QW      = $clog2(QueueDepth + 1);
+  localparam int unsigned QIW     = $clog2(QueueDepth);
+  localparam int unsigned RW      = $clog2(RespDepth + 1);
+  localparam int unsigned RIW     = $clog2(RespDepth);
+  localparam int unsigned HW      = $clog2(RowHitCap + 1);
+  localparam int unsigned WdDepth = 8;                   // write completions held
+  localparam int unsigned WfDepth = 4;                   // write bursts between WR and data
+
+  localparam logic [2:0] CmdAct = 3'd0;
+  localparam logic [2:0] CmdRd  = 3'd1;
+  localparam logic [2:0] CmdWr  = 3'd2;
+  localparam logic [2:0] CmdPre = 3'd3;
+  localparam logic [2:0] CmdRef = 3'd4;
+
+  // Minimum spacings (cycles from one command to the next legal one).
+  localparam int unsigned CcdS   = (TCCD_S > Burst) ? TCCD_S : Burst;
+  localparam int unsigned CcdL   = (TCCD_L > Burst) ? TCCD_L : Burst;
+  localparam int unsigned RdToWr = (CL + Burst > CWL) ? CL + Burst - CWL : 0;  // data bus
+  localparam logic [TW-1:0] GapRcd  = TW'(TRCD);
+  localparam logic [TW-1:0] GapRp   = TW'(TRP);
+  localparam logic [TW-1:0] GapRas  = TW'(TRAS);
+  localparam logic [TW-1:0] GapRc   = TW'(TRC);
+  localparam logic [TW-1:0] GapWr   = TW'(CWL + Burst + TWR);
+  localparam logic [TW-1:0] GapRtp  = TW'(TRTP);
+  localparam logic [TW-1:0] GapCcdS = TW'(CcdS);
+  localparam logic [TW-1:0] GapCcdL = TW'(CcdL);
+  localparam logic [TW-1:0] GapRrdS = TW'(TRRD_S);
+  localparam logic [TW-1:0] GapRrdL = TW'(TRRD_L);
+  localparam logic [TW-1:0] GapFaw  = TW'(TFAW);
+  localparam logic [TW-1:0] GapWtrS = TW'(CWL + Burst + TWTR_S);
+  localparam logic [TW-1:0] GapWtrL = TW'(CWL + Burst + TWTR_L);
+  localparam logic [TW-1:0] GapRdWr = TW'(RdToWr);
+  localparam logic [TW-1:0] GapRfc  = TW'(TRFC);
+
+  // A counter after this cycle: one less, but at least gap - 1 when a command sets it now.
+  function automatic logic [TW-1:0] bump(logic [TW-1:0] cur, logic [TW-1:0] gap);
+    logic [TW-1:0] dec, g;
+    dec = (cur == '0) ? '0 : cur - TW'(1);
+    g   = (gap == '0) ? '0 : gap - TW'(1);
+    bump = (g > dec) ? g : dec;
+  endfunction
+
+  // ---------------------------------------------------------------- state
+  logic [QueueDepth*EW-1:0]  rq_q, rq_d, wq_q, wq_d;     // entry i older than entry i + 1
+  logic [QueueDepth*256-1:0] wqd_q, wqd_d;              // write data, beside wq
+  logic [QW-1:0]             rq_cnt_q, rq_cnt_d, wq_cnt_q, wq_cnt_d;
+  logic                      wmode_q, wmode_d;          // draining writes
+  logic [15:0]               wage_q;                    // cycles writes waited in read mode
+  logic                      wdone1_q;                  // a WR issued in this write drain
+  logic [NB-1:0]             open_q, open_d;
+  logic [NB*14-1:0]          orow_q, orow_d;
+  logic [NB*HW-1:0]          hits_q, hits_d;            // column commands since the ACT
+  logic [NB*TW-1:0]          act_cnt_q, act_cnt_d;      // per bank: until ACT legal
+  logic [NB*TW-1:0]          col_cnt_q, col_cnt_d;      //           until RD/WR legal
+  logic [NB*TW-1:0]          pre_cnt_q, pre_cnt_d;      //           until PRE legal
+  logic [4*TW-1:0]           rrd_cnt_q, rrd_cnt_d;      // per bank group: ACT
+  logic [4*TW-1:0]           rd_cnt_q, rd_cnt_d;        //                 RD
+  logic [4*TW-1:0]           wr_cnt_q, wr_cnt_d;        //                 WR
+  logic [4*TW-1:0]           faw_q, faw_d;              // tFAW window of the last 4 ACTs
+  logic [TW-1:0]             ref_cnt_q, ref_cnt_d;      // until REF legal (tRP, tRFC)
+  logic [TW-1:0]             gact_cnt_q, gact_cnt_d;    // until any ACT legal (tRFC)
+  logic [15:0]               refi_q;                    // cycles into the refresh interval
+  logic                      ref_pend_q;                // a REF is due
+
+  // ---------------------------------------------------------------- front end
+  logic [22:0] req_burst;
+  logic        hz_wq, hz_rq, req_fire;
+  logic        unused_addr_lsbs;
+
+  assign req_burst        = req_addr_i[27:5];
+  assign unused_addr_lsbs = ^req_addr_i[4:0];
+
+  always_comb begin
+    hz_wq = 1'b0;
+    hz_rq = 1'b0;
+    for (int i = 0; i < QueueDepth; i++) begin
+      if (QW'(i) < wq_cnt_q && wq_q[EW*i +: 23] == req_burst) hz_wq = 1'b1;
+      if (QW'(i) < rq_cnt_q && rq_q[EW*i +: 23] == req_burst) hz_rq = 1'b1;
+    end
+  end
+
+  assign req_ready_o = !hz_wq && (req_write_i ? (!hz_rq && wq_cnt_q < QW'(QueueDepth))
+                                              : (rq_cnt_q < QW'(QueueDepth)));
+  assign req_fire    = req_valid_i && req_ready_o;
+
+  // ---------------------------------------------------------------- response side state
+  logic [RespDepth*260-1:0] resp_q;                       // {id, data}
+  logic [RIW-1:0]           resp_wp_q, resp_rp_q;
+  logic [RW-1:0]            resp_cnt_q;
+  logic [RespDepth*4-1:0]   inf_q;                        // ids of RDs in flight
+  logic [RIW-1:0]           inf_wp_q, inf_rp_q;
+  logic [RW-1:0]            inf_cnt_q;
+  logic                     rbeat_q;                      // next read beat is beat 1
+  logic [127:0]             rlo_q;                        // beat 0 of the burst
+  logic [WdDepth*4-1:0]     wd_q;                         // write completions
+  logic [2:0]               wd_wp_q, wd_rp_q;
+  logic [3:0]               wd_cnt_q;
+  logic [WfDepth*256-1:0]   wf_q;                         // write data issued, not yet sent
+  logic [1:0]               wf_wp_q, wf_rp_q;
+  logic [2:0]               wf_cnt_q;
+  logic [CWL:0]             wr_hist_q;                    // bit k: a WR k + 1 cycles ago
+
+  logic rd_credit, wr_room;
+  assign rd_credit = (RW + 1)'(resp_cnt_q) + (RW + 1)'(inf_cnt_q) < (RW + 1)'(RespDepth);
+  assign wr_room   = wd_cnt_q < 4'(WdDepth) && wf_cnt_q < 3'(WfDepth);
+
+  // ---------------------------------------------------------------- scheduler
+  logic [QueueDepth*EW-1:0] sq;
+  logic [QW-1:0]            scnt;
+  logic [QueueDepth-1:0]    hit_v, blk_v;
+  logic [NB-1:0]            pend_hit, cap_blk;
+  logic                     faw_ok;
+  logic                     col_found, row_found;
+  logic [QIW-1:0]           col_idx, row_idx;
+  logic                     row_is_act;
+  logic                     pre_ref_found;
+  logic [3:0]               pre_ref_bank;
+
+  assign sq     = wmode_q ? wq_q : rq_q;
+  assign scnt   = wmode_q ? wq_cnt_q : rq_cnt_q;
+  assign faw_ok = faw_q[3*TW +: TW] == '0;
+
+  always_comb begin
+    logic [3:0]    b;
+    logic [1:0]    g;
+    logic          v, col_ok, act_ok, pre_ok;
+    hit_v    = '0;
+    blk_v    = '0;
+    pend_hit = '0;
+    cap_blk  = '0;
+    for (int i = 0; i < QueueDepth; i++) begin
+      b = sq[EW*i +: 4];
+      v = QW'(i) < scnt;
+      hit_v[i] = v && open_q[b] && orow_q[14*b +: 14] == sq[EW*i + 9 +: 14];
+      if (hit_v[i]) pend_hit[b] = 1'b1;
+      for (int j = 0; j < QueueDepth; j++) begin
+        if (j < i && sq[EW*j + 23 +: 4] == sq[EW*i + 23 +: 4]) blk_v[i] = 1'b1;
+      end
+    end
+    // The oldest request misses in a bank that has served RowHitCap hits: no more hits there.
+    b = sq[3:0];
+    if (scnt != '0 && !hit_v[0] && open_q[b] && hits_q[HW*b +: HW] >= HW'(RowHitCap)) begin
+      cap_blk[b] = 1'b1;
+    end
+
+    col_found  = 1'b0;
+    row_found  = 1'b0;
+    col_idx    = '0;
+    row_idx    = '0;
+    row_is_act = 1'b0;
+    for (int i = 0; i < QueueDepth; i++) begin
+      b = sq[EW*i +: 4];
+      g = b[1:0];
+      v = QW'(i) < scnt;
+      col_ok = hit_v[i] && !blk_v[i] && !cap_blk[b] && col_cnt_q[TW*b +: TW] == '0 &&
+               (wmode_q ? (wr_cnt_q[TW*g +: TW] == '0 && wr_room)
+                        : (rd_cnt_q[TW*g +: TW] == '0 && rd_credit));
+      act_ok = v && !open_q[b] && act_cnt_q[TW*b +: TW] == '0 && rrd_cnt_q[TW*g +: TW] == '0 &&
+               faw_ok && gact_cnt_q == '0;
+      pre_ok = v && open_q[b] && !hit_v[i] && pre_cnt_q[TW*b +: TW] == '0 &&
+               (i == 0 || !pend_hit[b]);
+      if (col_ok && !col_found) begin
+        col_found = 1'b1;
+        col_idx   = QIW'(i);
+      end
+      if ((act_ok || pre_ok) && !row_found) begin
+        row_found  = 1'b1;
+        row_idx    = QIW'(i);
+        row_is_act = act_ok;
+      end
+    end
+
+    pre_ref_found = 1'b0;
+    pre_ref_bank  = '0;
+    for (int k = NB - 1; k >= 0; k--) begin
+      if (open_q[k] && pre_cnt_q[TW*k +: TW] == '0) begin
+        pre_ref_found = 1'b1;
+        pre_ref_bank  = 4'(k);
+      end
+    end
+  end
+
+  // The command of this cycle.
+  logic          issue_rd, issue_wr, issue_act, issue_pre, issue_ref;
+  logic [EW-1:0] sel;
+  logic [3:0]    cmd_bank;                                // {bank, bank group}
+
+  always_comb begin
+    issue_rd  = 1'b0;
+    issue_wr  = 1'b0;
+    issue_act = 1'b0;
+    issue_pre = 1'b0;
+    issue_ref = 1'b0;
+    sel       = '0;
+    if (ref_pend_q) begin
+      if (pre_ref_found) issue_pre = 1'b1;
+      else if (open_q == '0 && ref_cnt_q == '0) issue_ref = 1'b1;
+      sel[3:0] = pre_ref_bank;
+    end else if (col_found) begin
+      issue_rd = !wmode_q;
+      issue_wr = wmode_q;
+      sel      = sq[EW*col_idx +: EW];
+    end else if (row_found) begin
+      issue_act = row_is_act;
+      issue_pre = !row_is_act;
+      sel       = sq[EW*row_idx +: EW];
+    end
+  end
+
+  logic unused_sel_id;
+  assign unused_sel_id = ^sel[26:23];
+  assign cmd_bank    = sel[3:0];
+  assign cmd_valid_o = issue_rd || issue_wr || issue_act || issue_pre || issue_ref;
+  assign cmd_o       = issue_act ? CmdAct : issue_rd ? CmdRd : issue_wr ? CmdWr :
+                       issue_pre ? CmdPre : issue_ref ? CmdRef : CmdAct;
+  assign bg_o        = sel[1:0];
+  assign bank_o      = sel[3:2];
+  assign row_o       = sel[22:9];
+  assign col_o       = sel[8:4];
+
+  // ---------------------------------------------------------------- next state
+  always_comb begin
+    logic          rm_r, rm_w;
+    logic [QW-1:0] after;
+    logic [1:0]    g;
+    logic [TW-1:0] gap;
+    // queues: remove the issued entry (the rest shift down, keeping age order), append new
+    rm_r = issue_rd;
+    rm_w = issue_wr;
+    rq_d = rq_q;
+    wq_d = wq_q;
+    wqd_d = wqd_q;
+    for (int i = 0; i < QueueDepth - 1; i++) begin
+      if (rm_r && QIW'(i) >= col_idx) rq_d[EW*i +: EW] = rq_q[EW*(i + 1) +: EW];
+      if (rm_w && QIW'(i) >= col_idx) begin
+        wq_d[EW*i +: EW]   = wq_q[EW*(i + 1) +: EW];
+        wqd_d[256*i +: 256] = wqd_q[256*(i + 1) +: 256];
+      end
+    end
+    after = rq_cnt_q - QW'(rm_r);
+    if (req_fire && !req_write_i) begin
+      rq_d[EW*after +: EW] = {req_id_i, req_burst};
+      after = after + QW'(1);
+    end
+    rq_cnt_d = after;
+    after = wq_cnt_q - QW'(rm_w);
+    if (req_fire && req_write_i) begin
+      wq_d[EW*after +: EW]   = {req_id_i, req_burst};
+      wqd_d[256*after +: 256] = req_wdata_i;
+      after = after + QW'(1);
+    end
+    wq_cnt_d = after;
+
+    // mode
+    wmode_d = wmode_q;
+    if (!wmode_q) begin
+      if (wq_cnt_d != '0 && (wq_cnt_d >= QW'(WriteHigh) || rq_cnt_d == '0 ||
+                             (req_valid_i && hz_wq) || wage_q >= 16'(WriteMaxAge))) begin
+        wmode_d = 1'b1;
+      end
+    end else if (wq_cnt_d == '0 || (wq_cnt_d <= QW'(WriteLow) && rq_cnt_d != '0 &&
+                                    (wdone1_q || issue_wr) && !(req_valid_i && hz_wq))) begin
+      wmode_d = 1'b0;
+    end
+
+    // banks
+    open_d = open_q;
+    orow_d = orow_q;
+    hits_d = hits_q;
+    if (issue_act) begin
+      open_d[cmd_bank]             = 1'b1;
+      orow_d[14*cmd_bank +: 14]    = sel[22:9];
+      hits_d[HW*cmd_bank +: HW]    = '0;
+    end
+    if (issue_pre) open_d[cmd_bank] = 1'b0;
+    if ((issue_rd || issue_wr) && hits_d[HW*cmd_bank +: HW] != HW'(RowHitCap)) begin
+      hits_d[HW*cmd_bank +: HW] = hits_q[HW*cmd_bank +: HW] + HW'(1);
+    end
+
+    for (int k = 0; k < NB; k++) begin
+      gap = '0;
+      if (4'(k) == cmd_bank) gap = issue_act ? GapRc : issue_pre ? GapRp : '0;
+      act_cnt_d[TW*k +: TW] = bump(act_cnt_q[TW*k +: TW], gap);
+      gap = (4'(k) == cmd_bank && issue_act) ? GapRcd : '0;
+      col_cnt_d[TW*k +: TW] = bump(col_cnt_q[TW*k +: TW], gap);
+      gap = '0;
+      if (4'(k) == cmd_bank) gap = issue_act ? GapRas : issue_rd ? GapRtp : issue_wr ? GapWr : '0;
+      pre_cnt_d[TW*k +: TW] = bump(pre_cnt_q[TW*k +: TW], gap);
+    end
+    for (int k = 0; k < 4; k++) begin
+      g = 2'(k);
+      gap = issue_act ? ((g == sel[1:0]) ? GapRrdL : GapRrdS) : '0;
+      rrd_cnt_d[TW*k +: TW] = bump(rrd_cnt_q[TW*k +: TW], gap);
+      gap = issue_rd ? ((g == sel[1:0]) ? GapCcdL : GapCcdS) :
+            issue_wr ? ((g == sel[1:0]) ? GapWtrL : GapWtrS) : '0;
+      rd_cnt_d[TW*k +: TW] = bump(rd_cnt_q[TW*k +: TW], gap);
+      gap = issue_wr ? ((g == sel[1:0]) ? GapCcdL : GapCcdS) : issue_rd ? GapRdWr : '0;
+      wr_cnt_d[TW*k +: TW] = bump(wr_cnt_q[TW*k +: TW], gap);
+    end
+    // tFAW: a shift register of the last four ACTs' remaining windows (newest at 0).
+    for (int k = 0; k < 4; k++) faw_d[TW*k +: TW] = bump(faw_q[TW*k +: TW], '0);
+    if (issue_act) begin
+      faw_d[TW +: 3*TW] = {bump(faw_q[2*TW +: TW], '0), bump(faw_q[TW +: TW], '0),
+                           bump(faw_q[0 +: TW], '0)};
+      faw_d[0 +: TW]    = bump('0, GapFaw);
+    end
+    ref_cnt_d  = bump(ref_cnt_q, issue_pre ? GapRp : issue_ref ? GapRfc : '0);
+    gact_cnt_d = bump(gact_cnt_q, issue_ref ? GapRfc : '0);
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      rq_q       <= '0;
+      wq_q       <= '0;
+      rq_cnt_q   <= '0;
+      wq_cnt_q   <= '0;
+      wmode_q    <= 1'b0;
+      wage_q     <= '0;
+      wdone1_q   <= 1'b0;
+      open_q     <= '0;
+      orow_q     <= '0;
+      hits_q     <= '0;
+      act_cnt_q  <= '0;
+      col_cnt_q  <= '0;
+      pre_cnt_q  <= '0;
+      rrd_cnt_q  <= '0;
+      rd_cnt_q   <= '0;
+      wr_cnt_q   <= '0;
+      faw_q      <= '0;
+      ref_cnt_q  <= '0;
+      gact_cnt_q <= '0;
+      refi_q     <= '0;
+      ref_pend_q <= 1'b0;
+    end else begin
+      rq_q       <= rq_d;
+      wq_q       <= wq_d;
+      rq_cnt_q   <= rq_cnt_d;
+      wq_cnt_q   <= wq_cnt_d;
+      wmode_q    <= wmode_d;
+      wdone1_q   <= wmode_q && (wdone1_q || issue_wr);
+      wage_q     <= (wmode_q || wq_cnt_q == '0) ? '0 :
+                    (wage_q == 16'hFFFF) ? wage_q : wage_q + 16'(1);
+      open_q     <= open_d;
+      orow_q     <= orow_d;
+      hits_q     <= hits_d;
+      act_cnt_q  <= act_cnt_d;
+      col_cnt_q  <= col_cnt_d;
+      pre_cnt_q  <= pre_cnt_d;
+      rrd_cnt_q  <= rrd_cnt_d;
+      rd_cnt_q   <= rd_cnt_d;
+      wr_cnt_q   <= wr_cnt_d;
+      faw_q      <= faw_d;
+      ref_cnt_q  <= ref_cnt_d;
+      gact_cnt_q <= gact_cnt_d;
+      refi_q     <= (refi_q == 16'(TREFI - 1)) ? '0 : refi_q + 16'(1);
+      if (refi_q == 16'(TREFI - 1)) ref_pend_q <= 1'b1;
+      else if (issue_ref) ref_pend_q <= 1'b0;
+    end
+  end
+
+  // Write data (not reset): stored beside the queue entries.
+  always_ff @(posedge clk_i) begin
+    wqd_q <= wqd_d;
+  end
+
+  // ---------------------------------------------------------------- write data and completions
+  logic wbeat0, wbeat1, wd_pop, rd_pop, rbeat_last;
+  logic [255:0] wf_head;
+  assign wbeat0  = wr_hist_q[CWL - 1];
+  assign wbeat1  = wr_hist_q[CWL];
+  assign wf_head = wf_q[256*wf_rp_q +: 256];
+  assign wdata_valid_o = wbeat0 || wbeat1;
+  assign wdata_o       = wbeat0 ? wf_head[127:0] : wbeat1 ? wf_head[255:128] : '0;
+
+  assign wr_done_valid_o = wd_cnt_q != '0;
+  assign wr_done_id_o    = wd_q[4*wd_rp_q +: 4];
+  assign wd_pop          = wr_done_valid_o && wr_done_ready_i;
+
+  assign rd_valid_o = resp_cnt_q != '0;
+  assign rd_id_o    = resp_q[260*resp_rp_q + 256 +: 4];
+  assign rd_data_o  = resp_q[260*resp_rp_q +: 256];
+  assign rd_pop     = rd_valid_o && rd_ready_i;
+  assign rbeat_last = rdata_valid_i && rbeat_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      wr_hist_q  <= '0;
+      wf_wp_q    <= '0;
+      wf_rp_q    <= '0;
+      wf_cnt_q   <= '0;
+      wd_wp_q    <= '0;
+      wd_rp_q    <= '0;
+      wd_cnt_q   <= '0;
+      resp_wp_q  <= '0;
+      resp_rp_q  <= '0;
+      resp_cnt_q <= '0;
+      inf_wp_q   <= '0;
+      inf_rp_q   <= '0;
+      inf_cnt_q  <= '0;
+      rbeat_q    <= 1'b0;
+    end else begin
+      wr_hist_q <= {wr_hist_q[CWL - 1:0], issue_wr};
+      if (issue_wr) wf_wp_q <= wf_wp_q + 2'(1);
+      if (wbeat1) wf_rp_q <= wf_rp_q + 2'(1);
+      wf_cnt_q <= wf_cnt_q + 3'(issue_wr) - 3'(wbeat1);
+      if (issue_wr) wd_wp_q <= wd_wp_q + 3'(1);
+      if (wd_pop) wd_rp_q <= wd_rp_q + 3'(1);
+      wd_cnt_q <= wd_cnt_q + 4'(issue_wr) - 4'(wd_pop);
+      if (issue_rd) inf_wp_q <= (inf_wp_q == RIW'(RespDepth - 1)) ? '0 : inf_wp_q + RIW'(1);
+      if (rbeat_last) inf_rp_q <= (inf_rp_q == RIW'(RespDepth - 1)) ? '0 : inf_rp_q + RIW'(1);
+      inf_cnt_q <= inf_cnt_q + RW'(issue_rd) - RW'(rbeat_last);
+      if (rbeat_last) resp_wp_q <= (resp_wp_q == RIW'(RespDepth - 1)) ? '0 : resp_wp_q + RIW'(1);
+      if (rd_pop) resp_rp_q <= (resp_rp_q == RIW'(RespDepth - 1)) ? '0 : resp_rp_q + RIW'(1);
+      resp_cnt_q <= resp_cnt_q + RW'(rbeat_last) - RW'(rd_pop);
+      if (rdata_valid_i) rbeat_q <= !rbeat_q;
+    end
+  end
+
+  // Storage (not reset; read only where the counts say an entry is held).
+  always_ff @(posedge clk_i) begin
+    if (issue_wr) begin
+      wf_q[256*wf_wp_q +: 256] <= wqd_q[256*col_idx +: 256];
+      wd_q[4*wd_wp_q +: 4]     <= sq[EW*col_idx + 23 +: 4];
+    end
+    if (issue_rd) inf_q[4*inf_wp_q +: 4] <= sq[EW*col_idx + 23 +: 4];
+    if (rdata_valid_i && !rbeat_q) rlo_q <= rdata_i;
+    if (rbeat_last) resp_q[260*resp_wp_q +: 260] <= {inf_q[4*inf_rp_q +: 4], rdata_i, rlo_q};
+  end
+
+  assign busy_o = rq_cnt_q != '0 || wq_cnt_q != '0 || inf_cnt_q != '0 || resp_cnt_q != '0 ||
+                  wd_cnt_q != '0 || wf_cnt_q != '0;
+
+  // ---------------------------------------------------------------- invariants
+  `TPU_ASSERT(ReadDataOnlyWhenExpected, rdata_valid_i |-> inf_cnt_q != '0)
+  `TPU_ASSERT(ResponseFifoNeverOverflows, resp_cnt_q <= RW'(RespDepth))
+  `TPU_ASSERT(NoCommandToOpenBankAct, issue_act |-> !open_q[cmd_bank])
+  `TPU_ASSERT(ColumnOnlyToOpenBank, (issue_rd || issue_wr) |-> open_q[cmd_bank])
+  `TPU_ASSERT(RefOnlyWithAllClosed, issue_ref |-> open_q == '0)
+endmodule
