@@ -50,6 +50,7 @@ waves: build
 	@scripts/waves.sh $(BUILD) "$(TEST)"
 
 bench: deps
+	@scripts/ensure_packages.sh bc
 	@scripts/bench_mxu.sh $(BUILD)/bench
 
 synth: deps
