@@ -21,8 +21,10 @@
 // of the same id); different ids may reorder. wr_done is returned when the WR is issued (its data
 // is then ordered before any later RD). An RD is issued only when the response FIFO (RespDepth) has
 // room for its data, so rd_ready_i low stalls reads and never loses data. Refresh: an all-bank REF
-// every TREFI cycles, never postponed: when due, no new ACT/RD/WR; open banks are precharged when
-// legal, REF issued, then tRFC blocks ACTs. Latency: a row hit on an idle channel returns its data
+// every TREFI cycles, never skipped: when due, no new ACT; for 2 * 16 cycles each open bank may
+// take one more RD/WR (column commands first), and a bank is precharged when legal once it has had
+// it, has no queued hit, or that window has passed; REF issued, then tRFC blocks ACTs (so a stream
+// keeps the bus busy while the banks close). Latency: a row hit on an idle channel returns its data
 // CL + 3 cycles after acceptance (queue, RD, CL, two beats, response FIFO); a miss adds tRCD
 // (closed) or tRP + tRCD (conflict). Throughput: one request accepted per cycle; streaming reads
 // reach one burst per tCCD_S apart from refresh and row changes. CWL must be at least 1.
@@ -97,6 +99,7 @@ module tpu_hbm_ctrl #(
   localparam int unsigned HW      = $clog2(RowHitCap + 1);
   localparam int unsigned WdDepth = 8;                   // write completions held
   localparam int unsigned WfDepth = 4;                   // write bursts between WR and data
+  localparam int unsigned RefGrace = 2 * NB;             // cycles of last RD/WRs when REF due
 
   localparam logic [2:0] CmdAct = 3'd0;
   localparam logic [2:0] CmdRd  = 3'd1;
@@ -153,6 +156,8 @@ module tpu_hbm_ctrl #(
   logic [TW-1:0]             gact_cnt_q, gact_cnt_d;    // until any ACT legal (tRFC)
   logic [15:0]               refi_q;                    // cycles into the refresh interval
   logic                      ref_pend_q;                // a REF is due
+  logic [NB-1:0]             ref_col_q;                 // banks given a RD/WR while REF due
+  logic [5:0]                ref_wait_q;                // cycles the REF has been due
 
   // ---------------------------------------------------------------- front end
   logic [22:0] req_burst;
@@ -206,11 +211,14 @@ module tpu_hbm_ctrl #(
   logic [QIW-1:0]           col_idx, row_idx;
   logic                     row_is_act;
   logic                     pre_ref_found;
+  logic                     ref_late;
   logic [3:0]               pre_ref_bank;
 
   assign sq     = wmode_q ? wq_q : rq_q;
   assign scnt   = wmode_q ? wq_cnt_q : rq_cnt_q;
   assign faw_ok = faw_q[3*TW +: TW] == '0;
+  // REF due: each open bank may take one more column command within RefGrace cycles.
+  assign ref_late = ref_wait_q >= 6'(RefGrace);
 
   always_comb begin
     logic [3:0]    b;
@@ -245,6 +253,7 @@ module tpu_hbm_ctrl #(
       g = b[1:0];
       v = QW'(i) < scnt;
       col_ok = hit_v[i] && !blk_v[i] && !cap_blk[b] && col_cnt_q[TW*b +: TW] == '0 &&
+               !(ref_pend_q && (ref_late || ref_col_q[b])) &&
                (wmode_q ? (wr_cnt_q[TW*g +: TW] == '0 && wr_room)
                         : (rd_cnt_q[TW*g +: TW] == '0 && rd_credit));
       act_ok = v && !open_q[b] && act_cnt_q[TW*b +: TW] == '0 && rrd_cnt_q[TW*g +: TW] == '0 &&
@@ -265,7 +274,8 @@ module tpu_hbm_ctrl #(
     pre_ref_found = 1'b0;
     pre_ref_bank  = '0;
     for (int k = NB - 1; k >= 0; k--) begin
-      if (open_q[k] && pre_cnt_q[TW*k +: TW] == '0) begin
+      if (open_q[k] && pre_cnt_q[TW*k +: TW] == '0 &&
+          (ref_late || ref_col_q[k] || !pend_hit[k])) begin
         pre_ref_found = 1'b1;
         pre_ref_bank  = 4'(k);
       end
@@ -284,7 +294,7 @@ module tpu_hbm_ctrl #(
     issue_pre = 1'b0;
     issue_ref = 1'b0;
     sel       = '0;
-    if (ref_pend_q) begin
+    if (ref_pend_q && !col_found) begin
       if (pre_ref_found) issue_pre = 1'b1;
       else if (open_q == '0 && ref_cnt_q == '0) issue_ref = 1'b1;
       sel[3:0] = pre_ref_bank;
@@ -292,7 +302,7 @@ module tpu_hbm_ctrl #(
       issue_rd = !wmode_q;
       issue_wr = wmode_q;
       sel      = sq[EW*col_idx +: EW];
-    end else if (row_found) begin
+    end else if (row_found && !ref_pend_q) begin
       issue_act = row_is_act;
       issue_pre = !row_is_act;
       sel       = sq[EW*row_idx +: EW];
@@ -423,6 +433,8 @@ module tpu_hbm_ctrl #(
       gact_cnt_q <= '0;
       refi_q     <= '0;
       ref_pend_q <= 1'b0;
+      ref_col_q  <= '0;
+      ref_wait_q <= '0;
     end else begin
       rq_q       <= rq_d;
       wq_q       <= wq_d;
@@ -447,6 +459,9 @@ module tpu_hbm_ctrl #(
       refi_q     <= (refi_q == 16'(TREFI - 1)) ? '0 : refi_q + 16'(1);
       if (refi_q == 16'(TREFI - 1)) ref_pend_q <= 1'b1;
       else if (issue_ref) ref_pend_q <= 1'b0;
+      ref_col_q  <= ref_pend_q ? (ref_col_q | (NB'(issue_rd || issue_wr) << cmd_bank)) : '0;
+      ref_wait_q <= (!ref_pend_q || ref_late) ? ref_wait_q & {6{ref_pend_q}} :
+                    ref_wait_q + 6'(1);
     end
   end
 
