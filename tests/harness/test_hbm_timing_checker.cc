@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "harness/hbm/hbm_timing_checker.h"
+#include "tests/common/hbm_timings.h"
 #include "tests/common/test_util.h"
 
 namespace tessera::hbm {
@@ -39,37 +40,13 @@ HbmCommand pre(uint64_t cycle, int bg, int bank) {
 }
 HbmCommand ref(uint64_t cycle) { return make(HbmCmd::kRef, cycle, 0, 0, 0, 0); }
 
-// A timing whose values all differ and where tRC > tRAS + tRP and tFAW > 4 x tRRD_S, so that
-// every rule can be broken alone.
-HbmTiming distinct_timing() {
-  HbmTiming t;
-  t.cl = 17;
-  t.cwl = 5;
-  t.trcd = 13;
-  t.trp = 11;
-  t.tras = 29;
-  t.trc = 43;
-  t.twr = 19;
-  t.trtp = 7;
-  t.tccd_s = 3;
-  t.tccd_l = 6;
-  t.trrd_s = 4;
-  t.trrd_l = 9;
-  t.tfaw = 23;
-  t.twtr_s = 8;
-  t.twtr_l = 10;
-  t.trefi = 200;
-  t.trfc = 37;
-  return t;
-}
-
 struct NamedTiming {
   const char* label;
   HbmTiming timing;
   bool rules_isolated;  // every case breaks its rule alone
 };
 std::vector<NamedTiming> timings() {
-  return {{"baseline", HbmTiming{}, false}, {"distinct values", distinct_timing(), true}};
+  return {{"baseline", HbmTiming{}, false}, {"distinct values", test::distinct_hbm_timing(), true}};
 }
 
 // Bank A and bank B share bank group 0; bank C is in bank group 1.

@@ -21,6 +21,7 @@
 #include "harness/hbm/hbm_device.h"
 #include "harness/sim_ctrl.h"
 #include "harness/vl_bits.h"
+#include "tests/common/hbm_timings.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {
@@ -261,34 +262,9 @@ class HbmCtrlBench : public ::testing::Test {
 // The controller at its defaults (the brief's timing).
 using HbmCtrl = HbmCtrlBench<Vtpu_hbm_ctrl>;
 
-// A timing whose values all differ from the baseline and from each other (the timing checker's
-// tests use the same one): a rule that reads the wrong parameter cannot pass. tREFI = 200 makes
-// refresh frequent. Vtpu_hbm_ctrl_alt is built with these values (sim/CMakeLists.txt).
-hbm::HbmTiming distinct_timing() {
-  hbm::HbmTiming t;
-  t.cl = 17;
-  t.cwl = 5;
-  t.trcd = 13;
-  t.trp = 11;
-  t.tras = 29;
-  t.trc = 43;
-  t.twr = 19;
-  t.trtp = 7;
-  t.tccd_s = 3;
-  t.tccd_l = 6;
-  t.trrd_s = 4;
-  t.trrd_l = 9;
-  t.tfaw = 23;
-  t.twtr_s = 8;
-  t.twtr_l = 10;
-  t.trefi = 200;
-  t.trfc = 37;
-  return t;
-}
-
 class HbmCtrlAlt : public HbmCtrlBench<Vtpu_hbm_ctrl_alt> {
  protected:
-  HbmCtrlAlt() : HbmCtrlBench(distinct_timing()) {}
+  HbmCtrlAlt() : HbmCtrlBench(test::distinct_hbm_timing()) {}
 };
 
 TEST_F(HbmCtrlAlt, RandomTrafficScoreboard) {
