@@ -39,6 +39,10 @@ class Driver {
       std::copy_n(b.begin() + beat * kBeatBytes, kBeatBytes, p.wdata.begin());
     }
   }
+  bool has_cmd(uint64_t cycle) const {
+    const auto it = pins_.find(cycle);
+    return it != pins_.end() && it->second.cmd_valid;
+  }
   void run(uint64_t until) {
     for (uint64_t c = 0; c <= until; ++c) {
       const auto it = pins_.find(c);
@@ -89,7 +93,7 @@ TEST(HbmDevice, RandomTrafficMatchesAScoreboard) {
   std::mt19937_64 rng(test::test_seed());
   std::map<std::tuple<int, int, uint32_t, uint32_t>, Burst> written;
   std::map<uint64_t, Burst> expect_at;  // first beat cycle -> burst
-  std::map<uint64_t, HbmPinsIn> pins;
+  Driver d(ch);
   std::array<int64_t, 16> open_row;
   open_row.fill(-1);
   uint64_t cycle = 0;
@@ -97,7 +101,7 @@ TEST(HbmDevice, RandomTrafficMatchesAScoreboard) {
   HbmTimingChecker probe(t);
   auto issue_at_earliest = [&](HbmCmd cmd, int bg, int bank, uint32_t row, uint32_t col) {
     for (uint64_t c = cycle + 1;; ++c) {
-      if (pins.count(c) && pins[c].cmd_valid) continue;
+      if (d.has_cmd(c)) continue;
       HbmTimingChecker trial = probe;
       try {
         trial.issue({c, cmd, 0, bg, bank, row, col});
@@ -105,13 +109,7 @@ TEST(HbmDevice, RandomTrafficMatchesAScoreboard) {
         continue;
       }
       probe = trial;
-      HbmPinsIn& p = pins[c];
-      p.cmd_valid = true;
-      p.cmd = cmd;
-      p.bg = bg;
-      p.bank = bank;
-      p.row = row;
-      p.col = col;
+      d.at(c, cmd, bg, bank, cmd == HbmCmd::kAct ? row : col);
       cycle = c;
       return c;
     }
@@ -131,11 +129,7 @@ TEST(HbmDevice, RandomTrafficMatchesAScoreboard) {
       const uint64_t c = issue_at_earliest(HbmCmd::kWr, bg, bank, row, col);
       Burst data = pattern(static_cast<uint8_t>(rng()));
       written[k] = data;
-      for (int beat = 0; beat < 2; ++beat) {
-        HbmPinsIn& p = pins[c + t.cwl + beat];
-        p.wdata_valid = true;
-        std::copy_n(data.begin() + beat * kBeatBytes, kBeatBytes, p.wdata.begin());
-      }
+      d.write_data(c + t.cwl, data);
     } else {
       const uint64_t c = issue_at_earliest(HbmCmd::kRd, bg, bank, row, col);
       expect_at[c + t.cl] = written[k];
@@ -143,13 +137,9 @@ TEST(HbmDevice, RandomTrafficMatchesAScoreboard) {
     }
   }
   const uint64_t end = cycle + t.cl + 8;
-  std::map<uint64_t, Beat> beats;
-  for (uint64_t c = 0; c <= end; ++c) {
-    const auto it = pins.find(c);
-    const HbmPinsOut out = ch.step(c, it == pins.end() ? HbmPinsIn{} : it->second);
-    if (out.rdata_valid) beats[c] = out.rdata;
-  }
+  d.run(end);
   ch.finish(end);
+  const auto& beats = d.beats;
   ASSERT_EQ(beats.size(), 2 * expect_at.size());
   for (const auto& [c, burst] : expect_at) {
     for (int i = 0; i < kBurstBytes; ++i) {
