@@ -7,6 +7,7 @@ rtl/mem/tpu_sram_sp.sv
 rtl/mem/tpu_sram_dp.sv
 rtl/dma/tpu_dma_agen.sv
 rtl/hbm/tpu_hbm_ctrl.sv
+rtl/hbm/tpu_hbm.sv
 rtl/mxu/tpu_mxu_pe.sv
 rtl/mxu/tpu_mxu_array.sv
 rtl/mxu/tpu_mxu_acc_mem.sv

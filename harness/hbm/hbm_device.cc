@@ -76,7 +76,9 @@ HbmPinsOut HbmChannelModel::step(uint64_t cycle, const HbmPinsIn& in) {
     const Transfer t = writes_.front();
     writes_.pop_front();
     Burst& burst = storage_[t.key];  // zero-filled on first write
-    std::copy(in.wdata.begin(), in.wdata.end(), burst.begin() + t.beat * kBeatBytes);
+    for (int k = 0; k < kBeatBytes; ++k) {  // the data mask: only strobed bytes are written
+      if ((in.wstrb >> k) & 1) burst[static_cast<size_t>(t.beat * kBeatBytes + k)] = in.wdata[k];
+    }
   } else if (in.wdata_valid) {
     fail(cycle, "write data driven with no WR CWL cycles earlier");
   }

@@ -40,6 +40,7 @@ struct HbmPinsIn {
   uint32_t row = 0, col = 0;
   bool wdata_valid = false;  // a beat of write data this cycle
   Beat wdata{};
+  uint16_t wstrb = 0xFFFF;  // byte k of the beat is written when bit k is set (DM = ~wstrb)
 };
 
 struct HbmPinsOut {

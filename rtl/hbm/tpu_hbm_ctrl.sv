@@ -4,7 +4,7 @@
 // device pins, keeping per-bank, per-bank-group and per-channel "cycles until legal" counters for
 // every rule of the HBM2 timing checker (docs/memory.md) plus the data bus (read beats at RD + CL,
 // RD + CL + 1 never overlap write beats at WR + CWL, WR + CWL + 1; a WR is never placed before the
-// data of an earlier RD). Address map: burst = addr >> 5; bank group = burst[1:0], bank =
+// data of an earlier RD). Writes carry byte strobes (HBM2 data mask). Address map: burst = addr >> 5; bank group = burst[1:0], bank =
 // burst[3:2], column = burst[8:4], row = burst[22:9], so consecutive bursts go to different bank
 // groups and a sequential stream can run at one burst per tCCD_S (peak 16 bytes per cycle).
 // Scheduling: in the current mode's queue, the oldest row hit whose column command is legal now
@@ -18,7 +18,8 @@
 // write has its address, nor a write while a queued read has its address, so every read returns the
 // data of the last write accepted before it. Ordering: responses of one id come back in request
 // order (reads and writes each; the scheduler never issues a request ahead of an older queued one
-// of the same id); different ids may reorder. wr_done is returned when the WR is issued (its data
+// of the same id); different ids may reorder. With OrderById = 0 ids are unique tags (tpu_hbm
+// restores order in its reorder buffer) and the scheduler reorders freely. wr_done is returned when the WR is issued (its data
 // is then ordered before any later RD). An RD is issued only when the response FIFO (RespDepth) has
 // room for its data, so rd_ready_i low stalls reads and never loses data. Refresh: an all-bank REF
 // every TREFI cycles, never skipped: when due, no new ACT; for 2 * 16 cycles each open bank may
@@ -54,7 +55,9 @@ module tpu_hbm_ctrl #(
   parameter int unsigned WriteLow   = 8,     // stop draining (if reads wait) at this many
   parameter int unsigned RowHitCap  = 8,     // consecutive hits to a bank while the oldest misses
   parameter int unsigned WriteMaxAge = 512,  // cycles writes may wait in read mode (< 65536)
-  parameter int unsigned RespDepth  = 16     // read response FIFO, bursts
+  parameter int unsigned RespDepth  = 16,    // read response FIFO, bursts
+  parameter int unsigned IdW        = 4,     // request id bits
+  parameter bit          OrderById  = 1'b1   // 0: ids are unique tags, no per-id ordering
 ) (
   input  logic         clk_i,
   input  logic         rst_ni,
@@ -63,17 +66,18 @@ module tpu_hbm_ctrl #(
   output logic         req_ready_o,       // accepted this cycle if valid
   input  logic         req_write_i,       // 1: write req_wdata_i, 0: read
   input  logic [27:0]  req_addr_i,        // byte address, 32-byte aligned (bits 4:0 ignored)
-  input  logic [3:0]   req_id_i,          // requester id (ordering domain)
+  input  logic [IdW-1:0] req_id_i,        // requester id (ordering domain)
   input  logic [255:0] req_wdata_i,       // write burst, byte k at bits 8k
+  input  logic [31:0]  req_wstrb_i,       // write byte k when bit k is set
   // read responses
   output logic         rd_valid_o,        // rd_id_o / rd_data_o hold a response
   input  logic         rd_ready_i,        // response taken this cycle if valid
-  output logic [3:0]   rd_id_o,
+  output logic [IdW-1:0] rd_id_o,
   output logic [255:0] rd_data_o,         // byte k at bits 8k
   // write completions
   output logic         wr_done_valid_o,   // wr_done_id_o holds a completion
   input  logic         wr_done_ready_i,   // completion taken this cycle if valid
-  output logic [3:0]   wr_done_id_o,
+  output logic [IdW-1:0] wr_done_id_o,
   // device pins (one command per cycle)
   output logic         cmd_valid_o,       // a command this cycle
   output logic [2:0]   cmd_o,             // 0 ACT, 1 RD, 2 WR, 3 PRE, 4 REF
@@ -83,13 +87,15 @@ module tpu_hbm_ctrl #(
   output logic [4:0]   col_o,             // RD, WR
   output logic         wdata_valid_o,     // a write beat: WR + CWL, WR + CWL + 1
   output logic [127:0] wdata_o,           // beat 0 = burst bytes 0..15
+  output logic [15:0]  wdata_strb_o,      // byte k of the beat written (HBM DM = ~strb)
   input  logic         rdata_valid_i,     // a read beat: RD + CL, RD + CL + 1
   input  logic [127:0] rdata_i,
   // status
   output logic         busy_o             // requests queued or in flight, or responses held
 );
 
-  localparam int unsigned EW      = 27;                  // queue entry: id[26:23], burst[22:0]
+  localparam int unsigned EW      = IdW + 23;            // queue entry: {id, burst[22:0]}
+  localparam int unsigned WW      = 256 + 32;            // write queue data: {strb, data}
   localparam int unsigned NB      = 16;                  // banks
   localparam int unsigned TW      = 16;                  // timing counter width
   localparam int unsigned QW      = $clog2(QueueDepth + 1);
@@ -137,7 +143,7 @@ module tpu_hbm_ctrl #(
 
   // ---------------------------------------------------------------- state
   logic [QueueDepth*EW-1:0]  rq_q, rq_d, wq_q, wq_d;     // entry i older than entry i + 1
-  logic [QueueDepth*256-1:0] wqd_q, wqd_d;              // write data, beside wq
+  logic [QueueDepth*WW-1:0]  wqd_q, wqd_d;              // write {strb, data}, beside wq
   logic [QW-1:0]             rq_cnt_q, rq_cnt_d, wq_cnt_q, wq_cnt_d;
   logic                      wmode_q, wmode_d;          // draining writes
   logic [15:0]               wage_q;                    // cycles writes waited in read mode
@@ -181,18 +187,18 @@ module tpu_hbm_ctrl #(
   assign req_fire    = req_valid_i && req_ready_o;
 
   // ---------------------------------------------------------------- response side state
-  logic [RespDepth*260-1:0] resp_q;                       // {id, data}
+  logic [RespDepth*(IdW+256)-1:0] resp_q;                 // {id, data}
   logic [RIW-1:0]           resp_wp_q, resp_rp_q;
   logic [RW-1:0]            resp_cnt_q;
-  logic [RespDepth*4-1:0]   inf_q;                        // ids of RDs in flight
+  logic [RespDepth*IdW-1:0] inf_q;                        // ids of RDs in flight
   logic [RIW-1:0]           inf_wp_q, inf_rp_q;
   logic [RW-1:0]            inf_cnt_q;
   logic                     rbeat_q;                      // next read beat is beat 1
   logic [127:0]             rlo_q;                        // beat 0 of the burst
-  logic [WdDepth*4-1:0]     wd_q;                         // write completions
+  logic [WdDepth*IdW-1:0]   wd_q;                         // write completions
   logic [2:0]               wd_wp_q, wd_rp_q;
   logic [3:0]               wd_cnt_q;
-  logic [WfDepth*256-1:0]   wf_q;                         // write data issued, not yet sent
+  logic [WfDepth*WW-1:0]    wf_q;                         // write data issued, not yet sent
   logic [1:0]               wf_wp_q, wf_rp_q;
   logic [2:0]               wf_cnt_q;
   logic [CWL:0]             wr_hist_q;                    // bit k: a WR k + 1 cycles ago
@@ -234,7 +240,7 @@ module tpu_hbm_ctrl #(
       hit_v[i] = v && open_q[b] && orow_q[14*b +: 14] == sq[EW*i + 9 +: 14];
       if (hit_v[i]) pend_hit[b] = 1'b1;
       for (int j = 0; j < QueueDepth; j++) begin
-        if (j < i && sq[EW*j + 23 +: 4] == sq[EW*i + 23 +: 4]) blk_v[i] = 1'b1;
+        if (OrderById && j < i && sq[EW*j + 23 +: IdW] == sq[EW*i + 23 +: IdW]) blk_v[i] = 1'b1;
       end
     end
     // The oldest request misses in a bank that has served RowHitCap hits: no more hits there.
@@ -310,7 +316,7 @@ module tpu_hbm_ctrl #(
   end
 
   logic unused_sel_id;
-  assign unused_sel_id = ^sel[26:23];
+  assign unused_sel_id = ^sel[EW-1:23];
   assign cmd_bank    = sel[3:0];
   assign cmd_valid_o = issue_rd || issue_wr || issue_act || issue_pre || issue_ref;
   assign cmd_o       = issue_act ? CmdAct : issue_rd ? CmdRd : issue_wr ? CmdWr :
@@ -336,7 +342,7 @@ module tpu_hbm_ctrl #(
       if (rm_r && QIW'(i) >= col_idx) rq_d[EW*i +: EW] = rq_q[EW*(i + 1) +: EW];
       if (rm_w && QIW'(i) >= col_idx) begin
         wq_d[EW*i +: EW]   = wq_q[EW*(i + 1) +: EW];
-        wqd_d[256*i +: 256] = wqd_q[256*(i + 1) +: 256];
+        wqd_d[WW*i +: WW] = wqd_q[WW*(i + 1) +: WW];
       end
     end
     after = rq_cnt_q - QW'(rm_r);
@@ -348,7 +354,7 @@ module tpu_hbm_ctrl #(
     after = wq_cnt_q - QW'(rm_w);
     if (req_fire && req_write_i) begin
       wq_d[EW*after +: EW]   = {req_id_i, req_burst};
-      wqd_d[256*after +: 256] = req_wdata_i;
+      wqd_d[WW*after +: WW]   = {req_wstrb_i, req_wdata_i};
       after = after + QW'(1);
     end
     wq_cnt_d = after;
@@ -472,20 +478,21 @@ module tpu_hbm_ctrl #(
 
   // ---------------------------------------------------------------- write data and completions
   logic wbeat0, wbeat1, wd_pop, rd_pop, rbeat_last;
-  logic [255:0] wf_head;
+  logic [WW-1:0] wf_head;
   assign wbeat0  = wr_hist_q[CWL - 1];
   assign wbeat1  = wr_hist_q[CWL];
-  assign wf_head = wf_q[256*wf_rp_q +: 256];
+  assign wf_head = wf_q[WW*wf_rp_q +: WW];
   assign wdata_valid_o = wbeat0 || wbeat1;
   assign wdata_o       = wbeat0 ? wf_head[127:0] : wbeat1 ? wf_head[255:128] : '0;
+  assign wdata_strb_o  = wbeat0 ? wf_head[271:256] : wbeat1 ? wf_head[287:272] : '0;
 
   assign wr_done_valid_o = wd_cnt_q != '0;
-  assign wr_done_id_o    = wd_q[4*wd_rp_q +: 4];
+  assign wr_done_id_o    = wd_q[IdW*wd_rp_q +: IdW];
   assign wd_pop          = wr_done_valid_o && wr_done_ready_i;
 
   assign rd_valid_o = resp_cnt_q != '0;
-  assign rd_id_o    = resp_q[260*resp_rp_q + 256 +: 4];
-  assign rd_data_o  = resp_q[260*resp_rp_q +: 256];
+  assign rd_id_o    = resp_q[(IdW+256)*resp_rp_q + 256 +: IdW];
+  assign rd_data_o  = resp_q[(IdW+256)*resp_rp_q +: 256];
   assign rd_pop     = rd_valid_o && rd_ready_i;
   assign rbeat_last = rdata_valid_i && rbeat_q;
 
@@ -526,12 +533,14 @@ module tpu_hbm_ctrl #(
   // Storage (not reset; read only where the counts say an entry is held).
   always_ff @(posedge clk_i) begin
     if (issue_wr) begin
-      wf_q[256*wf_wp_q +: 256] <= wqd_q[256*col_idx +: 256];
-      wd_q[4*wd_wp_q +: 4]     <= sq[EW*col_idx + 23 +: 4];
+      wf_q[WW*wf_wp_q +: WW] <= wqd_q[WW*col_idx +: WW];
+      wd_q[IdW*wd_wp_q +: IdW] <= sq[EW*col_idx + 23 +: IdW];
     end
-    if (issue_rd) inf_q[4*inf_wp_q +: 4] <= sq[EW*col_idx + 23 +: 4];
+    if (issue_rd) inf_q[IdW*inf_wp_q +: IdW] <= sq[EW*col_idx + 23 +: IdW];
     if (rdata_valid_i && !rbeat_q) rlo_q <= rdata_i;
-    if (rbeat_last) resp_q[260*resp_wp_q +: 260] <= {inf_q[4*inf_rp_q +: 4], rdata_i, rlo_q};
+    if (rbeat_last) begin
+      resp_q[(IdW+256)*resp_wp_q +: IdW+256] <= {inf_q[IdW*inf_rp_q +: IdW], rdata_i, rlo_q};
+    end
   end
 
   assign busy_o = rq_cnt_q != '0 || wq_cnt_q != '0 || inf_cnt_q != '0 || resp_cnt_q != '0 ||

@@ -59,6 +59,7 @@ struct Req {
   uint32_t addr = 0;
   int id = 0;
   Burst data{};
+  uint32_t strb = 0xFFFFFFFFu;  // byte enables
 };
 
 // The bench: one controller model (built with the timing parameters of `timing`) and the device
@@ -74,6 +75,7 @@ class HbmCtrlBench : public ::testing::Test {
     m.req_addr_i = 0;
     m.req_id_i = 0;
     for (int w = 0; w < 8; ++w) m.req_wdata_i[w] = 0;
+    m.req_wstrb_i = 0xFFFFFFFFu;
     m.rd_ready_i = 0;
     m.wr_done_ready_i = 0;
     m.rdata_valid_i = 0;
@@ -103,6 +105,7 @@ class HbmCtrlBench : public ::testing::Test {
       m.req_addr_i = req->addr;
       m.req_id_i = static_cast<uint8_t>(req->id);
       for (int k = 0; k < hbm::kBurstBytes; ++k) put_elem<8>(m.req_wdata_i, k, req->data[k]);
+      m.req_wstrb_i = req->strb;
     }
     m.rd_ready_i = rd_ready;
     m.wr_done_ready_i = wd_ready;
@@ -116,6 +119,7 @@ class HbmCtrlBench : public ::testing::Test {
     in.row = m.row_o;
     in.col = m.col_o;
     in.wdata_valid = m.wdata_valid_o;
+    in.wstrb = m.wdata_strb_o;
     for (int k = 0; k < hbm::kBeatBytes; ++k) {
       in.wdata[k] = static_cast<uint8_t>(get_elem<8>(m.wdata_o, k));
     }
@@ -129,7 +133,10 @@ class HbmCtrlBench : public ::testing::Test {
     const bool accepted = req && m.req_ready_o;
     if (accepted) {
       if (req->write) {
-        mem_[req->addr] = req->data;
+        Burst& cur = mem_[req->addr];  // zeros if never written, as in the device model
+        for (int k = 0; k < hbm::kBurstBytes; ++k) {
+          if ((req->strb >> k) & 1) cur[k] = req->data[k];
+        }
         ++writes_due_[req->id];
       } else {
         const auto it = mem_.find(req->addr);
@@ -194,7 +201,11 @@ class HbmCtrlBench : public ::testing::Test {
         cur.write = rng_() % 100 < 40;
         // Some locality: half the requests go near the previous address.
         cur.addr = (rng_() % 2) ? pool[rng_() % pool.size()] : (cur.addr + 32) & 0xFFFFFE0u;
-        if (cur.write) cur.data = random_burst();
+        if (cur.write) {
+          cur.data = random_burst();
+          // a quarter of the writes are partial (byte strobes)
+          cur.strb = (rng_() % 4 == 0) ? static_cast<uint32_t>(rng_()) : 0xFFFFFFFFu;
+        }
         have = true;
       }
       const bool rd = static_cast<int>(rng_() % 100) < ready_pct;
