@@ -34,6 +34,7 @@ case "$(basename "$bin")" in
   test_mxu_pe) layout=waves/mxu_pe.gtkw ;;
   test_mxu_*) layout=waves/mxu.gtkw ;;
   test_hbm_ctrl) layout=waves/hbm_ctrl.gtkw ;;
+  test_hbm) layout=waves/hbm.gtkw ;;
   *) layout=waves/fpu.gtkw ;;
 esac
 

@@ -4,31 +4,32 @@
 // device pins, keeping per-bank, per-bank-group and per-channel "cycles until legal" counters for
 // every rule of the HBM2 timing checker (docs/memory.md) plus the data bus (read beats at RD + CL,
 // RD + CL + 1 never overlap write beats at WR + CWL, WR + CWL + 1; a WR is never placed before the
-// data of an earlier RD). Writes carry byte strobes (HBM2 data mask). Address map: burst = addr >> 5; bank group = burst[1:0], bank =
-// burst[3:2], column = burst[8:4], row = burst[22:9], so consecutive bursts go to different bank
-// groups and a sequential stream can run at one burst per tCCD_S (peak 16 bytes per cycle).
-// Scheduling: in the current mode's queue, the oldest row hit whose column command is legal now
-// (unless RowHitCap hits in a row were served to that bank while the oldest request misses there),
-// else the oldest ACT (closed bank) or PRE (conflict; only for the oldest request or a bank with no
-// pending hits) that is legal now. Writes drain when the write queue reaches WriteHigh, when there
-// are no reads, or when a request waits on a write hazard; reads resume at WriteLow (once a drain
-// has issued a WR, with reads waiting and no request waiting on a write) or when writes run out;
-// writes that waited WriteMaxAge cycles in read mode force a drain, so neither kind starves.
-// Hazards are resolved at the front end: a request is not accepted (req_ready_o low) while a queued
-// write has its address, nor a write while a queued read has its address, so every read returns the
-// data of the last write accepted before it. Ordering: responses of one id come back in request
-// order (reads and writes each; the scheduler never issues a request ahead of an older queued one
-// of the same id); different ids may reorder. With OrderById = 0 ids are unique tags (tpu_hbm
-// restores order in its reorder buffer) and the scheduler reorders freely. wr_done is returned when the WR is issued (its data
-// is then ordered before any later RD). An RD is issued only when the response FIFO (RespDepth) has
-// room for its data, so rd_ready_i low stalls reads and never loses data. Refresh: an all-bank REF
-// every TREFI cycles, never skipped: when due, no new ACT; for 2 * 16 cycles each open bank may
-// take one more RD/WR (column commands first), and a bank is precharged when legal once it has had
-// it, has no queued hit, or that window has passed; REF issued, then tRFC blocks ACTs (so a stream
-// keeps the bus busy while the banks close). Latency: a row hit on an idle channel returns its data
-// CL + 3 cycles after acceptance (queue, RD, CL, two beats, response FIFO); a miss adds tRCD
-// (closed) or tRP + tRCD (conflict). Throughput: one request accepted per cycle; streaming reads
-// reach one burst per tCCD_S apart from refresh and row changes. CWL must be at least 1.
+// data of an earlier RD). Writes carry byte strobes (HBM2 data mask). Address map: burst = addr >>
+// 5; bank group = burst[1:0], bank = burst[3:2], column = burst[8:4], row = burst[22:9], so
+// consecutive bursts go to different bank groups and a sequential stream can run at one burst per
+// tCCD_S (peak 16 bytes per cycle). Scheduling: in the current mode's queue, the oldest row hit
+// whose column command is legal now (unless RowHitCap hits in a row were served to that bank while
+// the oldest request misses there), else the oldest ACT (closed bank) or PRE (conflict; only for
+// the oldest request or a bank with no pending hits) that is legal now. Writes drain when the write
+// queue reaches WriteHigh, when there are no reads, or when a request waits on a write hazard;
+// reads resume at WriteLow (once a drain has issued a WR, with reads waiting and no request waiting
+// on a write) or when writes run out; writes that waited WriteMaxAge cycles in read mode force a
+// drain, so neither kind starves. Hazards are resolved at the front end: a request is not accepted
+// (req_ready_o low) while a queued write has its address, nor a write while a queued read has its
+// address, so every read returns the data of the last write accepted before it. Ordering: responses
+// of one id come back in request order (reads and writes each; the scheduler never issues a request
+// ahead of an older queued one of the same id); different ids may reorder. With OrderById = 0 ids
+// are unique tags (tpu_hbm restores order in its reorder buffer) and the scheduler reorders freely.
+// wr_done is returned when the WR is issued (its data is then ordered before any later RD). An RD
+// is issued only when the response FIFO (RespDepth) has room for its data, so rd_ready_i low stalls
+// reads and never loses data. Refresh: an all-bank REF every TREFI cycles, never skipped: when due,
+// no new ACT; for 2 * 16 cycles each open bank may take one more RD/WR (column commands first), and
+// a bank is precharged when legal once it has had it, has no queued hit, or that window has passed;
+// REF issued, then tRFC blocks ACTs (so a stream keeps the bus busy while the banks close).
+// Latency: a row hit on an idle channel returns its data CL + 3 cycles after acceptance (queue, RD,
+// CL, two beats, response FIFO); a miss adds tRCD (closed) or tRP + tRCD (conflict). Throughput:
+// one request accepted per cycle; streaming reads reach one burst per tCCD_S apart from refresh and
+// row changes. CWL must be at least 1.
 `include "tpu_assert.svh"
 
 module tpu_hbm_ctrl #(
