@@ -27,7 +27,7 @@ namespace tessera::hbm {
 
 // tpu_hbm's address map (rtl/hbm/tpu_hbm.sv): burst = addr >> 5; pseudo-channel =
 // burst[pc_lsb +: log2(channels)]; the rest, PC field removed, is the controller's burst address:
-// bank group [1:0], bank [3:2], column [8:4], row [22:9].
+// bank group [1:0], column [6:2], bank [8:7], row [22:9] (tpu_hbm_ctrl's ColLow map).
 struct HbmLocation {
   int pc = 0, bg = 0, bank = 0;
   uint32_t row = 0, col = 0;
@@ -51,14 +51,15 @@ class HbmAddressMap {
     HbmLocation l;
     l.pc = static_cast<int>((burst >> pc_lsb_) & ((1ull << pc_bits_) - 1));
     l.bg = static_cast<int>(local & 3);
-    l.bank = static_cast<int>((local >> 2) & 3);
-    l.col = static_cast<uint32_t>((local >> 4) & 31);
+    l.col = static_cast<uint32_t>((local >> 2) & 31);
+    l.bank = static_cast<int>((local >> 7) & 3);
     l.row = static_cast<uint32_t>((local >> 9) & 0x3FFF);
     return l;
   }
   uint64_t address(const HbmLocation& l) const {
-    const uint64_t local = (static_cast<uint64_t>(l.row) << 9) | (l.col << 4) |
-                           (static_cast<uint64_t>(l.bank) << 2) | static_cast<uint64_t>(l.bg);
+    const uint64_t local = (static_cast<uint64_t>(l.row) << 9) |
+                           (static_cast<uint64_t>(l.bank) << 7) | (l.col << 2) |
+                           static_cast<uint64_t>(l.bg);
     const uint64_t low = local & ((1ull << pc_lsb_) - 1);
     const uint64_t burst = ((local >> pc_lsb_) << (pc_lsb_ + pc_bits_)) |
                            (static_cast<uint64_t>(l.pc) << pc_lsb_) | low;

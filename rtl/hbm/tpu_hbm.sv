@@ -4,8 +4,8 @@
 // beat per burst) and splits it into bursts, one per cycle; the address map sends each burst to
 // its pseudo-channel: burst = addr >> 5, pseudo-channel = burst[PcLsb +: log2(Channels)], and the
 // remaining bits (the PC field removed) form the controller's address (bank group = bits 1:0,
-// bank = 3:2, column = 8:4, row = 22:9). With PcLsb = 2 a stream visits the four bank groups
-// of a pseudo-channel, then the next pseudo-channel. Each pseudo-channel's input is granted
+// column = 6:2, bank = 8:7, row = 22:9). With PcLsb = 0 consecutive bursts go to consecutive
+// pseudo-channels, and each channel's share visits its four bank groups in turn. Each pseudo-channel's input is granted
 // round-robin among the ports whose next burst goes there. Every read burst takes a slot of the
 // port's reorder buffer (RobDepth) when it is sent, so the controllers may reorder freely
 // (OrderById = 0: the slot is the tag) and the port still answers in request order; every write

@@ -5,9 +5,12 @@
 // every rule of the HBM2 timing checker (docs/memory.md) plus the data bus (read beats at RD + CL,
 // RD + CL + 1 never overlap write beats at WR + CWL, WR + CWL + 1; a WR is never placed before the
 // data of an earlier RD). Writes carry byte strobes (HBM2 data mask). Address map: burst = addr >>
-// 5; bank group = burst[1:0], bank = burst[3:2], column = burst[8:4], row = burst[22:9], so
-// consecutive bursts go to different bank groups and a sequential stream can run at one burst per
-// tCCD_S (peak 16 bytes per cycle). Scheduling: in the current mode's queue, the oldest row hit
+// 5; bank group = burst[1:0], column = burst[6:2], bank = burst[8:7], row = burst[22:9]
+// (ColLow = 1; ColLow = 0: bank = burst[3:2], column = burst[8:4]), so consecutive bursts go to
+// different bank groups and a sequential stream can run at one burst per tCCD_S (peak 16 bytes
+// per cycle); with ColLow a stream finishes the rows of four banks before it opens the next
+// four, so those ACTs happen early, in banks not in use, and row changes cost no bandwidth.
+// Queue entries hold {row, column, bank, bank group} whatever the map. Scheduling: in the current mode's queue, the oldest row hit
 // whose column command is legal now (unless RowHitCap hits in a row were served to that bank while
 // the oldest request misses there), else the oldest ACT (closed bank) or PRE (conflict; only for
 // the oldest request or a bank with no pending hits) that is legal now. Writes drain when the write
@@ -58,7 +61,8 @@ module tpu_hbm_ctrl #(
   parameter int unsigned WriteMaxAge = 512,  // cycles writes may wait in read mode (< 65536)
   parameter int unsigned RespDepth  = 16,    // read response FIFO, bursts
   parameter int unsigned IdW        = 4,     // request id bits
-  parameter bit          OrderById  = 1'b1   // 0: ids are unique tags, no per-id ordering
+  parameter bit          OrderById  = 1'b1,  // 0: ids are unique tags, no per-id ordering
+  parameter bit          ColLow     = 1'b1   // address map: column below bank (see above)
 ) (
   input  logic         clk_i,
   input  logic         rst_ni,
@@ -171,7 +175,10 @@ module tpu_hbm_ctrl #(
   logic        hz_wq, hz_rq, req_fire;
   logic        unused_addr_lsbs;
 
-  assign req_burst        = req_addr_i[27:5];
+  // The address map: the burst address as a queue entry {row, column, bank, bank group}.
+  assign req_burst        = ColLow ? {req_addr_i[27:14], req_addr_i[11:7], req_addr_i[13:12],
+                                      req_addr_i[6:5]}
+                                   : req_addr_i[27:5];
   assign unused_addr_lsbs = ^req_addr_i[4:0];
 
   always_comb begin

@@ -29,19 +29,20 @@ namespace {
 
 using hbm::Burst;
 
-// The controller's address map: burst = addr >> 5; bg = [1:0], bank = [3:2], col = [8:4],
-// row = [22:9].
+// The controller's address map (ColLow): burst = addr >> 5; bg = [1:0], col = [6:2],
+// bank = [8:7], row = [22:9].
 struct Loc {
   int bg, bank;
   uint32_t row, col;
 };
 Loc locate(uint32_t addr) {
   const uint32_t b = addr >> 5;
-  return {static_cast<int>(b & 3), static_cast<int>((b >> 2) & 3), (b >> 9) & 0x3FFF,
-          (b >> 4) & 0x1F};
+  return {static_cast<int>(b & 3), static_cast<int>((b >> 7) & 3), (b >> 9) & 0x3FFF,
+          (b >> 2) & 0x1F};
 }
 uint32_t addr_of(int bg, int bank, uint32_t row, uint32_t col) {
-  return ((row << 9) | (col << 4) | (static_cast<uint32_t>(bank) << 2) | static_cast<uint32_t>(bg))
+  return ((row << 9) | (static_cast<uint32_t>(bank) << 7) | (col << 2) |
+          static_cast<uint32_t>(bg))
          << 5;
 }
 
