@@ -23,6 +23,7 @@ class DmaAgen : public ::testing::Test {
   DmaAgen() : sim_(test::current_test_name()), rng_(test::test_seed()) {
     auto& m = sim_.top();
     m.start_i = 0;
+    m.abort_i = 0;
     m.addr_ready_i = 0;
     sim_.reset();
   }
