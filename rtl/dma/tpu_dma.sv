@@ -173,6 +173,9 @@ module tpu_dma #(
       check_code = tpu_pkg::DMA_FAULT_ELEM_SIZE;
     end else if (src_elems != dst_elems) begin
       check_code = tpu_pkg::DMA_FAULT_COUNT;
+    end else if (src_elems == '0) begin
+      check_fault = 1'b0;                             // nothing to move: no address is used
+      check_code  = tpu_pkg::DMA_FAULT_NONE;
     end else if (src_misal[AW1]) begin
       check_code = tpu_pkg::DMA_FAULT_ALIGN;
       check_addr = src_misal[AW1-1:0];
