@@ -487,6 +487,9 @@ TEST_F(Dma, TransposeAsScatterDestination) {
 // back-pressure on every interface; some walks run out of their space (range faults).
 TEST_F(Dma, RandomDescriptorsUnderBackPressure) {
   auto rnd = [&](uint64_t n) { return rng_() % n; };
+  std::array<int, 4> per_direction = {};
+  std::array<int, 8> per_code = {};
+  uint64_t elems = 0;
   for (int n = 0; n < 120; ++n) {
     back_pressure(30 + static_cast<int>(rnd(71)), static_cast<int>(rnd(50)), rnd(2) == 0);
     Transfer t;
@@ -543,9 +546,19 @@ TEST_F(Dma, RandomDescriptorsUnderBackPressure) {
       }
     }
     SCOPED_TRACE("descriptor " + std::to_string(n) + ": " + t.describe());
-    run_and_check(t);
+    const auto r = run_and_check(t);
+    ++per_direction[t.src_space * 2 + t.dst_space];
+    ++per_code[r.code & 7];
+    elems += r.moved;
     if (HasFailure()) break;
   }
+  std::cout << "[ random   ] HBM->HBM " << per_direction[0] << ", HBM->SRAM " << per_direction[1]
+            << ", SRAM->HBM " << per_direction[2] << ", SRAM->SRAM " << per_direction[3]
+            << " descriptors; " << elems << " elements moved; faults: " << per_code[1]
+            << " source range, " << per_code[2] << " destination range" << std::endl;
+  EXPECT_GT(per_code[1], 0) << "no source range fault drawn";
+  EXPECT_GT(per_code[2], 0) << "no destination range fault drawn";
+  for (int d = 0; d < 4; ++d) EXPECT_GT(per_direction[d], 0) << "direction " << d << " not drawn";
 }
 
 // Every fault code with its address; elements before a range fault stay written, the DMA goes
@@ -605,6 +618,26 @@ TEST_F(Dma, FaultsReportCodeAndAddressThenRecover) {
     t.src = contiguous(0x800, 800, 4);
     t.dst = dma::transpose(kHbmBytes - 40 * 4 * 10, 20, 40, 4, 0);
     cases.push_back({"transposed destination leaves HBM", t, kFaultDstRange});
+  }
+  {  // 1: both walks leave their space at the same element: the source's fault is reported
+    Transfer t;
+    t.src_space = kHbm;
+    t.dst_space = kSram;
+    t.elem_bytes = 4;
+    t.src = contiguous(kHbmBytes - 150 * 4, 400, 4);
+    t.dst = contiguous(kSramBytes - 150 * 4, 400, 4);
+    cases.push_back({"both walks fault at element 150", t, kFaultSrcRange});
+  }
+  {  // 2: the source faults first in time (it reads ahead of a slow scattered destination, one
+     // HBM write per element) but later in element order
+    Transfer t;
+    t.src_space = kSram;
+    t.dst_space = kHbm;
+    t.elem_bytes = 2;
+    t.src = contiguous(kSramBytes - 110 * 2, 400, 2);
+    t.dst.base = kHbmBytes - 100 * 64;
+    t.dst.loops[0] = {400, 64};
+    cases.push_back({"source faults at 110, destination at 100", t, kFaultDstRange});
   }
   {  // 3: counts differ
     Transfer t;
