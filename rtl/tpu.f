@@ -6,6 +6,8 @@ rtl/fpu/tpu_fpu.sv
 rtl/mem/tpu_sram_sp.sv
 rtl/mem/tpu_sram_dp.sv
 rtl/dma/tpu_dma_agen.sv
+rtl/dma/tpu_dma_fifo.sv
+rtl/dma/tpu_dma.sv
 rtl/hbm/tpu_hbm_ctrl.sv
 rtl/hbm/tpu_hbm.sv
 rtl/mxu/tpu_mxu_pe.sv

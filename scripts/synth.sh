@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make synth: Yosys (generic gates, `synth`) on the arithmetic block, the processing element,
-# the SRAM macros (64 x 64 bits) and the whole MXU at N = 4 (AccRows 16). Fails on a parse
+# the SRAM macros (64 x 64 bits), the DMA (default parameters) and the whole MXU at N = 4 (AccRows 16). Fails on a parse
 # error, on any latch, or on an undriven signal. Cell counts: <out>/<top>.stat; a summary is printed at the end.
 # -defer: elaborate only at the requested parameters (without it Yosys first builds every module
 # at its defaults, the array at N = 16, which takes minutes). -noshare: the resource-sharing
@@ -36,6 +36,7 @@ run tpu_fpu tpu_fpu "" rtl/fpu/tpu_fpu.sv
 run tpu_mxu_pe tpu_mxu_pe "" rtl/mxu/tpu_mxu_pe.sv
 run tpu_sram_sp tpu_sram_sp "-set Words 64 -set Elems 4 -set ElemW 16" rtl/mem/tpu_sram_sp.sv
 run tpu_sram_dp tpu_sram_dp "-set Words 64 -set Elems 4 -set ElemW 16" rtl/mem/tpu_sram_dp.sv
+run tpu_dma tpu_dma "" rtl/dma/tpu_dma_agen.sv rtl/dma/tpu_dma_fifo.sv rtl/dma/tpu_dma.sv
 run tpu_mxu_n4 tpu_mxu "-set N 4 -set AccRows 16" \
   rtl/mem/tpu_sram_dp.sv rtl/mxu/tpu_mxu_array.sv rtl/mxu/tpu_mxu_acc_mem.sv rtl/mxu/tpu_mxu.sv
 echo "cell breakdowns: $out/*.stat"

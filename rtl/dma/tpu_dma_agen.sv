@@ -10,7 +10,8 @@
 // Incremental form: cur_q (loop k) is the address where the current iteration of loop k began; one
 // adder per cycle advances the lowest loop that has not finished, and every loop below it
 // restarts at that new address. Throughput one address per cycle; 1 cycle from start_i to the
-// first address.
+// first address. abort_i abandons a walk in progress (idle the next cycle, no fault): the DMA
+// uses it to stop one walk when the other has faulted.
 module tpu_dma_agen #(
   parameter int unsigned AddrW  = 34,                 // byte address width (16 GiB)
   parameter int unsigned CountW = 16,                 // loop count width
@@ -20,6 +21,7 @@ module tpu_dma_agen #(
   input  logic                     rst_ni,
   // descriptor (sampled when start_i is accepted)
   input  logic                     start_i,           // begin a walk (when idle)
+  input  logic                     abort_i,           // abandon the walk in progress
   output logic                     idle_o,            // no walk in progress: start_i accepted
   input  logic [AddrW-1:0]         base_i,            // byte address of element (0,0,0,0)
   input  logic [4*CountW-1:0]      count_i,           // loop k's count at bits CountW*k, >= 1
@@ -89,7 +91,9 @@ module tpu_dma_agen #(
           end
         end
         RunS: begin
-          if (!in_range) begin
+          if (abort_i) begin
+            state_q <= IdleS;
+          end else if (!in_range) begin
             state_q       <= FaultS;
             fault_o       <= 1'b1;
             fault_addr_o  <= cur_q[AW1-1:0];
@@ -113,7 +117,7 @@ module tpu_dma_agen #(
       stride_q <= stride_i;
       limit_q      <= limit_i;
       elem_bytes_q <= elem_bytes_i;
-    end else if (addr_valid_o && addr_ready_i && (level != 3'd4)) begin
+    end else if (addr_valid_o && addr_ready_i && !abort_i && (level != 3'd4)) begin
       for (int k = 0; k < Loops; k++) begin
         if (k < level32) begin
           cur_q[AW1*k +: AW1]      <= next_addr;

@@ -9,4 +9,12 @@ package tpu_pkg;
   localparam fp32_t FP32_CANON_NAN = 32'h7FC0_0000;
   localparam bf16_t BF16_CANON_NAN = 16'h7FC0;
 
+  // DMA fault codes (rtl/dma/tpu_dma.sv fault_code_o; docs/memory.md).
+  localparam logic [3:0] DMA_FAULT_NONE      = 4'd0;
+  localparam logic [3:0] DMA_FAULT_SRC_RANGE = 4'd1;  // a source address out of its space
+  localparam logic [3:0] DMA_FAULT_DST_RANGE = 4'd2;  // a destination address out of its space
+  localparam logic [3:0] DMA_FAULT_COUNT     = 4'd3;  // source and destination counts differ
+  localparam logic [3:0] DMA_FAULT_ELEM_SIZE = 4'd4;  // element size not 2 or 4 bytes
+  localparam logic [3:0] DMA_FAULT_ALIGN     = 4'd5;  // an element address not size-aligned
+
 endpackage

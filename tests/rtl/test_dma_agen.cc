@@ -23,12 +23,13 @@ class DmaAgen : public ::testing::Test {
   DmaAgen() : sim_(test::current_test_name()), rng_(test::test_seed()) {
     auto& m = sim_.top();
     m.start_i = 0;
+    m.abort_i = 0;
     m.addr_ready_i = 0;
     sim_.reset();
   }
 
-  // Runs one descriptor; `ready_pct` is the chance the consumer takes an address each cycle.
-  dma::Walk run(const dma::Descriptor& d, int ready_pct = 100, bool* last_ok = nullptr) {
+  // Puts a descriptor on the inputs (start_i not touched).
+  void load(const dma::Descriptor& d) {
     auto& m = sim_.top();
     m.base_i = d.base;
     m.count_i = 0;
@@ -39,6 +40,12 @@ class DmaAgen : public ::testing::Test {
     }
     m.limit_i = d.limit;
     m.elem_bytes_i = d.elem_bytes;
+  }
+
+  // Runs one descriptor; `ready_pct` is the chance the consumer takes an address each cycle.
+  dma::Walk run(const dma::Descriptor& d, int ready_pct = 100, bool* last_ok = nullptr) {
+    auto& m = sim_.top();
+    load(d);
     sim_.eval();
     EXPECT_TRUE(m.idle_o);
     m.start_i = 1;
@@ -161,6 +168,30 @@ TEST_F(DmaAgen, OutOfRangeFaultsInsteadOfWrapping) {
   // A fault does not wedge the generator: the next descriptor runs normally.
   const auto ok = dma::transpose(0, 4, 4, 2, 1024);
   expect_same(dma::reference_walk(ok), run(ok));
+}
+
+// abort_i (used by the DMA when the other walk faults) abandons a walk: idle the next cycle,
+// no fault, and the next walk starts from its own base.
+TEST_F(DmaAgen, AbortAbandonsAWalkWithoutAFault) {
+  auto& m = sim_.top();
+  load(dma::transpose(0x100, 64, 64, 2, 1ull << 20));
+  m.start_i = 1;
+  sim_.tick();
+  m.start_i = 0;
+  m.addr_ready_i = 1;
+  for (int i = 0; i < 100; ++i) sim_.tick();
+  sim_.eval();
+  ASSERT_FALSE(m.idle_o);
+  ASSERT_TRUE(m.addr_valid_o);
+  m.abort_i = 1;
+  sim_.tick();
+  m.abort_i = 0;
+  sim_.eval();
+  EXPECT_TRUE(m.idle_o);
+  EXPECT_FALSE(m.addr_valid_o);
+  EXPECT_FALSE(m.fault_o);
+  const auto t = dma::transpose(0, 4, 4, 2, 1024);
+  expect_same(dma::reference_walk(t), run(t));
 }
 
 }  // namespace

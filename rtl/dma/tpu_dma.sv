@@ -1,0 +1,640 @@
+// tpu_dma: the DMA data mover. A descriptor names a source walk and a destination walk (each a
+// tpu_dma_agen descriptor: base, four (count, stride) loops) over one of two address spaces
+// (0 = HBM, 1 = the on-chip SRAM) and an element size (2 or 4 bytes, the same on both sides);
+// element i of the source walk is copied to element i of the destination walk. Source side:
+// the source walk's addresses go into an element queue (byte offset, "new word" flag); an
+// element in a different 32-byte word than the one before issues one read (an HBM single-burst
+// request or an SRAM word read), up to MaxReads in flight, whose data returns in order into a
+// data queue. The extractor pairs each element with the destination walk's next address and
+// merges it into a one-word write-combining buffer with byte strobes; when the next element
+// lands in another word (or the walk ends) the word is written (an HBM write burst with strobes,
+// or an SRAM write with a byte mask). Throughput: one element per cycle in steady state
+// (elements per cycle = min(1, reads the memory returns per cycle x elements per word)); reads
+// run up to ElemDepth elements / MaxReads words ahead of the writes, which hides HBM latencies up
+// to about ElemDepth cycles. Latency: 1 cycle from acceptance to the checks, 1 more to the first
+// read. done_o pulses when every write has been performed (HBM: all completions received).
+// Faults: illegal size, unequal element counts and misalignment are checked before anything
+// moves; an out-of-range address is caught by the walk's generator before it is used. On a fault
+// the walks stop, everything in flight drains, the elements before the first faulting element
+// (in element order) are written, and the DMA goes idle with fault_o set.
+`include "tpu_assert.svh"
+
+module tpu_dma #(
+  parameter int unsigned HbmAddrW      = 32,                      // HBM byte address width
+  parameter longint unsigned HbmBytes  = 64'd1 << HbmAddrW,       // HBM space limit (bytes)
+  parameter int unsigned SramBytes     = 65536,                   // SRAM space limit (bytes)
+  parameter int unsigned SramWordBytes = 32,                      // SRAM word = 1 HBM burst
+  parameter int unsigned MaxReads      = 16,                      // reads in flight, pow2
+  parameter int unsigned MaxWrites     = 16,                      // HBM writes uncompleted
+  parameter int unsigned ElemDepth     = 64,                      // element queue, pow2
+  parameter int unsigned CountW        = 16,                      // loop count width
+  localparam int unsigned AddrW        = HbmAddrW,                // both walks' address width
+  localparam int unsigned WordBytes    = SramWordBytes,
+  localparam int unsigned WordW        = 8 * WordBytes,
+  localparam int unsigned SramAddrW    = $clog2(SramBytes / SramWordBytes)
+) (
+  input  logic                     clk_i,
+  input  logic                     rst_ni,
+  // descriptor (sampled when desc_valid_i && desc_ready_o)
+  input  logic                     desc_valid_i,      // a descriptor is offered
+  output logic                     desc_ready_o,      // idle: the descriptor is taken
+  input  logic                     src_space_i,       // 0: HBM, 1: SRAM
+  input  logic                     dst_space_i,       // 0: HBM, 1: SRAM
+  input  logic [3:0]               elem_bytes_i,      // 2 (bf16) or 4 (fp32), both sides
+  input  logic [AddrW-1:0]         src_base_i,        // byte address of source element 0
+  input  logic [4*CountW-1:0]      src_count_i,       // loop k's count at bits CountW*k
+  input  logic [4*(AddrW+1)-1:0]   src_stride_i,      // loop k's signed byte stride
+  input  logic [AddrW-1:0]         dst_base_i,        // the same for the destination walk
+  input  logic [4*CountW-1:0]      dst_count_i,
+  input  logic [4*(AddrW+1)-1:0]   dst_stride_i,
+  // status
+  output logic                     busy_o,            // a descriptor is in progress
+  output logic                     done_o,            // one cycle: the descriptor finished
+  output logic                     fault_o,           // sticky until the next descriptor
+  output logic [3:0]               fault_code_o,      // DMA_FAULT_* (tpu_pkg), when fault_o
+  output logic [AddrW:0]           fault_addr_o,      // signed byte address, when fault_o
+  output logic [31:0]              elems_moved_o,     // elements written by this descriptor
+  // HBM port (master): requests
+  output logic                     hbm_req_valid_o,   // a request is offered
+  input  logic                     hbm_req_ready_i,   // the slave takes it this cycle
+  output logic                     hbm_req_write_o,   // 1: write, 0: read
+  output logic [HbmAddrW-1:0]      hbm_req_addr_o,    // byte address, 32-byte aligned
+  output logic [3:0]               hbm_req_len_o,     // bursts - 1 (always 0: one burst)
+  output logic [3:0]               hbm_req_id_o,      // rolling, per direction
+  // HBM port: write data (one beat per write burst, in request order)
+  output logic                     hbm_wd_valid_o,
+  input  logic                     hbm_wd_ready_i,
+  output logic [WordW-1:0]         hbm_wd_data_o,     // byte k at bits 8k
+  output logic [WordBytes-1:0]     hbm_wd_strb_o,     // bit k: write byte k
+  // HBM port: read data (in request order)
+  input  logic                     hbm_rd_valid_i,
+  output logic                     hbm_rd_ready_o,
+  input  logic [3:0]               hbm_rd_id_i,
+  input  logic [WordW-1:0]         hbm_rd_data_i,
+  input  logic                     hbm_rd_last_i,     // last burst of the request
+  // HBM port: write completions (one per write request, in request order)
+  input  logic                     hbm_wr_done_valid_i,
+  output logic                     hbm_wr_done_ready_o,
+  input  logic [3:0]               hbm_wr_done_id_i,
+  // SRAM port (master): reads, data the cycle after the granted read
+  output logic                     sram_rreq_o,
+  input  logic                     sram_rgnt_i,       // the read happens when both are high
+  output logic [SramAddrW-1:0]     sram_raddr_o,      // word index
+  input  logic [WordW-1:0]         sram_rdata_i,
+  // SRAM port: writes
+  output logic                     sram_wreq_o,
+  input  logic                     sram_wgnt_i,       // the write happens when both are high
+  output logic [SramAddrW-1:0]     sram_waddr_o,      // word index
+  output logic [WordBytes-1:0]     sram_wmask_o,      // byte enables
+  output logic [WordW-1:0]         sram_wdata_o
+);
+  localparam int unsigned AW1     = AddrW + 1;                    // signed address width
+  localparam int unsigned OffW    = $clog2(WordBytes);            // byte offset in a word
+  localparam int unsigned WAddrW  = AddrW - OffW;                 // word address width
+  localparam int unsigned CreditW = $clog2(MaxReads) + 1;
+  localparam int unsigned WrOutW  = $clog2(MaxWrites) + 1;
+  localparam int unsigned TotW    = 4 * CountW;                   // elements in a walk
+  localparam logic [AW1-1:0] HbmLimit =
+      (HbmBytes > (64'd1 << HbmAddrW)) ? AW1'(64'd1 << HbmAddrW) : AW1'(HbmBytes);
+  localparam logic [AW1-1:0] SramLimit = AW1'(SramBytes);
+  localparam logic SpaceHbm = 1'b0;
+
+  typedef enum logic [1:0] {IdleS, CheckS, RunS} state_e;
+  state_e state_q;
+
+  // ---------------------------------------------------------------------------------------------
+  // Descriptor registers and the checks made before anything moves
+  // ---------------------------------------------------------------------------------------------
+  logic                 src_space_q, dst_space_q;
+  logic [3:0]           elem_bytes_q;
+  logic [AddrW-1:0]     src_base_q, dst_base_q;
+  logic [4*CountW-1:0]  src_count_q, dst_count_q;
+  logic [4*AW1-1:0]     src_stride_q, dst_stride_q;
+
+  always_ff @(posedge clk_i) begin
+    if (desc_valid_i && desc_ready_o) begin
+      src_space_q  <= src_space_i;
+      dst_space_q  <= dst_space_i;
+      elem_bytes_q <= elem_bytes_i;
+      src_base_q   <= src_base_i;
+      src_count_q  <= src_count_i;
+      src_stride_q <= src_stride_i;
+      dst_base_q   <= dst_base_i;
+      dst_count_q  <= dst_count_i;
+      dst_stride_q <= dst_stride_i;
+    end
+  end
+
+  // Elements a walk visits: the product of its four counts.
+  function automatic logic [TotW-1:0] walk_elems(input logic [4*CountW-1:0] count);
+    walk_elems = TotW'(count[0 +: CountW]) * TotW'(count[CountW +: CountW]) *
+                 TotW'(count[2*CountW +: CountW]) * TotW'(count[3*CountW +: CountW]);
+  endfunction
+
+  // The first misaligned element address of a walk, as {found, address}: the base if it is
+  // misaligned, else base + stride_k for the innermost used loop k whose stride is misaligned
+  // (every element before that one only moves along aligned strides).
+  function automatic logic [AW1:0] first_misaligned(input logic [AddrW-1:0] base,
+                                                    input logic [4*CountW-1:0] count,
+                                                    input logic [4*AW1-1:0] stride,
+                                                    input logic [3:0] eb);
+    logic [AW1-1:0] mask;
+    logic           found;
+    logic [AW1-1:0] addr;
+    mask  = AW1'(eb) - 1'b1;
+    found = 1'b0;
+    addr  = '0;
+    for (int k = 3; k >= 0; k--) begin
+      if ((count[CountW*k +: CountW] > 1) && ((stride[AW1*k +: AW1] & mask) != '0)) begin
+        found = 1'b1;
+        addr  = AW1'(base) + stride[AW1*k +: AW1];
+      end
+    end
+    if ((AW1'(base) & mask) != '0) begin
+      found = 1'b1;
+      addr  = AW1'(base);
+    end
+    first_misaligned = {found, addr};
+  endfunction
+
+  logic [TotW-1:0]     src_elems, dst_elems;
+  logic [AW1:0]        src_misal, dst_misal;
+  logic                check_fault;
+  logic [3:0]          check_code;
+  logic [AW1-1:0]      check_addr;
+  always_comb begin
+    src_elems = walk_elems(src_count_q);
+    dst_elems = walk_elems(dst_count_q);
+    src_misal = first_misaligned(src_base_q, src_count_q, src_stride_q, elem_bytes_q);
+    dst_misal = first_misaligned(dst_base_q, dst_count_q, dst_stride_q, elem_bytes_q);
+    check_fault = 1'b1;
+    check_addr  = '0;
+    if ((elem_bytes_q != 4'd2) && (elem_bytes_q != 4'd4)) begin
+      check_code = tpu_pkg::DMA_FAULT_ELEM_SIZE;
+    end else if (src_elems != dst_elems) begin
+      check_code = tpu_pkg::DMA_FAULT_COUNT;
+    end else if (src_elems == '0) begin
+      check_fault = 1'b0;                             // nothing to move: no address is used
+      check_code  = tpu_pkg::DMA_FAULT_NONE;
+    end else if (src_misal[AW1]) begin
+      check_code = tpu_pkg::DMA_FAULT_ALIGN;
+      check_addr = src_misal[AW1-1:0];
+    end else if (dst_misal[AW1]) begin
+      check_code = tpu_pkg::DMA_FAULT_ALIGN;
+      check_addr = dst_misal[AW1-1:0];
+    end else begin
+      check_fault = 1'b0;
+      check_code  = tpu_pkg::DMA_FAULT_NONE;
+    end
+  end
+  // A walk of no elements (a count of 0 on both sides) moves nothing and finishes at once.
+  logic check_empty;
+  assign check_empty = src_elems == '0;
+
+  logic agen_start;
+  assign agen_start = (state_q == CheckS) && !check_fault && !check_empty;
+
+  // ---------------------------------------------------------------------------------------------
+  // The two walks
+  // ---------------------------------------------------------------------------------------------
+  logic             src_abort, src_idle, src_avalid, src_aready, src_fault;
+  logic [AddrW-1:0] src_addr;
+  logic [AW1-1:0]   src_fault_addr;
+  logic [31:0]      src_fault_index;
+  logic             dst_abort, dst_idle, dst_avalid, dst_aready, dst_fault;
+  logic [AddrW-1:0] dst_addr;
+  logic [AW1-1:0]   dst_fault_addr;
+  logic [31:0]      dst_fault_index;
+  logic             unused_src_last, unused_dst_last;
+
+  tpu_dma_agen #(
+    .AddrW  (AddrW),
+    .CountW (CountW)
+  ) u_src_agen (
+    .clk_i         (clk_i),
+    .rst_ni        (rst_ni),
+    .start_i       (agen_start),
+    .abort_i       (src_abort),
+    .idle_o        (src_idle),
+    .base_i        (src_base_q),
+    .count_i       (src_count_q),
+    .stride_i      (src_stride_q),
+    .limit_i       ((src_space_q == SpaceHbm) ? HbmLimit : SramLimit),
+    .elem_bytes_i  (elem_bytes_q),
+    .addr_valid_o  (src_avalid),
+    .addr_ready_i  (src_aready),
+    .addr_o        (src_addr),
+    .addr_last_o   (unused_src_last),
+    .fault_o       (src_fault),
+    .fault_addr_o  (src_fault_addr),
+    .fault_index_o (src_fault_index)
+  );
+
+  tpu_dma_agen #(
+    .AddrW  (AddrW),
+    .CountW (CountW)
+  ) u_dst_agen (
+    .clk_i         (clk_i),
+    .rst_ni        (rst_ni),
+    .start_i       (agen_start),
+    .abort_i       (dst_abort),
+    .idle_o        (dst_idle),
+    .base_i        (dst_base_q),
+    .count_i       (dst_count_q),
+    .stride_i      (dst_stride_q),
+    .limit_i       ((dst_space_q == SpaceHbm) ? HbmLimit : SramLimit),
+    .elem_bytes_i  (elem_bytes_q),
+    .addr_valid_o  (dst_avalid),
+    .addr_ready_i  (dst_aready),
+    .addr_o        (dst_addr),
+    .addr_last_o   (unused_dst_last),
+    .fault_o       (dst_fault),
+    .fault_addr_o  (dst_fault_addr),
+    .fault_index_o (dst_fault_index)
+  );
+
+  logic running;
+  assign running = state_q == RunS;
+
+  // ---------------------------------------------------------------------------------------------
+  // Source side: element queue, read requests, read data
+  // ---------------------------------------------------------------------------------------------
+  // Element queue entry: {starts a new word, byte offset in its word}.
+  logic              efifo_push, efifo_pop, efifo_full, efifo_empty;
+  logic [OffW:0]     efifo_head;
+  logic [$clog2(ElemDepth):0] unused_efifo_count;
+  // Read data queue: one word per issued read, in order.
+  logic              dfifo_push, dfifo_pop, dfifo_full, dfifo_empty;
+  logic [WordW-1:0]  dfifo_in, dfifo_head;
+  logic [$clog2(MaxReads):0] unused_dfifo_count;
+
+  logic              src_first_q;                     // the next source element is the first
+  logic [WAddrW-1:0] src_word_q;                      // word of the previous source element
+  logic              rq_valid_q;                      // a read request waits to be issued
+  logic [WAddrW-1:0] rq_word_q;
+  logic              rq_issue;                        // the waiting read is taken this cycle
+  logic [CreditW-1:0] inflight_q;                     // reads issued or waiting, not yet popped
+  logic              sram_rd_pend_q;                  // SRAM read data arrives this cycle
+  logic [3:0]        rd_id_q;                         // id of the next read request
+
+  logic [WAddrW-1:0] src_word;
+  logic              src_new_word, src_take, rq_load;
+  assign src_word     = src_addr[AddrW-1:OffW];
+  assign src_new_word = src_first_q || (src_word != src_word_q);
+  // Dst fault: stop taking source addresses (the walk is aborted this cycle).
+  assign src_aready   = running && !dst_fault && !efifo_full &&
+                        (!src_new_word || ((!rq_valid_q || rq_issue) &&
+                                           (inflight_q < CreditW'(MaxReads))));
+  assign src_take     = src_avalid && src_aready;
+  assign rq_load      = src_take && src_new_word;
+  assign efifo_push   = src_take;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      src_first_q    <= 1'b1;
+      src_word_q     <= '0;
+      rq_valid_q     <= 1'b0;
+      rq_word_q      <= '0;
+      inflight_q     <= '0;
+      sram_rd_pend_q <= 1'b0;
+      rd_id_q        <= '0;
+    end else begin
+      if (agen_start) begin
+        src_first_q <= 1'b1;
+      end else if (src_take) begin
+        src_first_q <= 1'b0;
+        src_word_q  <= src_word;
+      end
+      if (rq_load) begin
+        rq_valid_q <= 1'b1;
+        rq_word_q  <= src_word;
+      end else if (rq_issue) begin
+        rq_valid_q <= 1'b0;
+      end
+      if (rq_issue && (src_space_q == SpaceHbm)) rd_id_q <= rd_id_q + 1'b1;
+      inflight_q     <= inflight_q + CreditW'(rq_load) - CreditW'(dfifo_pop);
+      sram_rd_pend_q <= sram_rreq_o && sram_rgnt_i;
+    end
+  end
+
+  tpu_dma_fifo #(
+    .Width (OffW + 1),
+    .Depth (ElemDepth)
+  ) u_efifo (
+    .clk_i   (clk_i),
+    .rst_ni  (rst_ni),
+    .push_i  (efifo_push),
+    .data_i  ({src_new_word, src_addr[OffW-1:0]}),
+    .full_o  (efifo_full),
+    .pop_i   (efifo_pop),
+    .data_o  (efifo_head),
+    .empty_o (efifo_empty),
+    .count_o (unused_efifo_count)
+  );
+
+  // SRAM reads: the waiting request, granted when the SRAM allows.
+  assign sram_rreq_o  = rq_valid_q && (src_space_q != SpaceHbm);
+  assign sram_raddr_o = rq_word_q[SramAddrW-1:0];
+
+  // Read data: from whichever space the source is in (one descriptor at a time; everything in
+  // flight drains before the next starts). Credits keep the data queue from overflowing, so the
+  // HBM read data is always taken.
+  assign hbm_rd_ready_o = !dfifo_full;
+  assign dfifo_push = sram_rd_pend_q || (hbm_rd_valid_i && hbm_rd_ready_o);
+  assign dfifo_in   = sram_rd_pend_q ? sram_rdata_i : hbm_rd_data_i;
+
+  tpu_dma_fifo #(
+    .Width (WordW),
+    .Depth (MaxReads)
+  ) u_dfifo (
+    .clk_i   (clk_i),
+    .rst_ni  (rst_ni),
+    .push_i  (dfifo_push),
+    .data_i  (dfifo_in),
+    .full_o  (dfifo_full),
+    .pop_i   (dfifo_pop),
+    .data_o  (dfifo_head),
+    .empty_o (dfifo_empty),
+    .count_o (unused_dfifo_count)
+  );
+
+  // ---------------------------------------------------------------------------------------------
+  // Extractor: one element per cycle from the read words to the destination walk
+  // ---------------------------------------------------------------------------------------------
+  logic [WordW-1:0] cur_word_q;                       // the word the last element came from
+  logic             ex_new, ex_valid, ex_move, ex_discard, ex_pop;
+  logic [OffW-1:0]  ex_off;
+  logic [WordW-1:0] ex_word;
+  logic [31:0]      ex_elem;
+  assign ex_new   = efifo_head[OffW];
+  assign ex_off   = efifo_head[OffW-1:0];
+  assign ex_valid = !efifo_empty && (!ex_new || !dfifo_empty);
+  assign ex_word  = ex_new ? dfifo_head : cur_word_q;
+  assign ex_elem  = 32'(ex_word >> {ex_off, 3'b000});
+
+  // Write-combining buffer: one destination word with byte strobes.
+  logic                 wc_valid_q;
+  logic [WAddrW-1:0]    wc_word_q;
+  logic [WordW-1:0]     wc_data_q;
+  logic [WordBytes-1:0] wc_strb_q;
+  // Words waiting to be written: {word address, strobes, data}.
+  localparam int unsigned WqW = WAddrW + WordBytes + WordW;
+  logic                 wq_push, wq_pop, wq_full, wq_empty;
+  logic [WqW-1:0]       wq_in, wq_head;
+  logic [1:0]           unused_wq_count;
+
+  logic [WAddrW-1:0]    dst_word;
+  logic [OffW-1:0]      dst_off;
+  logic                 wc_hit, src_exhausted, no_more, wc_flush;
+  logic [WordBytes-1:0] new_strb;
+  logic [3:0]           elem_strb;
+  logic [WordW-1:0]     new_data, new_bits;
+  assign dst_word = dst_addr[AddrW-1:OffW];
+  assign dst_off  = dst_addr[OffW-1:0];
+  assign wc_hit   = wc_valid_q && (dst_word == wc_word_q);
+  assign elem_strb = (elem_bytes_q == 4'd4) ? 4'hF : 4'h3;
+  assign new_strb  = WordBytes'(elem_strb) << dst_off;
+  assign new_data = WordW'(ex_elem) << {dst_off, 3'b000};
+  always_comb begin
+    for (int k = 0; k < WordBytes; k++) begin
+      new_bits[8*k +: 8] = {8{new_strb[k]}};
+    end
+  end
+
+  // The source has no more elements to give: its walk ended (or faulted) and its queue is empty.
+  assign src_exhausted = src_idle && efifo_empty;
+  // No more elements will reach the buffer: flush what it holds.
+  assign no_more    = running && (dst_idle || src_exhausted);
+  assign dst_aready = running && ex_valid && (!wc_valid_q || wc_hit || !wq_full);
+  assign ex_move    = dst_avalid && dst_aready;
+  // After the destination walk stopped (fault), leftover source elements are dropped.
+  assign ex_discard = running && dst_idle && ex_valid;
+  assign ex_pop     = ex_move || ex_discard;
+  assign efifo_pop  = ex_pop;
+  assign dfifo_pop  = ex_pop && ex_new;
+  // Write the held word out: another word arrives, or nothing more will arrive.
+  assign wc_flush   = wc_valid_q && !wq_full && ((ex_move && !wc_hit) || (!ex_move && no_more));
+  assign wq_push    = wc_flush;
+  assign wq_in      = {wc_word_q, wc_strb_q, wc_data_q};
+
+  always_ff @(posedge clk_i) begin
+    if (dfifo_pop) cur_word_q <= dfifo_head;
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      wc_valid_q <= 1'b0;
+      wc_word_q  <= '0;
+      wc_data_q  <= '0;
+      wc_strb_q  <= '0;
+    end else if (ex_move) begin
+      wc_valid_q <= 1'b1;
+      wc_word_q  <= dst_word;
+      if (wc_hit) begin
+        wc_data_q <= (wc_data_q & ~new_bits) | (new_data & new_bits);
+        wc_strb_q <= wc_strb_q | new_strb;
+      end else begin
+        wc_data_q <= new_data & new_bits;
+        wc_strb_q <= new_strb;
+      end
+    end else if (wc_flush) begin
+      wc_valid_q <= 1'b0;
+    end
+  end
+
+  tpu_dma_fifo #(
+    .Width (WqW),
+    .Depth (2)
+  ) u_wq (
+    .clk_i   (clk_i),
+    .rst_ni  (rst_ni),
+    .push_i  (wq_push),
+    .data_i  (wq_in),
+    .full_o  (wq_full),
+    .pop_i   (wq_pop),
+    .data_o  (wq_head),
+    .empty_o (wq_empty),
+    .count_o (unused_wq_count)
+  );
+
+  logic [WAddrW-1:0]    wq_word;
+  logic [WordBytes-1:0] wq_strb;
+  logic [WordW-1:0]     wq_data;
+  assign {wq_word, wq_strb, wq_data} = wq_head;
+
+  // ---------------------------------------------------------------------------------------------
+  // Destination writes and the shared HBM request channel
+  // ---------------------------------------------------------------------------------------------
+  // SRAM: the head word is written when granted.
+  assign sram_wreq_o  = !wq_empty && (dst_space_q != SpaceHbm);
+  assign sram_waddr_o = wq_word[SramAddrW-1:0];
+  assign sram_wmask_o = wq_strb;
+  assign sram_wdata_o = wq_data;
+
+  // HBM: a write needs its request and its data beat taken (in either order); the data is
+  // offered from the cycle the request is first offered until taken.
+  logic       wq_req_sent_q, wq_wd_sent_q;            // the head's request / data already taken
+  logic [3:0] wr_id_q;                                // id of the next write request
+  logic [WrOutW-1:0] wr_out_q;                        // write requests without a completion
+  logic       want_rd, want_wr, sel_wr, lock_q, lock_wr_q, rr_wr_q, req_fire;
+  logic       wr_req_now, wr_wd_now;
+  assign want_rd = rq_valid_q && (src_space_q == SpaceHbm);
+  assign want_wr = !wq_empty && (dst_space_q == SpaceHbm) && !wq_req_sent_q &&
+                   (wr_out_q < WrOutW'(MaxWrites));
+  // A request offered and not taken stays offered (lock); otherwise reads and writes alternate.
+  assign sel_wr  = lock_q ? lock_wr_q : (want_wr && (!want_rd || rr_wr_q));
+  assign hbm_req_valid_o = sel_wr ? want_wr : want_rd;
+  assign hbm_req_write_o = sel_wr;
+  assign hbm_req_addr_o  = HbmAddrW'({(sel_wr ? wq_word : rq_word_q), {OffW{1'b0}}});
+  assign hbm_req_len_o   = 4'd0;
+  assign hbm_req_id_o    = sel_wr ? wr_id_q : rd_id_q;
+  assign req_fire        = hbm_req_valid_o && hbm_req_ready_i;
+  assign rq_issue        = rq_valid_q &&
+                           ((src_space_q == SpaceHbm) ? (req_fire && !sel_wr) : sram_rgnt_i);
+
+  assign hbm_wd_valid_o = !wq_empty && (dst_space_q == SpaceHbm) && !wq_wd_sent_q &&
+                          (wq_req_sent_q || (hbm_req_valid_o && sel_wr));
+  assign hbm_wd_data_o  = wq_data;
+  assign hbm_wd_strb_o  = wq_strb;
+  assign wr_req_now     = req_fire && sel_wr;
+  assign wr_wd_now      = hbm_wd_valid_o && hbm_wd_ready_i;
+  assign wq_pop = !wq_empty && ((dst_space_q == SpaceHbm)
+                                  ? ((wq_req_sent_q || wr_req_now) && (wq_wd_sent_q || wr_wd_now))
+                                  : sram_wgnt_i);
+  assign hbm_wr_done_ready_o = 1'b1;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      wq_req_sent_q <= 1'b0;
+      wq_wd_sent_q  <= 1'b0;
+      wr_id_q       <= '0;
+      wr_out_q      <= '0;
+      lock_q        <= 1'b0;
+      lock_wr_q     <= 1'b0;
+      rr_wr_q       <= 1'b0;
+    end else begin
+      if (wq_pop) begin
+        wq_req_sent_q <= 1'b0;
+        wq_wd_sent_q  <= 1'b0;
+      end else begin
+        if (wr_req_now) wq_req_sent_q <= 1'b1;
+        if (wr_wd_now)  wq_wd_sent_q  <= 1'b1;
+      end
+      if (wr_req_now) wr_id_q <= wr_id_q + 1'b1;
+      wr_out_q <= wr_out_q + WrOutW'(wr_req_now) - WrOutW'(hbm_wr_done_valid_i);
+      lock_q    <= hbm_req_valid_o && !hbm_req_ready_i;
+      lock_wr_q <= sel_wr;
+      if (req_fire) rr_wr_q <= !sel_wr;
+    end
+  end
+
+  // ---------------------------------------------------------------------------------------------
+  // Control: accept, check, run, drain, report
+  // ---------------------------------------------------------------------------------------------
+  // The other walk stops when one faults: the source when the destination faulted; the
+  // destination when the source has run out of elements (it faulted) before the destination
+  // walk ended.
+  assign src_abort = running && dst_fault && !src_idle;
+  assign dst_abort = running && src_exhausted && !dst_idle;
+
+  logic all_quiet;
+  assign all_quiet = src_idle && dst_idle && !rq_valid_q && (inflight_q == '0) && efifo_empty &&
+                     !wc_valid_q && wq_empty && (wr_out_q == '0) && !sram_rd_pend_q;
+
+  // The first fault in element order: the source's if it is not later than the destination's.
+  logic           run_fault;
+  logic [3:0]     run_code;
+  logic [AW1-1:0] run_addr;
+  always_comb begin
+    run_fault = src_fault || dst_fault;
+    run_code  = tpu_pkg::DMA_FAULT_NONE;
+    run_addr  = '0;
+    if (src_fault && (!dst_fault || (src_fault_index <= dst_fault_index))) begin
+      run_code = tpu_pkg::DMA_FAULT_SRC_RANGE;
+      run_addr = src_fault_addr;
+    end else if (dst_fault) begin
+      run_code = tpu_pkg::DMA_FAULT_DST_RANGE;
+      run_addr = dst_fault_addr;
+    end
+  end
+
+  assign desc_ready_o = state_q == IdleS;
+  assign busy_o       = state_q != IdleS;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      state_q       <= IdleS;
+      done_o        <= 1'b0;
+      fault_o       <= 1'b0;
+      fault_code_o  <= tpu_pkg::DMA_FAULT_NONE;
+      fault_addr_o  <= '0;
+      elems_moved_o <= '0;
+    end else begin
+      done_o <= 1'b0;
+      if (ex_move) elems_moved_o <= elems_moved_o + 1'b1;
+      unique case (state_q)
+        IdleS: begin
+          if (desc_valid_i) begin
+            state_q       <= CheckS;
+            fault_o       <= 1'b0;
+            fault_code_o  <= tpu_pkg::DMA_FAULT_NONE;
+            fault_addr_o  <= '0;
+            elems_moved_o <= '0;
+          end
+        end
+        CheckS: begin
+          if (check_fault || check_empty) begin
+            state_q      <= IdleS;
+            done_o       <= 1'b1;
+            fault_o      <= check_fault;
+            fault_code_o <= check_code;
+            fault_addr_o <= check_addr;
+          end else begin
+            state_q <= RunS;
+          end
+        end
+        RunS: begin
+          if (all_quiet) begin
+            state_q      <= IdleS;
+            done_o       <= 1'b1;
+            fault_o      <= run_fault;
+            fault_code_o <= run_code;
+            fault_addr_o <= run_addr;
+          end
+        end
+        default: state_q <= IdleS;
+      endcase
+    end
+  end
+
+  // Ids the next read burst and the next write completion must carry (checked by assertions).
+  logic [3:0] rd_rsp_id_q, wr_rsp_id_q;
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      rd_rsp_id_q <= '0;
+      wr_rsp_id_q <= '0;
+    end else begin
+      if (hbm_rd_valid_i && hbm_rd_ready_o) rd_rsp_id_q <= rd_rsp_id_q + 1'b1;
+      if (hbm_wr_done_valid_i) wr_rsp_id_q <= wr_rsp_id_q + 1'b1;
+    end
+  end
+
+  // ---------------------------------------------------------------------------------------------
+  // Invariants
+  // ---------------------------------------------------------------------------------------------
+  `TPU_ASSERT(SramWordIsOneHbmBurst, SramWordBytes == 32)
+  `TPU_ASSERT(CreditsBounded, inflight_q <= CreditW'(MaxReads))
+  `TPU_ASSERT(ReadDataOnlyWhenExpected, dfifo_push |-> (inflight_q != '0) && !dfifo_full)
+  `TPU_ASSERT(OneReadSourceAtATime, !(sram_rd_pend_q && hbm_rd_valid_i))
+  `TPU_ASSERT(ReadIdsInOrder, (hbm_rd_valid_i && hbm_rd_ready_o) |-> hbm_rd_id_i == rd_rsp_id_q)
+  `TPU_ASSERT(SingleBurstReads, (hbm_rd_valid_i && hbm_rd_ready_o) |-> hbm_rd_last_i)
+  `TPU_ASSERT(CompletionOnlyWhenExpected, hbm_wr_done_valid_i |-> wr_out_q != '0)
+  `TPU_ASSERT(CompletionIdsInOrder, hbm_wr_done_valid_i |-> hbm_wr_done_id_i == wr_rsp_id_q)
+  `TPU_ASSERT(WriteQueueOnlyWhileRunning, !wq_empty |-> running)
+  `TPU_ASSERT(MovesOnlyWhileRunning, ex_move |-> running)
+  `TPU_ASSERT(RequestHeldUntilTaken, (hbm_req_valid_o && !hbm_req_ready_i) |=>
+      (hbm_req_valid_o && (hbm_req_write_o == $past(hbm_req_write_o)) &&
+       (hbm_req_addr_o == $past(hbm_req_addr_o))))
+  `TPU_ASSERT(WriteDataHeldUntilTaken, (hbm_wd_valid_o && !hbm_wd_ready_i) |=>
+      (hbm_wd_valid_o && (hbm_wd_strb_o == $past(hbm_wd_strb_o))))
+endmodule
