@@ -61,6 +61,10 @@ class SimBase {
     }
   }
   ~SimBase() {
+    // Verilator 5.006 erases a model's scopes through the thread's *current* context, which is
+    // the last one created: with two models in a process, make it this model's own first (the
+    // other's may already be gone; a freed context's mutex hung test_dma_hbm on exit).
+    Verilated::threadContextp(ctx_.get());
     top_->final();
     if (trace_) trace_->close();
   }
