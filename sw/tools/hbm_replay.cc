@@ -222,9 +222,8 @@ HbmTraceParseResult parse_hbm_trace(std::istream& in, int channels, int request_
       continue;
     }
     if (prev_line != 0 && r.cycle < prev_cycle) {
-      fail("cycle " + std::to_string(r.cycle) + " is before cycle " +
-           std::to_string(prev_cycle) + " of line " + std::to_string(prev_line) +
-           " (cycles must not decrease)");
+      fail("cycle " + std::to_string(r.cycle) + " is before cycle " + std::to_string(prev_cycle) +
+           " of line " + std::to_string(prev_line) + " (cycles must not decrease)");
       continue;
     }
     prev_cycle = r.cycle;
@@ -253,8 +252,7 @@ void print_hbm_report(const HbmReplayReport& r, const std::string& trace, bool j
         static_cast<unsigned long long>(r.reads), static_cast<unsigned long long>(r.writes),
         static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.cycles),
         r.bandwidth_gbps, r.peak_gbps, r.percent_of_peak, avg.c_str(), p99.c_str(),
-        static_cast<unsigned long long>(r.acts),
-        static_cast<unsigned long long>(r.column_commands),
+        static_cast<unsigned long long>(r.acts), static_cast<unsigned long long>(r.column_commands),
         static_cast<unsigned long long>(r.row_hits), r.row_hit_rate,
         static_cast<unsigned long long>(r.refresh_cycles));
     out << buf;
@@ -307,8 +305,7 @@ int run_hbm_replay(const std::string& trace_path, const HbmReplayOptions& opt, s
   if (!parsed.errors.empty()) {
     const size_t shown = std::min<size_t>(parsed.errors.size(), 20);
     for (size_t i = 0; i < shown; ++i) {
-      err << trace_path << ":" << parsed.errors[i].line << ": " << parsed.errors[i].reason
-          << "\n";
+      err << trace_path << ":" << parsed.errors[i].line << ": " << parsed.errors[i].reason << "\n";
     }
     if (parsed.errors.size() > shown) {
       err << trace_path << ": " << parsed.errors.size() - shown << " more malformed line(s)\n";
@@ -321,9 +318,15 @@ int run_hbm_replay(const std::string& trace_path, const HbmReplayOptions& opt, s
   rep.request_bytes = opt.request_bytes;
   int status;
   switch (opt.channels) {
-    case 1: status = simulate<Vtpu_hbm_c1>(parsed.requests, opt, rep, err); break;
-    case 2: status = simulate<Vtpu_hbm_c2>(parsed.requests, opt, rep, err); break;
-    default: status = simulate<Vtpu_hbm_c4>(parsed.requests, opt, rep, err); break;
+    case 1:
+      status = simulate<Vtpu_hbm_c1>(parsed.requests, opt, rep, err);
+      break;
+    case 2:
+      status = simulate<Vtpu_hbm_c2>(parsed.requests, opt, rep, err);
+      break;
+    default:
+      status = simulate<Vtpu_hbm_c4>(parsed.requests, opt, rep, err);
+      break;
   }
   if (status != 0) return status;
   print_hbm_report(rep, trace_path, opt.json, out);

@@ -23,8 +23,8 @@
 namespace tessera::tools {
 
 struct HbmTraceRequest {
-  int line = 0;        // 1-based line in the trace
-  uint64_t addr = 0;   // byte address, aligned to the request size
+  int line = 0;       // 1-based line in the trace
+  uint64_t addr = 0;  // byte address, aligned to the request size
   bool write = false;
   uint64_t cycle = 0;  // presented no earlier than this cycle after reset
 };
@@ -44,10 +44,10 @@ struct HbmTraceParseResult {
 HbmTraceParseResult parse_hbm_trace(std::istream& in, int channels, int request_bytes);
 
 struct HbmReplayOptions {
-  int channels = 1;         // 1, 2 or 4: the built models
-  int request_bytes = 32;   // 32 .. 512, a multiple of 32: a request of request_bytes / 32 bursts
-  bool json = false;        // one JSON object on `out` instead of the human report
-  std::string cmd_trace;    // if set: the device command trace (`cycle cmd pc bg bank row col`)
+  int channels = 1;        // 1, 2 or 4: the built models
+  int request_bytes = 32;  // 32 .. 512, a multiple of 32: a request of request_bytes / 32 bursts
+  bool json = false;       // one JSON object on `out` instead of the human report
+  std::string cmd_trace;   // if set: the device command trace (`cycle cmd pc bg bank row col`)
 };
 
 // What a replay measured.
@@ -58,10 +58,10 @@ struct HbmReplayReport {
   uint64_t cycles = 0;  // first request accepted .. last response, both cycles included
   double bandwidth_gbps = 0, peak_gbps = 0, percent_of_peak = 0;
   bool have_reads = false;
-  double avg_read_latency = 0;  // cycles, acceptance to the last burst's data
+  double avg_read_latency = 0;    // cycles, acceptance to the last burst's data
   uint64_t p99_read_latency = 0;  // nearest rank
   uint64_t acts = 0, column_commands = 0, row_hits = 0;
-  double row_hit_rate = 0;  // row_hits / column_commands
+  double row_hit_rate = 0;      // row_hits / column_commands
   uint64_t refresh_cycles = 0;  // summed over the channels
 };
 

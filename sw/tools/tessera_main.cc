@@ -24,10 +24,12 @@ int main(int argc, char** argv) {
   std::string trace_file;
   tessera::tools::HbmReplayOptions replay;
   auto* hbm = app.add_subcommand(
-      "hbm-replay", "replay a memory-request trace (address READ|WRITE cycle) through the HBM2 "
-                    "memory system: bandwidth, read latency, row hits, refresh");
-  hbm->add_option("trace", trace_file, "trace: one request a line, <hex address> <READ|WRITE> "
-                                       "<cycle>")
+      "hbm-replay",
+      "replay a memory-request trace (address READ|WRITE cycle) through the HBM2 "
+      "memory system: bandwidth, read latency, row hits, refresh");
+  hbm->add_option("trace", trace_file,
+                  "trace: one request a line, <hex address> <READ|WRITE> "
+                  "<cycle>")
       ->required();
   hbm->add_option("--channels", replay.channels, "pseudo-channels (and ports): 1, 2 or 4")
       ->capture_default_str();

@@ -4,7 +4,6 @@
 // on 2 pseudo-channels near peak, the command trace, and the exit codes for malformed traces,
 // missing files and unsupported options.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,8 +29,8 @@ HbmTraceParseResult parse(const std::string& text, int channels = 1, int request
 }
 
 // The one error a trace should produce: its line and a part of its reason.
-void expect_error(const std::string& text, int line, const std::string& reason,
-                  int channels = 1, int request_bytes = 32) {
+void expect_error(const std::string& text, int line, const std::string& reason, int channels = 1,
+                  int request_bytes = 32) {
   const auto r = parse(text, channels, request_bytes);
   ASSERT_EQ(r.errors.size(), 1u) << text;
   EXPECT_EQ(r.errors[0].line, line) << text << "\n" << r.errors[0].reason;
@@ -126,8 +125,8 @@ class HbmReplayCli : public ::testing::Test {
   // Runs the binary; stdout and stderr land in out_ and err_. Returns the exit status.
   int tessera(const std::string& args) {
     const std::string bin = std::string(TESSERA_BIN_DIR) + "/tessera";
-    const std::string cmd = bin + " hbm-replay " + args + " >" + (dir_ / "out").string() +
-                            " 2>" + (dir_ / "err").string();
+    const std::string cmd = bin + " hbm-replay " + args + " >" + (dir_ / "out").string() + " 2>" +
+                            (dir_ / "err").string();
     const int st = std::system(cmd.c_str());
     out_ = slurp("out");
     err_ = slurp("err");
@@ -144,13 +143,12 @@ TEST_F(HbmReplayCli, WritesThenReadsCheckedWithJson) {
     std::ostringstream t;
     t << "# writes, then reads of the same addresses\n";
     const int n = 256;
-    for (int i = 0; i < n; ++i) t << "0x" << std::hex << (i * 0x2460 % 0x400000) << std::dec
-                                  << " WRITE " << i / 4 << "\n";
-    for (int i = 0; i < n; ++i) t << std::hex << (i * 0x2460 % 0x400000) << std::dec
-                                  << " READ " << 100 + i << "\n";
+    for (int i = 0; i < n; ++i)
+      t << "0x" << std::hex << (i * 0x2460 % 0x400000) << std::dec << " WRITE " << i / 4 << "\n";
+    for (int i = 0; i < n; ++i)
+      t << std::hex << (i * 0x2460 % 0x400000) << std::dec << " READ " << 100 + i << "\n";
     const std::string trace = write("wr" + std::to_string(channels) + ".trc", t.str());
-    ASSERT_EQ(tessera(trace + " --json --channels " + std::to_string(channels)), 0)
-        << out_ << err_;
+    ASSERT_EQ(tessera(trace + " --json --channels " + std::to_string(channels)), 0) << out_ << err_;
     EXPECT_EQ(out_.find('{'), 0u) << out_;
     EXPECT_EQ(std::count(out_.begin(), out_.end(), '{'), 1) << out_;
     EXPECT_EQ(json_number(out_, "requests"), 2.0 * n) << out_;
@@ -189,8 +187,8 @@ TEST_F(HbmReplayCli, StreamingReadsNearPeakOnTwoChannels) {
 // Human report, multi-burst requests, not_before spacing and the command trace.
 TEST_F(HbmReplayCli, HumanReportAndCommandTrace) {
   std::ostringstream t;
-  for (int i = 0; i < 8; ++i) t << "0x" << std::hex << 128 * i << std::dec << " READ " << 200 * i
-                                << "\n";
+  for (int i = 0; i < 8; ++i)
+    t << "0x" << std::hex << 128 * i << std::dec << " READ " << 200 * i << "\n";
   const std::string trace = write("spaced.trc", t.str());
   const std::string cmds = (dir_ / "cmds.txt").string();
   ASSERT_EQ(tessera(trace + " --request-bytes 128 --cmd-trace " + cmds), 0) << out_ << err_;
