@@ -9,7 +9,7 @@ SIM_PACKAGES   := verilator cmake ninja-build g++ ccache libgtest-dev libcli11-d
 SYNTH_PACKAGES := yosys
 WAVES_PACKAGES := gtkwave
 
-.PHONY: help deps configure build lint sim test-long waves bench synth format clean
+.PHONY: help deps configure build lint sim test-long waves bench bench-hbm synth format clean
 
 help:
 	@echo "Tessera targets:"
@@ -19,7 +19,11 @@ help:
 	@echo "  make test-long    the arithmetic tests with 2*10^7 random vectors per operation"
 	@echo "  make waves TEST=Suite.Name   rerun one test with an FST dump and open it in GTKWave"
 	@echo "  make bench        MXU simulation speed and Verilator build time, N = 8 .. 128"
-	@echo "                    (results: $(BUILD)/bench/*.json)"
+	@echo "                    (results: $(BUILD)/bench/mxu.json); then HBM2 trace replay:"
+	@echo "                    bandwidth, latency, row hits of streaming, mixed and random"
+	@echo "                    traffic on 1, 2, 4 pseudo-channels ($(BUILD)/bench/hbm.json)."
+	@echo "                    BENCH_ONLY=mxu or BENCH_ONLY=hbm runs one part"
+	@echo "  make bench-hbm    the HBM part of make bench alone"
 	@echo "  make synth        Yosys synthesis of the PE and the MXU at N = 4: latch check, cells"
 	@echo "  make format       clang-format every C++ source"
 	@echo "  make clean        remove $(BUILD)/"
@@ -49,9 +53,20 @@ waves: build
 	@scripts/ensure_packages.sh $(WAVES_PACKAGES)
 	@scripts/waves.sh $(BUILD) "$(TEST)"
 
-bench: deps
+BENCH_ONLY ?=
+
+bench: configure
 	@scripts/ensure_packages.sh bc
+ifneq ($(BENCH_ONLY),hbm)
 	@scripts/bench_mxu.sh $(BUILD)/bench
+endif
+ifneq ($(BENCH_ONLY),mxu)
+	cmake --build $(BUILD) -j $(JOBS) --target tessera
+	@scripts/bench_hbm.sh $(BUILD)/bench
+endif
+
+bench-hbm:
+	@$(MAKE) --no-print-directory bench BENCH_ONLY=hbm
 
 synth: deps
 	@scripts/ensure_packages.sh $(SYNTH_PACKAGES)

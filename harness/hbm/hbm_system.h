@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -74,6 +75,9 @@ class HbmAddressMap {
 struct HbmChannelStats {
   uint64_t act = 0, rd = 0, wr = 0, pre = 0, ref = 0;
   uint64_t refresh_cycles = 0;  // cycles from a REF until tRFC has passed
+  // Column commands (RD/WR) to a row that an earlier column command had already used since its
+  // ACT: the exact row hits. The first column command after an ACT is the miss that needed it.
+  uint64_t row_hits = 0;
 };
 
 template <class Model>
@@ -140,7 +144,7 @@ class HbmSystem {
         in.wdata[k] = static_cast<uint8_t>(get_elem<8>(m.wdata_o, 16 * c + k));
       }
       in.wstrb = static_cast<uint16_t>(field(m.wdata_strb_o, 16 * c, 16));
-      if (in.cmd_valid) count(c, in.cmd);
+      if (in.cmd_valid) count(c, in.cmd, in.bg * 4 + in.bank);
       if (refresh_left_[c] > 0) {
         --refresh_left_[c];
         ++stats_[static_cast<size_t>(c)].refresh_cycles;
@@ -210,12 +214,22 @@ class HbmSystem {
   }
 
  private:
-  void count(int c, HbmCmd cmd) {
+  void count(int c, HbmCmd cmd, int bank) {
     auto& s = stats_[static_cast<size_t>(c)];
     switch (cmd) {
-      case HbmCmd::kAct: ++s.act; break;
-      case HbmCmd::kRd: ++s.rd; break;
-      case HbmCmd::kWr: ++s.wr; break;
+      case HbmCmd::kAct:
+        ++s.act;
+        fresh_row_[c][bank] = true;
+        break;
+      case HbmCmd::kRd:
+      case HbmCmd::kWr:
+        ++(cmd == HbmCmd::kRd ? s.rd : s.wr);
+        if (fresh_row_[c][bank]) {
+          fresh_row_[c][bank] = false;
+        } else {
+          ++s.row_hits;
+        }
+        break;
       case HbmCmd::kPre: ++s.pre; break;
       case HbmCmd::kRef:
         ++s.ref;
@@ -231,6 +245,8 @@ class HbmSystem {
   HbmDevice dev_;
   std::vector<HbmChannelStats> stats_;
   std::map<int, int> refresh_left_;
+  std::map<int, std::array<bool, 16>> fresh_row_;  // per channel, per bank (bg * 4 + bank):
+                                                   // opened by an ACT, no column command yet
 };
 
 // One request through a port: `bursts` consecutive 32-byte bursts from `addr`.

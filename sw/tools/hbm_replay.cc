@@ -1,0 +1,336 @@
+#include "sw/tools/hbm_replay.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "Vtpu_hbm_c1.h"
+#include "Vtpu_hbm_c2.h"
+#include "Vtpu_hbm_c4.h"
+#include "harness/hbm/hbm_system.h"
+
+namespace tessera::tools {
+namespace {
+
+constexpr uint64_t kChannelBytes = 256ull << 20;  // one pseudo-channel: 16 Ki rows x 16 banks
+
+std::string hex(uint64_t v) {
+  std::ostringstream s;
+  s << "0x" << std::hex << v;
+  return s.str();
+}
+
+// Parses a hex address (optional 0x) of at most 64 bits.
+bool parse_address(const std::string& tok, uint64_t& value, std::string& why) {
+  std::string t = tok;
+  if (t.size() > 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) t = t.substr(2);
+  const bool hexdigits = !t.empty() && std::all_of(t.begin(), t.end(), [](char c) {
+    return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+  });
+  if (!hexdigits) {
+    why = "address '" + tok + "' is not hexadecimal";
+    return false;
+  }
+  const size_t first = t.find_first_not_of('0');
+  if (first != std::string::npos && t.size() - first > 16) {
+    why = "address '" + tok + "' does not fit in 64 bits";
+    return false;
+  }
+  value = first == std::string::npos ? 0 : std::stoull(t.substr(first), nullptr, 16);
+  return true;
+}
+
+// Parses a non-negative decimal cycle.
+bool parse_cycle(const std::string& tok, uint64_t& value, std::string& why) {
+  if (!tok.empty() && tok[0] == '-') {
+    why = "cycle '" + tok + "' is negative";
+    return false;
+  }
+  const bool digits = !tok.empty() && std::all_of(tok.begin(), tok.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+  });
+  if (!digits) {
+    why = "cycle '" + tok + "' is not a decimal number";
+    return false;
+  }
+  const size_t first = tok.find_first_not_of('0');
+  if (first != std::string::npos && tok.size() - first > 19) {
+    why = "cycle '" + tok + "' is too large";
+    return false;
+  }
+  value = first == std::string::npos ? 0 : std::stoull(tok.substr(first));
+  return true;
+}
+
+// Write data for burst `b` of the request on trace line `line`: a hash of both, so a read that
+// returns another write's data (or an older one) is caught.
+hbm::Burst write_data(uint64_t addr, int line) {
+  hbm::Burst d;
+  uint64_t x = addr * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(line) << 1 | 1);
+  for (size_t k = 0; k < d.size(); k += 8) {
+    x += 0x9E3779B97F4A7C15ull;  // splitmix64
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    for (size_t j = 0; j < 8; ++j) d[k + j] = static_cast<uint8_t>(z >> (8 * j));
+  }
+  return d;
+}
+
+std::string json_string(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      o += buf;
+    } else {
+      o += c;
+    }
+  }
+  return o + "\"";
+}
+
+template <class Model>
+int simulate(const std::vector<HbmTraceRequest>& reqs, const HbmReplayOptions& opt,
+             HbmReplayReport& rep, std::ostream& err) {
+  const int bursts = opt.request_bytes / hbm::kBurstBytes;
+  std::ofstream cmd_trace;  // outlives the system that writes to it
+  hbm::HbmSystem<Model> sys(opt.channels, opt.channels);
+  if (!opt.cmd_trace.empty()) {
+    cmd_trace.open(opt.cmd_trace);
+    if (!cmd_trace) {
+      err << "hbm-replay: cannot write the command trace " << opt.cmd_trace << "\n";
+      return 2;
+    }
+    sys.set_trace(&cmd_trace);
+  }
+  hbm::HbmPortDriver<Model> drv(sys, 1, {100, 100, true});
+  const uint64_t start = sys.cycle();  // trace cycle 0: the first cycle after reset
+  for (const auto& t : reqs) {
+    hbm::HbmRequest r;
+    r.write = t.write;
+    r.addr = t.addr;
+    r.bursts = bursts;
+    r.id = t.line & 15;
+    r.not_before = start + t.cycle;
+    if (r.write) {
+      for (int b = 0; b < bursts; ++b) r.data.push_back(write_data(t.addr + 32ull * b, t.line));
+    }
+    drv.submit(sys.map().locate(t.addr).pc, std::move(r));
+  }
+  // A hang guard, far beyond any legal schedule: every burst a row miss after the last cycle.
+  const uint64_t last = reqs.empty() ? 0 : reqs.back().cycle;
+  const uint64_t limit = last + 1'000'000 + 200ull * bursts * reqs.size();
+  try {
+    drv.run(limit);
+    sys.finish();
+  } catch (const std::exception& e) {
+    err << "hbm-replay: simulation failed at cycle " << sys.cycle() - start << ": " << e.what()
+        << "\n";
+    return 1;
+  }
+  if (drv.errors() != 0) {
+    err << "hbm-replay: " << drv.errors() << " scoreboard mismatch(es):\n";
+    for (const auto& m : drv.mismatches()) err << "  " << m << "\n";
+    return 1;
+  }
+
+  const auto& res = drv.results();
+  rep.reads = res.read_requests;
+  rep.writes = res.write_requests;
+  rep.bytes = (res.read_bursts + res.write_bursts) * hbm::kBurstBytes;
+  rep.cycles = res.first_accept == UINT64_MAX ? 0 : res.last_response + 1 - res.first_accept;
+  rep.peak_gbps = 16.0 * opt.channels;
+  rep.bandwidth_gbps = rep.cycles ? static_cast<double>(rep.bytes) / rep.cycles : 0.0;
+  rep.percent_of_peak = 100.0 * rep.bandwidth_gbps / rep.peak_gbps;
+  std::vector<uint64_t> lat = res.read_latencies;
+  rep.have_reads = !lat.empty();
+  if (rep.have_reads) {
+    std::sort(lat.begin(), lat.end());
+    double sum = 0;
+    for (uint64_t l : lat) sum += static_cast<double>(l);
+    rep.avg_read_latency = sum / lat.size();
+    const size_t rank = (99 * lat.size() + 99) / 100;  // nearest rank: ceil(0.99 n)
+    rep.p99_read_latency = lat[rank - 1];
+  }
+  for (const auto& s : sys.stats()) {
+    rep.acts += s.act;
+    rep.column_commands += s.rd + s.wr;
+    rep.row_hits += s.row_hits;
+    rep.refresh_cycles += s.refresh_cycles;
+  }
+  rep.row_hit_rate =
+      rep.column_commands ? static_cast<double>(rep.row_hits) / rep.column_commands : 0.0;
+  return 0;
+}
+
+}  // namespace
+
+HbmTraceParseResult parse_hbm_trace(std::istream& in, int channels, int request_bytes) {
+  HbmTraceParseResult res;
+  const uint64_t capacity = kChannelBytes * static_cast<uint64_t>(channels);
+  std::string text;
+  int lineno = 0;
+  uint64_t prev_cycle = 0;
+  int prev_line = 0;
+  while (std::getline(in, text)) {
+    ++lineno;
+    std::istringstream words(text);
+    std::vector<std::string> toks;
+    for (std::string w; words >> w;) toks.push_back(w);
+    if (toks.empty() || toks[0][0] == '#') continue;
+    auto fail = [&](const std::string& why) { res.errors.push_back({lineno, why}); };
+    if (toks.size() != 3) {
+      fail("expected 3 fields '<hex address> <READ|WRITE> <cycle>', got " +
+           std::to_string(toks.size()));
+      continue;
+    }
+    HbmTraceRequest r;
+    r.line = lineno;
+    std::string why;
+    if (!parse_address(toks[0], r.addr, why)) {
+      fail(why);
+      continue;
+    }
+    std::string cmd = toks[1];
+    for (char& c : cmd) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (cmd != "READ" && cmd != "WRITE") {
+      fail("unknown command '" + toks[1] + "' (expected READ or WRITE)");
+      continue;
+    }
+    r.write = cmd == "WRITE";
+    if (!parse_cycle(toks[2], r.cycle, why)) {
+      fail(why);
+      continue;
+    }
+    if (r.addr % static_cast<uint64_t>(request_bytes) != 0) {
+      fail("address " + hex(r.addr) + " is not aligned to the request size (" +
+           std::to_string(request_bytes) + " bytes)");
+      continue;
+    }
+    if (r.addr >= capacity || capacity - r.addr < static_cast<uint64_t>(request_bytes)) {
+      fail("address " + hex(r.addr) + " is beyond the memory's capacity (" + hex(capacity) +
+           " bytes on " + std::to_string(channels) + " pseudo-channel(s))");
+      continue;
+    }
+    if (prev_line != 0 && r.cycle < prev_cycle) {
+      fail("cycle " + std::to_string(r.cycle) + " is before cycle " + std::to_string(prev_cycle) +
+           " of line " + std::to_string(prev_line) + " (cycles must not decrease)");
+      continue;
+    }
+    prev_cycle = r.cycle;
+    prev_line = lineno;
+    res.requests.push_back(r);
+  }
+  return res;
+}
+
+void print_hbm_report(const HbmReplayReport& r, const std::string& trace, bool json,
+                      std::ostream& out) {
+  char buf[4096];
+  if (json) {
+    const std::string avg = r.have_reads ? std::to_string(r.avg_read_latency) : "null";
+    const std::string p99 = r.have_reads ? std::to_string(r.p99_read_latency) : "null";
+    std::snprintf(
+        buf, sizeof buf,
+        "{\"trace\": %s, \"channels\": %d, \"request_bytes\": %d, \"requests\": %llu, "
+        "\"reads\": %llu, \"writes\": %llu, \"bytes\": %llu, \"cycles\": %llu, "
+        "\"bandwidth_gbps\": %.4f, \"peak_gbps\": %.1f, \"percent_of_peak\": %.3f, "
+        "\"avg_read_latency_cycles\": %s, \"p99_read_latency_cycles\": %s, "
+        "\"acts\": %llu, \"column_commands\": %llu, \"row_hits\": %llu, "
+        "\"row_hit_rate\": %.5f, \"refresh_cycles\": %llu}\n",
+        json_string(trace).c_str(), r.channels, r.request_bytes,
+        static_cast<unsigned long long>(r.reads + r.writes),
+        static_cast<unsigned long long>(r.reads), static_cast<unsigned long long>(r.writes),
+        static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.cycles),
+        r.bandwidth_gbps, r.peak_gbps, r.percent_of_peak, avg.c_str(), p99.c_str(),
+        static_cast<unsigned long long>(r.acts), static_cast<unsigned long long>(r.column_commands),
+        static_cast<unsigned long long>(r.row_hits), r.row_hit_rate,
+        static_cast<unsigned long long>(r.refresh_cycles));
+    out << buf;
+    return;
+  }
+  out << "trace: " << trace << " (" << r.channels << " pseudo-channel(s), " << r.request_bytes
+      << "-byte requests)\n";
+  out << "requests: " << r.reads + r.writes << " (" << r.reads << " reads, " << r.writes
+      << " writes)\n";
+  out << "bytes: " << r.bytes << "\n";
+  out << "cycles: " << r.cycles << " (first request accepted to last response)\n";
+  std::snprintf(buf, sizeof buf,
+                "bandwidth: %.2f GB/s\npeak: %.1f GB/s\npercent of peak: %.2f %%\n",
+                r.bandwidth_gbps, r.peak_gbps, r.percent_of_peak);
+  out << buf;
+  if (r.have_reads) {
+    std::snprintf(buf, sizeof buf,
+                  "read latency mean: %.2f cycles\nread latency p99: %llu cycles\n",
+                  r.avg_read_latency, static_cast<unsigned long long>(r.p99_read_latency));
+    out << buf;
+  } else {
+    out << "read latency: no reads\n";
+  }
+  std::snprintf(buf, sizeof buf, "row-hit rate: %.4f (%llu of %llu column commands; %llu ACT)\n",
+                r.row_hit_rate, static_cast<unsigned long long>(r.row_hits),
+                static_cast<unsigned long long>(r.column_commands),
+                static_cast<unsigned long long>(r.acts));
+  out << buf;
+  out << "refresh cycles: " << r.refresh_cycles << " (all channels)\n";
+}
+
+int run_hbm_replay(const std::string& trace_path, const HbmReplayOptions& opt, std::ostream& out,
+                   std::ostream& err) {
+  if (opt.channels != 1 && opt.channels != 2 && opt.channels != 4) {
+    err << "hbm-replay: --channels " << opt.channels
+        << " is not supported; the built models have 1, 2 or 4 pseudo-channels\n";
+    return 2;
+  }
+  if (opt.request_bytes < 32 || opt.request_bytes > 512 || opt.request_bytes % 32 != 0) {
+    err << "hbm-replay: --request-bytes " << opt.request_bytes
+        << " is not supported; use 32, 64, 96, ..., 512 (a multiple of 32 up to 512)\n";
+    return 2;
+  }
+  std::ifstream in(trace_path);
+  if (!in) {
+    err << "hbm-replay: cannot open trace " << trace_path << "\n";
+    return 2;
+  }
+  const HbmTraceParseResult parsed = parse_hbm_trace(in, opt.channels, opt.request_bytes);
+  if (!parsed.errors.empty()) {
+    const size_t shown = std::min<size_t>(parsed.errors.size(), 20);
+    for (size_t i = 0; i < shown; ++i) {
+      err << trace_path << ":" << parsed.errors[i].line << ": " << parsed.errors[i].reason << "\n";
+    }
+    if (parsed.errors.size() > shown) {
+      err << trace_path << ": " << parsed.errors.size() - shown << " more malformed line(s)\n";
+    }
+    err << "hbm-replay: malformed trace, nothing simulated\n";
+    return 2;
+  }
+  HbmReplayReport rep;
+  rep.channels = opt.channels;
+  rep.request_bytes = opt.request_bytes;
+  int status;
+  switch (opt.channels) {
+    case 1:
+      status = simulate<Vtpu_hbm_c1>(parsed.requests, opt, rep, err);
+      break;
+    case 2:
+      status = simulate<Vtpu_hbm_c2>(parsed.requests, opt, rep, err);
+      break;
+    default:
+      status = simulate<Vtpu_hbm_c4>(parsed.requests, opt, rep, err);
+      break;
+  }
+  if (status != 0) return status;
+  print_hbm_report(rep, trace_path, opt.json, out);
+  return 0;
+}
+
+}  // namespace tessera::tools
