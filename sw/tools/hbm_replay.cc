@@ -44,6 +44,9 @@ bool parse_address(const std::string& tok, uint64_t& value, std::string& why) {
 }
 
 // Parses a non-negative decimal cycle.
+// Trace cycles are simulated one by one, idle or not: 10^8 cycles take about half an hour.
+constexpr uint64_t kMaxTraceCycle = 100'000'000;
+
 bool parse_cycle(const std::string& tok, uint64_t& value, std::string& why) {
   if (!tok.empty() && tok[0] == '-') {
     why = "cycle '" + tok + "' is negative";
@@ -62,6 +65,11 @@ bool parse_cycle(const std::string& tok, uint64_t& value, std::string& why) {
     return false;
   }
   value = first == std::string::npos ? 0 : std::stoull(tok.substr(first));
+  if (value > kMaxTraceCycle) {
+    why = "cycle " + tok + " is beyond the replay limit of " + std::to_string(kMaxTraceCycle) +
+          " cycles (every cycle up to it would be simulated)";
+    return false;
+  }
   return true;
 }
 
@@ -124,7 +132,11 @@ int simulate(const std::vector<HbmTraceRequest>& reqs, const HbmReplayOptions& o
     if (r.write) {
       for (int b = 0; b < bursts; ++b) r.data.push_back(write_data(t.addr + 32ull * b, t.line));
     }
-    drv.submit(sys.map().locate(t.addr).pc, std::move(r));
+    // Spread over the ports by request index; one address always takes the same port, so
+    // requests to it stay in trace order.
+    drv.submit(static_cast<int>((t.addr / static_cast<uint64_t>(opt.request_bytes)) %
+                                static_cast<uint64_t>(opt.channels)),
+               std::move(r));
   }
   // A hang guard, far beyond any legal schedule: every burst a row miss after the last cycle.
   const uint64_t last = reqs.empty() ? 0 : reqs.back().cycle;

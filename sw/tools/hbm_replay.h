@@ -9,8 +9,8 @@
 // 256 MiB). The whole file is parsed before anything is simulated: any malformed line stops
 // the tool with `TRACE:LINE: reason` on stderr and exit status 2.
 //
-// Each request goes to the port numbered by the pseudo-channel of its address (so requests to
-// one address keep their order) and is presented no earlier than its cycle, counted from the
+// A request at address a goes to port (a / request bytes) mod channels (so requests to one
+// address keep their order) and is presented no earlier than its cycle, counted from the
 // first cycle after reset. Writes carry data made from the address and the line number; every
 // read is checked against a scoreboard.
 #pragma once

@@ -83,6 +83,7 @@ TEST(HbmTraceParser, EachMalformedLineNamesItsLine) {
   expect_error(ok + "0x20 READ 1x\n", 4, "cycle '1x' is not a decimal number");
   expect_error(ok + "0x20 READ 12.5\n", 4, "not a decimal number");
   expect_error(ok + "0x20 READ 99999999999999999999999\n", 4, "too large");
+  expect_error(ok + "0x20 READ 100000001\n", 4, "beyond the replay limit");
   expect_error(ok + "0x20 READ 5\n0x40 READ 4\n", 5, "cycle 4 is before cycle 5 of line 4");
   expect_error(ok + "0x30 READ 1\n", 4, "not aligned to the request size (32 bytes)");
   expect_error(ok + "0x20 READ 1\n", 4, "not aligned to the request size (64 bytes)", 1, 64);
