@@ -23,8 +23,8 @@ module tpu_hbm #(
   parameter int unsigned Channels   = 1,     // pseudo-channels: 1, 2, 4, 8 or 16
   parameter int unsigned Ports      = 1,     // request ports, 1..16
   parameter int unsigned PcLsb      = 0,     // address map: lowest burst-address bit of the PC
-  parameter int unsigned RobDepth   = 32,    // per port: read bursts in flight (power of two)
-  parameter int unsigned WtDepth    = 8,     // per port: write requests in flight (power of two)
+  parameter int unsigned RobDepth   = 64,    // per port: read bursts in flight (power of two)
+  parameter int unsigned WtDepth    = 32,    // per port: write requests in flight (power of two)
   parameter int unsigned CL         = 14,    // timing: see tpu_hbm_ctrl
   parameter int unsigned CWL        = 4,
   parameter int unsigned TRCD       = 14,
