@@ -5,6 +5,7 @@ rtl/fpu/tpu_fp_pkg.sv
 rtl/fpu/tpu_fpu.sv
 rtl/mem/tpu_sram_sp.sv
 rtl/mem/tpu_sram_dp.sv
+rtl/mem/tpu_sram_banked.sv
 rtl/dma/tpu_dma_agen.sv
 rtl/dma/tpu_dma_fifo.sv
 rtl/dma/tpu_dma.sv

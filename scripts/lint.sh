@@ -17,6 +17,8 @@ tops=(
   "tpu_hbm -GChannels=16 -GPorts=3 -GPcLsb=2 -GRobDepth=16 -GWtDepth=4"
   "tpu_sram_sp -GWords=64 -GElems=4 -GElemW=16"
   "tpu_sram_dp -GWords=1024 -GElems=8 -GElemW=16"
+  "tpu_sram_banked"
+  "tpu_sram_banked -GBanks=1 -GPorts=1"
   "tpu_mxu -GN=4 -GAccRows=16"
   "tpu_mxu -GN=16 -GAccRows=256"
   "tpu_mxu -GN=128 -GAccRows=512"
