@@ -1,6 +1,7 @@
 // Ordered source list: packages first, then leaf modules, then the units that use them.
 +incdir+rtl/pkg
 rtl/pkg/tpu_pkg.sv
+rtl/pkg/tpu_isa_pkg.sv
 rtl/fpu/tpu_fp_pkg.sv
 rtl/fpu/tpu_fpu.sv
 rtl/mem/tpu_sram_sp.sv
