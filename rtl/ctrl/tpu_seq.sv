@@ -1,0 +1,485 @@
+// tpu_seq: the sequencer (docs/isa.md). On start_i it fetches 16-byte instructions from HBM at
+// prog_addr_i through a read port of the memory system (32-byte bursts, up to FetchBursts in
+// flight, into a FetchDepth-entry buffer), decodes one instruction per cycle in program order
+// and either executes it (NOP, IRQ, FENCE, HALT) or appends it to the queue of its unit (DMA,
+// MXU, VPU; QDepth entries each). Decode checks everything static: opcode, reserved bits, field
+// values, the MXU/VPU UB and ACC ranges, the MXU tile count and the wait rule (a WAIT needs at
+// least `value` SIGNALs to its counter dispatched before it); a failure faults with the PC. At
+// the head of each unit queue the sequencer itself executes the sync instructions — a WAIT
+// leaves the queue when its counter reaches the value, a SIGNAL when the unit is idle (all its
+// earlier instructions complete), incrementing the counter — and hands every other instruction
+// to the unit (valid/ready, with its PC). On a fault (decode, fetch beyond HBM or a unit's) it
+// stops dispatching, flushes the queues, asserts abort_o until the units are idle and the
+// fetches have drained, then reports STATUS faulted. HALT waits for every queue and unit to be
+// empty and idle. Throughput: one instruction decoded per cycle; a unit gets one per cycle.
+`include "tpu_assert.svh"
+
+module tpu_seq #(
+  parameter int unsigned N           = 16,           // MXU size = VPU lanes (power of two)
+  parameter int unsigned UbBytes     = 262144,       // unified buffer bytes
+  parameter int unsigned AccRows     = 1024,         // accumulator rows
+  parameter int unsigned QDepth      = 8,            // per unit queue (power of two)
+  parameter int unsigned FetchDepth  = 8,            // fetched instructions buffered (pow 2)
+  localparam int unsigned Units      = 3             // 0 DMA, 1 MXU, 2 VPU
+) (
+  input  logic                 clk_i,
+  input  logic                 rst_ni,
+  // control and status (the CSR block)
+  input  logic                 start_i,              // doorbell: run from prog_addr_i
+  input  logic [31:0]          prog_addr_i,          // byte address, multiple of 16
+  output logic [1:0]           status_o,             // tpu_isa_pkg::STATUS_*
+  output logic                 done_o,               // one-cycle pulse: HALT completed
+  output logic                 fault_event_o,        // one-cycle pulse: a fault was reported
+  output logic [3:0]           fault_code_o,         // held until the next start
+  output logic [31:0]          fault_pc_o,
+  output logic [31:0]          fault_addr_o,
+  output logic [31:0]          fault_info_o,
+  output logic                 irq_user_o,           // one-cycle pulse: an IRQ instruction
+  output logic [31:0]          irq_code_o,           // its code
+  // instruction fetch: a read-only master of tpu_hbm's port protocol (docs/memory.md)
+  output logic                 fetch_req_valid_o,
+  input  logic                 fetch_req_ready_i,
+  output logic [31:0]          fetch_req_addr_o,     // 32-byte aligned
+  input  logic                 fetch_rd_valid_i,
+  output logic                 fetch_rd_ready_o,
+  input  logic [255:0]         fetch_rd_data_i,      // two instructions, the lower first
+  input  logic                 fetch_rd_err_i,       // beyond HBM
+  // units, per unit u at [W*u +: W]
+  output logic [Units-1:0]     unit_valid_o,         // an instruction for unit u
+  input  logic [Units-1:0]     unit_ready_i,         // taken this cycle if valid
+  output logic [Units*128-1:0] unit_instr_o,
+  output logic [Units*32-1:0]  unit_pc_o,
+  input  logic [Units-1:0]     unit_idle_i,          // nothing taken is still in progress
+  input  logic [Units-1:0]     unit_fault_i,         // a fault (one cycle; then the unit idles)
+  input  logic [Units*4-1:0]   unit_fault_code_i,
+  input  logic [Units*32-1:0]  unit_fault_pc_i,
+  input  logic [Units*32-1:0]  unit_fault_addr_i,
+  input  logic [Units*32-1:0]  unit_fault_info_i,
+  output logic                 abort_o,              // drop work: a fault is being handled
+  // activity, for the performance counters
+  output logic                 running_o,            // a program is running
+  output logic [Units-1:0]     unit_busy_o,          // unit u is not idle
+  output logic [Units-1:0]     unit_stall_o,         // unit u's queue head cannot proceed
+  output logic                 instr_retired_o       // an instruction was decoded this cycle
+);
+  localparam int unsigned QW   = $clog2(QDepth);
+  localparam int unsigned FW   = $clog2(FetchDepth);
+  localparam int unsigned EntW = 160;                   // {pc[31:0], instr[127:0]}
+
+  typedef enum logic [2:0] {IdleS, RunS, DrainS, HaltedS, FaultedS} state_e;
+  state_e state_q;
+
+  // ---------------------------------------------------------------- fetch
+  logic [31:0]             fetch_addr_q;                // next burst to request
+  logic [FW:0]             fb_cnt_q;                    // entries in the fetch buffer
+  logic [FW-1:0]           fb_wp_q, fb_rp_q;
+  logic [FetchDepth*EntW-1:0] fb_q;
+  logic [FetchDepth-1:0]   fb_err_q;
+  logic [FW:0]             fly_q;                       // bursts requested, not returned
+  logic                    skip_q;                      // drop the first half of the next burst
+  logic                    fetching_q;                  // fetch is allowed (running, no HALT)
+  logic [31:0]             next_pc_q;                   // PC of the next entry written
+
+  // Room for every burst in flight plus one more (two entries each).
+  assign fetch_req_valid_o = fetching_q &&
+                             ({1'b0, fb_cnt_q} + 2 * {1'b0, fly_q} + (FW+2)'(2)) <=
+                             (FW+2)'(FetchDepth);
+  assign fetch_req_addr_o  = {fetch_addr_q[31:5], 5'd0};
+  assign fetch_rd_ready_o  = 1'b1;
+
+  // ---------------------------------------------------------------- decode
+  logic [127:0] ins;
+  logic [31:0]  ins_pc, w0, w1, w2, w3;
+  logic         ins_valid, ins_err;
+  assign ins       = fb_q[EntW*fb_rp_q +: 128];
+  assign ins_pc    = fb_q[EntW*fb_rp_q + 128 +: 32];
+  assign ins_err   = fb_err_q[fb_rp_q];
+  assign ins_valid = state_q == RunS && fb_cnt_q != '0;
+  assign w0 = ins[31:0];
+  assign w1 = ins[63:32];
+  assign w2 = ins[95:64];
+  assign w3 = ins[127:96];
+
+  logic [Units*QW+Units-1:0] unused_qw;
+  logic [Units-1:0]          q_full, q_empty;
+  logic [Units*(QW+1)-1:0]   q_cnt_q;
+  logic [16*32-1:0]          sc_q;                      // sync counters, c at [32c +: 32]
+  logic [16*32-1:0]          sig_disp_q;                // SIGNALs dispatched per counter
+  logic [15:0]               tiles_q;                   // MXU.LDW dispatched - MXU.MM dispatched
+  logic                      all_quiet;                 // queues empty and units idle
+
+  always_comb begin
+    for (int u = 0; u < Units; u++) begin
+      q_full[u]  = q_cnt_q[(QW+1)*u +: QW+1] == (QW+1)'(QDepth);
+      q_empty[u] = q_cnt_q[(QW+1)*u +: QW+1] == '0;
+    end
+  end
+  assign all_quiet = (q_empty == '1) && (unit_idle_i == '1);
+
+  // Static checks of the instruction at the head of the fetch buffer.
+  logic        illegal, ub_bad, acc_bad, no_tiles, deadlock;
+  logic [31:0] acc_bad_row;
+  logic [1:0]  target;                                  // unit of a queued instruction
+  logic        to_unit;                                 // goes into a unit queue
+  always_comb begin
+    logic [63:0] first, last, span;
+    logic [31:0] rows, acc_row;
+    logic [7:0]  f;
+    f           = '0;
+    illegal     = 1'b0;
+    ub_bad      = 1'b0;
+    acc_bad     = 1'b0;
+    no_tiles    = 1'b0;
+    deadlock    = 1'b0;
+    acc_bad_row = '0;
+    target      = 2'd0;
+    to_unit     = 1'b0;
+    first       = '0;
+    last        = '0;
+    span        = '0;
+    rows        = '0;
+    acc_row     = '0;
+    unique case (w0[7:0])
+      tpu_isa_pkg::OP_NOP, tpu_isa_pkg::OP_HALT, tpu_isa_pkg::OP_FENCE: illegal = w0[31:8] != '0 || w1 != '0 || w2 != '0 || w3 != '0;
+      tpu_isa_pkg::OP_IRQ: illegal = w0[31:8] != '0 || w2 != '0 || w3 != '0;
+      tpu_isa_pkg::OP_WAIT, tpu_isa_pkg::OP_SIGNAL: begin
+        illegal = (w0 & 32'hFFFF_0C00) != '0 || w0[9:8] == 2'd3 || w2 != '0 || w3 != '0 ||
+                  (w0[7:0] == tpu_isa_pkg::OP_SIGNAL && w1 != '0);
+        target  = w0[9:8];
+        to_unit = 1'b1;
+        deadlock = w0[7:0] == tpu_isa_pkg::OP_WAIT && sig_disp_q[32*w0[15:12] +: 32] < w1;
+      end
+      tpu_isa_pkg::OP_DMA_LOOP: begin
+        illegal = w0[15:10] != '0 || w0[31:16] == '0 || w2[31:16] != '0 || w2[15:0] == '0;
+        target  = tpu_isa_pkg::UNIT_DMA;
+        to_unit = 1'b1;
+      end
+      tpu_isa_pkg::OP_DMA_COPY: begin
+        illegal = (w0 & 32'hFFFF_0C00) != '0 || w3 != '0;
+        target  = tpu_isa_pkg::UNIT_DMA;
+        to_unit = 1'b1;
+      end
+      tpu_isa_pkg::OP_MXU_LDW, tpu_isa_pkg::OP_MXU_MM: begin
+        if (w0[7:0] == tpu_isa_pkg::OP_MXU_LDW) begin
+          illegal = w0[31:8] != '0 || w3 != '0;
+          rows    = N;
+        end else begin
+          illegal  = w0[31:9] != '0 || w3[15:0] == '0;
+          rows     = {16'd0, w3[15:0]};
+          acc_row  = {16'd0, w3[31:16]};
+          no_tiles = tiles_q == '0;
+          acc_bad  = acc_row + rows > AccRows;
+          acc_bad_row = (acc_row >= AccRows) ? acc_row : AccRows;
+        end
+        // rows at w1 + t * w2 (w2 signed), each 2N bytes, 2N-aligned, inside the UB
+        first = {32'd0, w1};
+        last  = {32'd0, w1} + {{32{w2[31]}}, w2} * {32'd0, rows - 32'd1};
+        span  = 64'(2 * N);
+        ub_bad = (w1 % (2 * N)) != 0 || (rows > 1 && (w2 % (2 * N)) != 0) ||
+                 first + span > 64'(UbBytes) || last[63] || last + span > 64'(UbBytes);
+        target  = tpu_isa_pkg::UNIT_MXU;
+        to_unit = 1'b1;
+      end
+      tpu_isa_pkg::OP_VPU_LD, tpu_isa_pkg::OP_VPU_ST: begin
+        if (w0[7:0] == tpu_isa_pkg::OP_VPU_LD) illegal = (w0 & 32'hFFF0_FC00) != '0;
+        else                      illegal = (w0 & 32'hFF0F_FC00) != '0;
+        illegal = illegal || w0[9:8] == 2'd3 || w2 != '0 || w3 != '0;
+        if (w0[9:8] == tpu_isa_pkg::KIND_ACC) begin
+          acc_bad     = w1 >= AccRows;
+          acc_bad_row = w1;
+        end else begin
+          span   = (w0[9:8] == tpu_isa_pkg::KIND_UB_F32) ? 64'(4 * N) : 64'(2 * N);
+          ub_bad = ({32'd0, w1} % span) != 0 || {32'd0, w1} + span > 64'(UbBytes);
+        end
+        target  = tpu_isa_pkg::UNIT_VPU;
+        to_unit = 1'b1;
+      end
+      tpu_isa_pkg::OP_VPU_OP: begin
+        f = w0[15:8];
+        illegal = f >= tpu_isa_pkg::VF_COUNT || w2 != '0 || w3 != '0;
+        if (f == tpu_isa_pkg::VF_SEL) begin
+          illegal = illegal || w1 != '0;
+        end else if (f == tpu_isa_pkg::VF_BCAST) begin
+          illegal = illegal || w0[31:24] != '0 || w1 >= N;
+        end else if (f == tpu_isa_pkg::VF_SQRT || f == tpu_isa_pkg::VF_I2F || f == tpu_isa_pkg::VF_F2I || f == tpu_isa_pkg::VF_F2BF ||
+                     f == tpu_isa_pkg::VF_RSUM || f == tpu_isa_pkg::VF_RMAX) begin
+          illegal = illegal || w0[31:24] != '0 || w1 != '0;
+        end else begin
+          illegal = illegal || w0[31:28] != '0 || w1 != '0;
+        end
+        target  = tpu_isa_pkg::UNIT_VPU;
+        to_unit = 1'b1;
+      end
+      tpu_isa_pkg::OP_VPU_LI: begin
+        illegal = (w0 & 32'hFFF0_FF00) != '0 || w2 != '0 || w3 != '0;
+        target  = tpu_isa_pkg::UNIT_VPU;
+        to_unit = 1'b1;
+      end
+      default: illegal = 1'b1;                           // unknown, or ICI (reserved)
+    endcase
+  end
+
+  // What decode does this cycle.
+  logic dec_fault, dec_go, dec_halt;
+  logic [3:0]  dec_code;
+  logic [31:0] dec_addr, dec_info;
+  always_comb begin
+    dec_fault = 1'b0;
+    dec_code  = tpu_isa_pkg::FAULT_NONE;
+    dec_addr  = '0;
+    dec_info  = '0;
+    if (ins_err) begin
+      dec_fault = 1'b1;
+      dec_code  = tpu_isa_pkg::FAULT_FETCH_RANGE;
+    end else if (illegal) begin
+      dec_fault = 1'b1;
+      dec_code  = tpu_isa_pkg::FAULT_ILLEGAL_INSTRUCTION;
+      dec_info  = w0;
+    end else if (ub_bad) begin
+      dec_fault = 1'b1;
+      dec_code  = tpu_isa_pkg::FAULT_UB_RANGE;
+      dec_addr  = w1;
+    end else if (acc_bad) begin
+      dec_fault = 1'b1;
+      dec_code  = tpu_isa_pkg::FAULT_ACC_RANGE;
+      dec_addr  = acc_bad_row;
+    end else if (no_tiles) begin
+      dec_fault = 1'b1;
+      dec_code  = tpu_isa_pkg::FAULT_MXU_NO_WEIGHTS;
+    end else if (deadlock) begin
+      dec_fault = 1'b1;
+      dec_code  = tpu_isa_pkg::FAULT_SYNC_DEADLOCK;
+      dec_info  = {28'd0, w0[15:12]};
+    end
+    dec_halt = w0[7:0] == tpu_isa_pkg::OP_HALT;
+    // Decoded (leaves the fetch buffer) this cycle:
+    dec_go = ins_valid && !dec_fault &&
+             (to_unit ? !q_full[target] :
+              (w0[7:0] == tpu_isa_pkg::OP_FENCE || dec_halt) ? all_quiet : 1'b1);
+  end
+  assign instr_retired_o = dec_go;
+
+  // ---------------------------------------------------------------- unit queues and heads
+  logic [Units*QDepth*EntW-1:0] q_q;
+  logic [Units*QW-1:0]          q_wp_q, q_rp_q;
+  logic [Units-1:0]             head_pop, head_hand;
+  always_comb begin
+    head_pop  = '0;
+    head_hand = '0;
+    for (int u = 0; u < Units; u++) begin
+      logic [EntW-1:0] e;
+      e = q_q[EntW*(QDepth*u + 32'(q_rp_q[QW*u +: QW])) +: EntW];
+      unit_instr_o[128*u +: 128] = e[127:0];
+      unit_pc_o[32*u +: 32]      = e[159:128];
+      unit_valid_o[u] = 1'b0;
+      unit_stall_o[u] = 1'b0;
+      if (!q_empty[u] && state_q == RunS) begin
+        if (e[7:0] == tpu_isa_pkg::OP_WAIT) begin
+          head_pop[u]     = sc_q[32*e[15:12] +: 32] >= e[63:32];
+          unit_stall_o[u] = !head_pop[u];
+        end else if (e[7:0] == tpu_isa_pkg::OP_SIGNAL) begin
+          head_pop[u]     = unit_idle_i[u];
+        end else begin
+          unit_valid_o[u] = 1'b1;
+          head_hand[u]    = unit_ready_i[u];
+          head_pop[u]     = unit_ready_i[u];
+          unit_stall_o[u] = !unit_ready_i[u];
+        end
+      end
+    end
+  end
+  // Two units may SIGNAL different counters in one cycle, or the same counter: count them.
+  logic [16*2-1:0] sc_add;                               // per counter: SIGNALs now
+  always_comb begin
+    for (int c = 0; c < 16; c++) begin
+      sc_add[2*c +: 2] = '0;
+      for (int u = 0; u < Units; u++) begin
+        if (head_pop[u] && unit_instr_o[128*u +: 8] == tpu_isa_pkg::OP_SIGNAL &&
+            unit_instr_o[128*u + 12 +: 4] == 4'(c)) begin
+          sc_add[2*c +: 2] = sc_add[2*c +: 2] + 2'd1;
+        end
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------- faults
+  logic          unit_fault_any;
+  logic [1:0]    unit_fault_sel;
+  always_comb begin
+    unit_fault_any = 1'b0;
+    unit_fault_sel = '0;
+    for (int u = Units - 1; u >= 0; u--) begin
+      if (unit_fault_i[u]) begin
+        unit_fault_any = 1'b1;
+        unit_fault_sel = 2'(u);
+      end
+    end
+  end
+  logic fault_now;
+  assign fault_now = state_q == RunS && (unit_fault_any || (ins_valid && dec_fault));
+
+  // ---------------------------------------------------------------- state
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      state_q      <= IdleS;
+      fetch_addr_q <= '0;
+      fb_cnt_q     <= '0;
+      fb_wp_q      <= '0;
+      fb_rp_q      <= '0;
+      fb_err_q     <= '0;
+      fly_q        <= '0;
+      skip_q       <= 1'b0;
+      fetching_q   <= 1'b0;
+      next_pc_q    <= '0;
+      q_cnt_q      <= '0;
+      q_wp_q       <= '0;
+      q_rp_q       <= '0;
+      tiles_q      <= '0;
+      fault_code_o <= tpu_isa_pkg::FAULT_NONE;
+      fault_pc_o   <= '0;
+      fault_addr_o <= '0;
+      fault_info_o <= '0;
+      irq_code_o   <= '0;
+      sc_q         <= '0;
+      sig_disp_q   <= '0;
+    end else begin
+      // fetch requests and responses (responses after a stop are dropped)
+      if (fetch_req_valid_o && fetch_req_ready_i) fetch_addr_q <= fetch_addr_q + 32'd32;
+      fly_q <= fly_q + (FW+1)'(fetch_req_valid_o && fetch_req_ready_i) -
+               (FW+1)'(fetch_rd_valid_i);
+      begin
+        logic [FW:0]   cnt;
+        logic [FW-1:0] wp;
+        cnt = fb_cnt_q - (FW+1)'(dec_go);
+        wp  = fb_wp_q;
+        if (fetch_rd_valid_i && fetching_q) begin
+          for (int h = 0; h < 2; h++) begin
+            if (!(h == 0 && skip_q)) begin
+              fb_err_q[wp] <= fetch_rd_err_i;
+              wp  = wp + FW'(1);
+              cnt = cnt + (FW+1)'(1);
+            end
+          end
+          skip_q    <= 1'b0;
+          next_pc_q <= next_pc_q + 32'd32;
+        end
+        fb_wp_q  <= wp;
+        fb_cnt_q <= cnt;
+      end
+      if (dec_go) fb_rp_q <= fb_rp_q + FW'(1);
+
+      // unit queues
+      for (int u = 0; u < Units; u++) begin
+        logic push;
+        push = dec_go && to_unit && target == 2'(u);
+        if (push) q_wp_q[QW*u +: QW] <= q_wp_q[QW*u +: QW] + QW'(1);
+        if (head_pop[u]) q_rp_q[QW*u +: QW] <= q_rp_q[QW*u +: QW] + QW'(1);
+        q_cnt_q[(QW+1)*u +: QW+1] <= q_cnt_q[(QW+1)*u +: QW+1] + (QW+1)'(push) -
+                                     (QW+1)'(head_pop[u]);
+      end
+      for (int c = 0; c < 16; c++) sc_q[32*c +: 32] <= sc_q[32*c +: 32] + 32'(sc_add[2*c +: 2]);
+      if (dec_go && w0[7:0] == tpu_isa_pkg::OP_SIGNAL) begin
+        sig_disp_q[32*w0[15:12] +: 32] <= sig_disp_q[32*w0[15:12] +: 32] + 32'd1;
+      end
+      if (dec_go && w0[7:0] == tpu_isa_pkg::OP_MXU_LDW) tiles_q <= tiles_q + 16'd1;
+      if (dec_go && w0[7:0] == tpu_isa_pkg::OP_MXU_MM)  tiles_q <= tiles_q - 16'd1;
+      if (dec_go && w0[7:0] == tpu_isa_pkg::OP_IRQ) irq_code_o <= w1;
+
+      unique case (state_q)
+        IdleS, HaltedS, FaultedS: begin
+          if (start_i) begin
+            state_q      <= RunS;
+            fetch_addr_q <= {prog_addr_i[31:4], 4'd0};
+            next_pc_q    <= {prog_addr_i[31:5], 5'd0};
+            skip_q       <= prog_addr_i[4];
+            fetching_q   <= 1'b1;
+            fb_cnt_q     <= '0;
+            fb_wp_q      <= '0;
+            fb_rp_q      <= '0;
+            q_cnt_q      <= '0;
+            q_wp_q       <= '0;
+            q_rp_q       <= '0;
+            tiles_q      <= '0;
+            fault_code_o <= tpu_isa_pkg::FAULT_NONE;
+            fault_pc_o   <= '0;
+            fault_addr_o <= '0;
+            fault_info_o <= '0;
+            sc_q         <= '0;
+            sig_disp_q   <= '0;
+          end
+        end
+        RunS: begin
+          if (fault_now) begin
+            state_q    <= DrainS;
+            fetching_q <= 1'b0;
+            q_cnt_q    <= '0;                           // queued work is dropped
+            q_rp_q     <= q_wp_q;
+            fb_cnt_q   <= '0;
+            if (unit_fault_any) begin
+              fault_code_o <= unit_fault_code_i[4*unit_fault_sel +: 4];
+              fault_pc_o   <= unit_fault_pc_i[32*unit_fault_sel +: 32];
+              fault_addr_o <= unit_fault_addr_i[32*unit_fault_sel +: 32];
+              fault_info_o <= unit_fault_info_i[32*unit_fault_sel +: 32];
+            end else begin
+              fault_code_o <= dec_code;
+              fault_pc_o   <= ins_pc;
+              fault_addr_o <= dec_addr;
+              fault_info_o <= dec_info;
+            end
+          end else if (dec_go && dec_halt) begin
+            state_q    <= DrainS;
+            fetching_q <= 1'b0;
+            fb_cnt_q   <= '0;
+          end
+        end
+        DrainS: begin
+          // fetches still in flight come back and are dropped; then report
+          if (fly_q == '0 && unit_idle_i == '1) begin
+            state_q <= (fault_code_o != tpu_isa_pkg::FAULT_NONE) ? FaultedS : HaltedS;
+          end
+        end
+        default: state_q <= IdleS;
+      endcase
+    end
+  end
+
+  // Fetch buffer and queue storage (not reset: read only where the counts say).
+  always_ff @(posedge clk_i) begin
+    if (fetch_rd_valid_i && fetching_q) begin
+      logic [FW-1:0] wp;
+      logic [31:0]   pc;
+      wp = fb_wp_q;
+      pc = next_pc_q;
+      for (int h = 0; h < 2; h++) begin
+        if (!(h == 0 && skip_q)) begin
+          fb_q[EntW*wp +: EntW] <= {pc, fetch_rd_data_i[128*h +: 128]};
+          wp = wp + FW'(1);
+        end
+        pc = pc + 32'd16;
+      end
+    end
+    for (int u = 0; u < Units; u++) begin
+      if (dec_go && to_unit && target == 2'(u)) begin
+        q_q[EntW*(QDepth*u + 32'(q_wp_q[QW*u +: QW])) +: EntW] <= {ins_pc, ins};
+      end
+    end
+  end
+
+  assign status_o      = (state_q == RunS || state_q == DrainS) ? tpu_isa_pkg::STATUS_RUNNING :
+                         (state_q == HaltedS) ? tpu_isa_pkg::STATUS_HALTED :
+                         (state_q == FaultedS) ? tpu_isa_pkg::STATUS_FAULTED : tpu_isa_pkg::STATUS_IDLE;
+  assign abort_o       = state_q == DrainS && fault_code_o != tpu_isa_pkg::FAULT_NONE;
+  assign done_o        = state_q == DrainS && fault_code_o == tpu_isa_pkg::FAULT_NONE && fly_q == '0 &&
+                         unit_idle_i == '1;
+  assign fault_event_o = state_q == DrainS && fault_code_o != tpu_isa_pkg::FAULT_NONE && fly_q == '0 &&
+                         unit_idle_i == '1;
+  assign irq_user_o    = dec_go && w0[7:0] == tpu_isa_pkg::OP_IRQ;
+  assign running_o     = state_q == RunS || state_q == DrainS;
+  assign unit_busy_o   = ~unit_idle_i;
+  assign unused_qw     = '0;
+  logic unused_prog_lsbs;
+  assign unused_prog_lsbs = ^prog_addr_i[3:0];         // instructions are 16-byte aligned
+
+  `TPU_ASSERT(FetchBufferNeverOverflows, fb_cnt_q <= (FW+1)'(FetchDepth))
+  `TPU_ASSERT(HandOnlyWhenValid, head_hand == (unit_valid_o & unit_ready_i))
+endmodule
