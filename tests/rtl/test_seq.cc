@@ -1,0 +1,423 @@
+// The sequencer (tpu_seq) with its program in a C++ memory behind the fetch port (random
+// latency, back-pressure, an error beyond the end) and three C++ units that take instructions
+// with random back-pressure and spend random cycles on each. Checked against docs/isa.md: each
+// unit receives exactly its instructions, in program order, with their PCs; a SIGNAL counts
+// only once its unit has finished everything before it, and a WAIT holds its unit until the
+// counter is reached (checked from the units' completion times); FENCE and HALT wait for all
+// work; every static fault (illegal opcode, reserved bits, field values, UB and ACC ranges, an
+// MXU.MM without a tile, the wait rule, fetch beyond memory) and a unit's fault stop the chip
+// with the right code, PC and address, abort the units, never hang, and the next start runs.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <deque>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "Vtpu_seq.h"
+#include "harness/sim_ctrl.h"
+#include "harness/vl_bits.h"
+#include "tessera/isa_gen.h"
+#include "tests/common/test_util.h"
+
+namespace tessera {
+namespace {
+
+using Instr = std::array<uint32_t, 4>;
+constexpr int kN = 4, kUbBytes = 4096, kAccRows = 64;  // the Vtpu_seq build
+constexpr int kDma = 0, kMxu = 1, kVpu = 2;
+
+Instr op(uint32_t w0, uint32_t w1 = 0, uint32_t w2 = 0, uint32_t w3 = 0) { return {w0, w1, w2, w3}; }
+Instr wait_i(int unit, int sc, uint32_t v) {
+  return op(isa::OP_WAIT | unit << 8 | sc << 12, v);
+}
+Instr signal_i(int unit, int sc) { return op(isa::OP_SIGNAL | unit << 8 | sc << 12); }
+Instr halt_i() { return op(isa::OP_HALT); }
+Instr copy_i(uint32_t src, uint32_t dst) {
+  return op(isa::OP_DMA_COPY | 0u << 8 | 1u << 9 | 2u << 12, src, dst);
+}
+Instr loop_i(int walk, uint16_t c0, int32_t s0) {
+  return op(isa::OP_DMA_LOOP | walk << 8 | uint32_t(c0) << 16, uint32_t(s0), 1, 0);
+}
+Instr ldw_i(uint32_t addr, int32_t stride) { return op(isa::OP_MXU_LDW, addr, uint32_t(stride)); }
+Instr mm_i(uint32_t addr, int32_t stride, uint16_t rows, uint16_t acc) {
+  return op(isa::OP_MXU_MM | 1u << 8, addr, uint32_t(stride), rows | uint32_t(acc) << 16);
+}
+Instr vop_i(uint32_t funct, int vd, int va, int vb) {
+  return op(isa::OP_VPU_OP | funct << 8 | vd << 16 | va << 20 | vb << 24);
+}
+Instr vld_i(int kind, int vd, uint32_t addr) { return op(isa::OP_VPU_LD | kind << 8 | vd << 16, addr); }
+
+class Seq : public ::testing::Test {
+ protected:
+  Seq() : sim_(test::current_test_name()), rng_(test::test_seed()) {
+    auto& m = sim_.top();
+    m.start_i = 0;
+    m.prog_addr_i = 0;
+    m.fetch_req_ready_i = 0;
+    m.fetch_rd_valid_i = 0;
+    m.fetch_rd_data_i = {};
+    m.fetch_rd_err_i = 0;
+    m.unit_ready_i = 0;
+    m.unit_idle_i = 7;
+    m.unit_fault_i = 0;
+    m.unit_fault_code_i = 0;
+    m.unit_fault_pc_i = {};
+    m.unit_fault_addr_i = {};
+    m.unit_fault_info_i = {};
+    sim_.reset();
+  }
+
+  // The program memory: instructions at `base`, 16 bytes each; reads at or beyond `limit`
+  // return an error.
+  void load(uint32_t base, const std::vector<Instr>& prog) {
+    for (size_t i = 0; i < prog.size(); ++i) mem_[base + 16 * i] = prog[i];
+  }
+
+  struct Received {
+    uint32_t pc;
+    Instr ins;
+    uint64_t taken, done;  // cycles
+  };
+  struct Unit {
+    std::vector<Received> got;
+    int busy_left = 0;  // cycles of the current instruction
+    int ready_pct = 70;
+    int fault_on_pc = -1;  // raise a fault when this PC is taken
+    bool aborted = false;
+  };
+
+  struct Outcome {
+    int status;
+    uint32_t code, pc, addr, info;
+    uint64_t cycles;
+    int done_pulses, fault_pulses;
+  };
+
+  Outcome run(uint32_t prog_addr, uint64_t limit = 200000) {
+    auto& m = sim_.top();
+    m.prog_addr_i = prog_addr;
+    m.start_i = 1;
+    sim_.tick();
+    m.start_i = 0;
+    Outcome o{};
+    for (auto& u : units_) u = Unit{u.got, 0, u.ready_pct, u.fault_on_pc, false};
+    const uint64_t start = sim_.cycle();
+    for (uint64_t c = 0; c < limit; ++c) {
+      step(o);
+      if (m.status_o == isa::STATUS_HALTED || m.status_o == isa::STATUS_FAULTED) break;
+    }
+    o.status = m.status_o;
+    o.code = m.fault_code_o;
+    o.pc = m.fault_pc_o;
+    o.addr = m.fault_addr_o;
+    o.info = m.fault_info_o;
+    o.cycles = sim_.cycle() - start;
+    EXPECT_NE(o.status, int(isa::STATUS_RUNNING)) << "the sequencer did not finish";
+    return o;
+  }
+
+  void step(Outcome& o) {
+    auto& m = sim_.top();
+    const uint64_t now = sim_.cycle();
+    // fetch slave: a response due now?
+    m.fetch_rd_valid_i = 0;
+    if (!fetches_.empty() && fetches_.front().first <= now && rng_() % 100 < 80) {
+      const uint32_t a = fetches_.front().second;
+      m.fetch_rd_valid_i = 1;
+      m.fetch_rd_err_i = a >= limit_;
+      for (int h = 0; h < 2; ++h) {
+        const auto it = mem_.find(a + 16 * h);
+        const Instr ins = it == mem_.end() ? Instr{0, 0, 0, 0} : it->second;
+        for (int w = 0; w < 4; ++w) m.fetch_rd_data_i[4 * h + w] = ins[w];
+      }
+    }
+    m.fetch_req_ready_i = rng_() % 100 < 60;
+    // units
+    uint32_t ready = 0, idle = 0, fault = 0;
+    for (int u = 0; u < 3; ++u) {
+      Unit& un = units_[u];
+      if (un.busy_left == 0 && rng_() % 100 < un.ready_pct) ready |= 1u << u;
+      if (un.busy_left == 0) idle |= 1u << u;
+    }
+    m.unit_ready_i = ready;
+    m.unit_idle_i = idle;
+    m.unit_fault_i = 0;
+    sim_.eval();
+    if (m.fetch_rd_valid_i) fetches_.pop_front();
+    if (m.fetch_req_valid_o && m.fetch_req_ready_i) {
+      EXPECT_EQ(m.fetch_req_addr_o % 32, 0u);
+      fetches_.push_back({now + 3 + rng_() % 20, m.fetch_req_addr_o});
+    }
+    if (m.done_o) ++o.done_pulses;
+    if (m.fault_event_o) ++o.fault_pulses;
+    for (int u = 0; u < 3; ++u) {
+      Unit& un = units_[u];
+      if (m.abort_o) un.aborted = true;
+      if (un.busy_left > 0) {
+        if (--un.busy_left == 0) un.got.back().done = now;
+        if (m.abort_o) {
+          un.busy_left = 0;
+          un.got.back().done = now;
+        }
+      }
+      if ((m.unit_valid_o >> u & 1) && (ready >> u & 1)) {
+        Received r;
+        r.pc = m.unit_pc_o[u];
+        for (int w = 0; w < 4; ++w) r.ins[w] = m.unit_instr_o[4 * u + w];
+        r.taken = now;
+        r.done = now;
+        un.got.push_back(r);
+        un.busy_left = 1 + static_cast<int>(rng_() % 12);
+        if (static_cast<int>(r.pc) == un.fault_on_pc) fault |= 1u << u;
+      }
+    }
+    if (fault) {
+      // the unit reports its fault the next cycle (a one-cycle pulse), then idles
+      pending_fault_ = fault;
+    }
+    sim_.tick();
+    if (pending_fault_) {
+      auto& mm = sim_.top();
+      for (int u = 0; u < 3; ++u) {
+        if (pending_fault_ >> u & 1) {
+          mm.unit_fault_i = 1u << u;
+          put_bits(mm.unit_fault_code_i, 4 * u, 4, isa::FAULT_DMA);
+          mm.unit_fault_pc_i[u] = static_cast<uint32_t>(units_[u].fault_on_pc);
+          mm.unit_fault_addr_i[u] = 0xABCD00;
+          mm.unit_fault_info_i[u] = 2;
+          units_[u].busy_left = 0;
+          units_[u].got.back().done = sim_.cycle();
+        }
+      }
+      pending_fault_ = 0;
+      mm.fetch_rd_valid_i = 0;  // nothing else happens in this extra cycle
+      mm.fetch_req_ready_i = 0;
+      mm.unit_idle_i = 7;
+      mm.unit_ready_i = 0;
+      sim_.tick();
+      mm.unit_fault_i = 0;
+    }
+  }
+
+  SimCtrl<Vtpu_seq> sim_;
+  std::mt19937_64 rng_;
+  std::map<uint32_t, Instr> mem_;
+  uint32_t limit_ = 1u << 20;
+  std::deque<std::pair<uint64_t, uint32_t>> fetches_;  // due cycle, address
+  std::array<Unit, 3> units_;
+  uint32_t pending_fault_ = 0;
+};
+
+int unit_of(const Instr& i) {
+  const uint32_t opc = i[0] & 0xFF;
+  if (opc == isa::OP_WAIT || opc == isa::OP_SIGNAL) return (i[0] >> 8) & 3;
+  if (opc >> 4 == 2) return kDma;
+  if (opc >> 4 == 3) return kMxu;
+  if (opc >> 4 == 4) return kVpu;
+  return -1;
+}
+bool is_sync(const Instr& i) {
+  const uint32_t opc = i[0] & 0xFF;
+  return opc == isa::OP_WAIT || opc == isa::OP_SIGNAL;
+}
+
+// A random legal program: unit instructions and SIGNAL/WAIT pairs that obey the wait rule.
+std::vector<Instr> random_program(std::mt19937_64& rng, int len) {
+  std::vector<Instr> p;
+  std::array<uint32_t, 16> signals{};
+  int tiles = 0;
+  while (static_cast<int>(p.size()) < len) {
+    const int k = static_cast<int>(rng() % 10);
+    const int u = static_cast<int>(rng() % 3);
+    if (k == 0) {
+      const int sc = static_cast<int>(rng() % 4);
+      p.push_back(signal_i(u, sc));
+      ++signals[sc];
+    } else if (k == 1) {
+      const int sc = static_cast<int>(rng() % 4);
+      if (signals[sc] > 0) p.push_back(wait_i(u, sc, 1 + rng() % signals[sc]));
+    } else if (k == 2 && rng() % 4 == 0) {
+      p.push_back(op(isa::OP_FENCE));
+    } else if (u == kDma) {
+      p.push_back(rng() % 2 ? copy_i(rng() % 4096, rng() % 4096)
+                            : loop_i(static_cast<int>(rng() % 2), 1 + rng() % 100, 4));
+    } else if (u == kMxu) {
+      if (tiles == 0 || rng() % 2) {
+        p.push_back(ldw_i(8 * (rng() % 64), 8));
+        ++tiles;
+      } else {
+        p.push_back(mm_i(8 * (rng() % 64), 8, 1 + rng() % 32, rng() % 32));
+        --tiles;
+      }
+    } else {
+      p.push_back(rng() % 2 ? vop_i(isa::VF_ADD, 1, 2, 3) : vld_i(2, 4, rng() % kAccRows));
+    }
+  }
+  p.push_back(halt_i());
+  return p;
+}
+
+// Every unit gets its instructions in program order with their PCs; sync holds as specified.
+TEST_F(Seq, RandomProgramsDispatchInOrderAndSyncHolds) {
+  for (int trial = 0; trial < 100; ++trial) {
+    for (auto& u : units_) u.got.clear();
+    const auto prog = random_program(rng_, 40 + static_cast<int>(rng_() % 80));
+    const uint32_t base = 0x1000 + 16 * static_cast<uint32_t>(rng_() % 64);  // some 16 mod 32
+    load(base, prog);
+    const Outcome o = run(base);
+    ASSERT_EQ(o.status, int(isa::STATUS_HALTED)) << "trial " << trial << " code " << o.code
+                                                 << " pc 0x" << std::hex << o.pc;
+    EXPECT_EQ(o.done_pulses, 1);
+    // expected per unit: the non-sync instructions, in order
+    std::array<std::vector<std::pair<uint32_t, Instr>>, 3> want;
+    for (size_t i = 0; i < prog.size(); ++i) {
+      const int u = unit_of(prog[i]);
+      if (u >= 0 && !is_sync(prog[i])) want[u].push_back({base + 16 * uint32_t(i), prog[i]});
+    }
+    for (int u = 0; u < 3; ++u) {
+      ASSERT_EQ(units_[u].got.size(), want[u].size()) << "unit " << u << " trial " << trial;
+      for (size_t i = 0; i < want[u].size(); ++i) {
+        EXPECT_EQ(units_[u].got[i].pc, want[u][i].first) << "unit " << u << " #" << i;
+        EXPECT_EQ(units_[u].got[i].ins, want[u][i].second) << "unit " << u << " #" << i;
+      }
+    }
+    // Sync: for every WAIT (unit W, counter c, value v), the first instruction of W after it
+    // was taken no earlier than the completion of the work before the v-th SIGNAL to c.
+    std::map<uint32_t, const Received*> by_pc;
+    for (auto& un : units_) {
+      for (auto& r : un.got) by_pc[r.pc] = &r;
+    }
+    std::array<std::vector<uint64_t>, 16> signal_ready;  // per counter: when each could count
+    for (size_t i = 0; i < prog.size(); ++i) {
+      const uint32_t opc = prog[i][0] & 0xFF;
+      const int u = unit_of(prog[i]);
+      const int sc = (prog[i][0] >> 12) & 15;
+      if (opc == isa::OP_SIGNAL) {
+        uint64_t t = 0;  // completion of the unit's last instruction before it
+        for (size_t j = 0; j < i; ++j) {
+          if (unit_of(prog[j]) == u && !is_sync(prog[j])) t = std::max(t, by_pc[base + 16 * uint32_t(j)]->done);
+        }
+        signal_ready[sc].push_back(t);
+      } else if (opc == isa::OP_WAIT) {
+        const uint32_t v = prog[i][1];
+        std::vector<uint64_t> s = signal_ready[sc];
+        std::sort(s.begin(), s.end());
+        const uint64_t release = s[v - 1];  // the v-th SIGNAL's earliest count time
+        for (size_t j = i + 1; j < prog.size(); ++j) {
+          if (unit_of(prog[j]) == u && !is_sync(prog[j])) {
+            EXPECT_GT(by_pc[base + 16 * uint32_t(j)]->taken, release)
+                << "unit " << u << " ran past WAIT at pc 0x" << std::hex << base + 16 * i;
+            break;
+          }
+        }
+      }
+    }
+  }
+}
+
+struct FaultCase {
+  const char* name;
+  Instr bad;
+  uint32_t code, addr;
+};
+
+TEST_F(Seq, StaticFaultsStopWithCodePcAndAddress) {
+  const std::vector<FaultCase> cases = {
+      {"ICI send (reserved)", op(isa::OP_ICI_SEND), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
+      {"unknown opcode", op(0xEE), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
+      {"reserved bit in HALT", op(isa::OP_HALT | 1u << 20), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
+      {"WAIT on unit 3", wait_i(3, 0, 0), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
+      {"DMA.LOOP count 0", loop_i(0, 0, 4), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
+      {"MXU.MM 0 rows", mm_i(0, 8, 0, 0), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
+      {"VPU funct 24", vop_i(0x18, 1, 1, 1), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
+      {"VPU unary with vb", vop_i(isa::VF_SQRT, 1, 2, 3), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
+      {"bcast lane N", op(isa::OP_VPU_OP | isa::VF_BCAST << 8, kN), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
+      {"LDW misaligned", ldw_i(4, 8), isa::FAULT_UB_RANGE, 4},
+      {"LDW beyond UB", ldw_i(kUbBytes - 16, 8), isa::FAULT_UB_RANGE, kUbBytes - 16},
+      {"VPU.LD UB beyond", vld_i(0, 1, kUbBytes), isa::FAULT_UB_RANGE, kUbBytes},
+      {"VPU.LD ACC row", vld_i(2, 1, kAccRows), isa::FAULT_ACC_RANGE, kAccRows},
+      {"MM without a tile", mm_i(0, 8, 4, 0), isa::FAULT_MXU_NO_WEIGHTS, 0},
+      {"WAIT nothing can meet", wait_i(kVpu, 3, 1), isa::FAULT_SYNC_DEADLOCK, 0},
+  };
+  uint32_t base = 0x2000;
+  for (const auto& fc : cases) {
+    SCOPED_TRACE(fc.name);
+    for (auto& u : units_) u.got.clear();
+    // some legal work first, then the bad instruction, then more work that must not run
+    std::vector<Instr> prog = {copy_i(0, 64), vop_i(isa::VF_ADD, 1, 2, 3), fc.bad,
+                               copy_i(128, 256), halt_i()};
+    load(base, prog);
+    const Outcome o = run(base);
+    EXPECT_EQ(o.status, int(isa::STATUS_FAULTED));
+    EXPECT_EQ(o.code, fc.code);
+    EXPECT_EQ(o.pc, base + 32);
+    EXPECT_EQ(o.addr, fc.addr);
+    EXPECT_EQ(o.fault_pulses, 1);
+    // Queued work before the fault may be dropped (docs/isa.md); nothing from the faulting
+    // instruction on reaches a unit.
+    for (const auto& un : units_) {
+      for (const auto& r : un.got) EXPECT_LT(r.pc, base + 32) << "ran past the fault";
+    }
+    if (fc.code == isa::FAULT_ILLEGAL_INSTRUCTION) EXPECT_EQ(o.info, fc.bad[0]);
+    base += 0x200;
+  }
+  // MM range on ACC: acc_row + rows beyond ACC_ROWS
+  load(0x8000, {ldw_i(0, 8), mm_i(0, 8, 8, kAccRows - 4), halt_i()});
+  const Outcome o = run(0x8000);
+  EXPECT_EQ(o.code, isa::FAULT_ACC_RANGE);
+  EXPECT_EQ(o.addr, uint32_t(kAccRows));
+  EXPECT_EQ(o.pc, 0x8010u);
+  // and the chip runs the next program
+  load(0x9000, {copy_i(0, 32), halt_i()});
+  EXPECT_EQ(run(0x9000).status, int(isa::STATUS_HALTED));
+}
+
+TEST_F(Seq, FetchBeyondMemoryFaults) {
+  limit_ = 0x3020;  // the burst at 0x3020 and later return an error
+  load(0x3000, {vop_i(isa::VF_ADD, 1, 2, 3), vop_i(isa::VF_ADD, 1, 2, 3)});  // no HALT
+  const Outcome o = run(0x3000);
+  EXPECT_EQ(o.status, int(isa::STATUS_FAULTED));
+  EXPECT_EQ(o.code, isa::FAULT_FETCH_RANGE);
+  EXPECT_EQ(o.pc, 0x3020u);
+  EXPECT_LE(units_[kVpu].got.size(), 2u);  // queued work may be dropped at the fault
+}
+
+// A unit's fault (here the DMA's, on its second copy) stops the program with that unit's code,
+// PC and address; the later instructions are dropped and the units are told to abort.
+TEST_F(Seq, UnitFaultStopsTheChip) {
+  std::vector<Instr> prog;
+  for (int i = 0; i < 20; ++i) prog.push_back(copy_i(32 * i, 4096 + 32 * i));
+  prog.push_back(halt_i());
+  load(0x4000, prog);
+  units_[kDma].fault_on_pc = 0x4010;
+  const Outcome o = run(0x4000);
+  EXPECT_EQ(o.status, int(isa::STATUS_FAULTED));
+  EXPECT_EQ(o.code, isa::FAULT_DMA);
+  EXPECT_EQ(o.pc, 0x4010u);
+  EXPECT_EQ(o.addr, 0xABCD00u);
+  EXPECT_EQ(o.info, 2u);
+  EXPECT_LT(units_[kDma].got.size(), 20u);
+  units_[kDma].fault_on_pc = -1;
+  load(0x5000, {copy_i(0, 32), halt_i()});
+  EXPECT_EQ(run(0x5000).status, int(isa::STATUS_HALTED));
+}
+
+// HALT and FENCE wait for every unit: nothing after a FENCE is handed out before all earlier
+// work has completed, and HALT reports done only after the last instruction completed.
+TEST_F(Seq, FenceAndHaltWaitForAllWork) {
+  for (auto& u : units_) u.got.clear();
+  load(0x6000, {copy_i(0, 32), mm_i(0, 8, 1, 0), op(isa::OP_FENCE), vop_i(isa::VF_ADD, 1, 2, 3),
+                halt_i()});
+  // mm without ldw would fault: put a tile first
+  load(0x6000, {ldw_i(0, 8), copy_i(0, 32), mm_i(0, 8, 1, 0), op(isa::OP_FENCE),
+                vop_i(isa::VF_ADD, 1, 2, 3), halt_i()});
+  const Outcome o = run(0x6000);
+  ASSERT_EQ(o.status, int(isa::STATUS_HALTED));
+  const uint64_t before = std::max(units_[kDma].got.back().done, units_[kMxu].got.back().done);
+  EXPECT_GT(units_[kVpu].got.front().taken, before);
+}
+
+}  // namespace
+}  // namespace tessera
