@@ -13,6 +13,7 @@ rtl/dma/tpu_dma.sv
 rtl/hbm/tpu_hbm_ctrl.sv
 rtl/hbm/tpu_hbm.sv
 rtl/ctrl/tpu_seq.sv
+rtl/ctrl/tpu_csr.sv
 rtl/mxu/tpu_mxu_pe.sv
 rtl/mxu/tpu_mxu_array.sv
 rtl/mxu/tpu_mxu_acc_mem.sv

@@ -13,6 +13,7 @@ tops=(
   "tpu_hbm_ctrl -GQueueDepth=12 -GRespDepth=5 -GRowHitCap=3 -GCL=17 -GCWL=5 -GTCCD_S=3"
   "tpu_hbm_ctrl -GIdW=9 -GOrderById=0"
   "tpu_seq"
+  "tpu_csr"
   "tpu_seq -GN=4 -GQDepth=2 -GFetchDepth=4"
   "tpu_hbm"
   "tpu_hbm -GChannels=4 -GPorts=4"
