@@ -1,0 +1,246 @@
+// tpu_vpu: the vector unit (docs/isa.md, "VPU"): N fp32 lanes, sixteen vector registers, one
+// instruction at a time in program order. VPU.LI and VPU.OP (all functs but div and sqrt,
+// reductions included: a combinational pairwise tree) write their register the cycle after
+// they are taken; div and sqrt run in N tpu_fp_divsqrt units side by side, DivLatency cycles
+// (fixed, data-independent). VPU.LD/VPU.ST use the unified-buffer port (one request of 4N bytes
+// for fp32, 2N bytes for bf16, in the low bytes of the data bus) or the accumulator port (one
+// row); each holds its request until granted, and a load writes its register when the data
+// returns. All range and field checks happen in the sequencer's decode, so the unit never
+// faults. idle_o: nothing taken is still in progress. clear_i (the doorbell) zeroes the
+// registers: nothing carries over from one program to the next (contract 4).
+`include "tpu_assert.svh"
+
+module tpu_vpu #(
+  parameter int unsigned N       = 16,              // lanes (power of two)
+  parameter int unsigned UbBytes = 262144,
+  parameter int unsigned AccRows = 1024,
+  localparam int unsigned UbAddrW  = $clog2(UbBytes),
+  localparam int unsigned AccAddrW = $clog2(AccRows),
+  localparam int unsigned W        = 32 * N         // one vector
+) (
+  input  logic                clk_i,
+  input  logic                rst_ni,
+  input  logic                clear_i,            // program start: every register to zero
+  // instructions (from the sequencer)
+  input  logic                instr_valid_i,
+  output logic                instr_ready_o,
+  input  logic [127:0]        instr_i,
+  output logic                idle_o,
+  // unified buffer: byte address, 4N bytes (wide) or 2N bytes
+  output logic                ub_req_o,
+  input  logic                ub_gnt_i,           // the access happens this cycle
+  output logic                ub_we_o,
+  output logic                ub_wide_o,          // 1: 4N bytes (fp32), 0: 2N bytes (bf16)
+  output logic [UbAddrW-1:0]  ub_addr_o,
+  output logic [W-1:0]        ub_wdata_o,         // bf16 stores: 2N bytes in bits [16N-1:0]
+  input  logic                ub_rvalid_i,        // read data of the granted read
+  input  logic [W-1:0]        ub_rdata_i,
+  // accumulator memory: read and write one row
+  output logic                acc_rd_valid_o,
+  input  logic                acc_rd_ready_i,
+  output logic [AccAddrW-1:0] acc_rd_addr_o,
+  input  logic                acc_rd_data_valid_i,
+  input  logic [W-1:0]        acc_rd_data_i,
+  output logic                acc_wr_valid_o,
+  input  logic                acc_wr_ready_i,
+  output logic [AccAddrW-1:0] acc_wr_addr_o,
+  output logic [W-1:0]        acc_wr_data_o
+);
+  localparam int unsigned Levels = $clog2(N);
+
+  typedef enum logic [2:0] {IdleS, MemS, WaitDataS, DivS} state_e;
+  state_e state_q;
+
+  logic [16*W-1:0] vreg_q;                        // register r at [W*r +: W]
+  logic [127:0]    ins_q;                         // the instruction in progress
+  logic [W-1:0]    va, vb, vc;                    // its operands
+  logic [7:0]      opc, funct;
+  logic [3:0]      vd, ra, rb, rc;
+  logic [31:0]     imm;
+
+  // Decode of the instruction being taken (IdleS) or in progress.
+  logic [127:0] ins;
+  assign ins   = (state_q == IdleS) ? instr_i : ins_q;
+  assign opc   = ins[7:0];
+  assign funct = ins[15:8];
+  assign vd    = ins[19:16];
+  assign ra    = ins[23:20];
+  assign rb    = ins[27:24];
+  assign rc    = ins[31:28];
+  assign imm   = ins[63:32];
+  assign va    = vreg_q[W*ra +: W];
+  assign vb    = vreg_q[W*rb +: W];
+  assign vc    = vreg_q[W*rc +: W];
+
+  // ---------------------------------------------------------------- one-cycle lane operations
+  logic [W-1:0] op_res;
+  logic [32*(2*N-1)-1:0] tree;                    // reduction tree: leaves 0..N-1, then levels
+  always_comb begin
+    logic is_max;
+    is_max = funct == tpu_isa_pkg::VF_RMAX;
+    // Pairwise tree: node N + j combines nodes 2j and 2j + 1 (leaves are the lanes), so level
+    // 1 is (0,1), (2,3), ..., and the root is node 2N - 2.
+    tree = '0;
+    for (int l = 0; l < N; l++) tree[32*l +: 32] = va[32*l +: 32];
+    for (int j = 0; j < N - 1; j++) begin
+      tree[32*(N + j) +: 32] = is_max ?
+          tpu_vpu_pkg::fp32_max(tree[32*(2*j) +: 32], tree[32*(2*j + 1) +: 32]) :
+          tpu_fp_pkg::fp32_add(tree[32*(2*j) +: 32], tree[32*(2*j + 1) +: 32]);
+    end
+    for (int l = 0; l < N; l++) begin
+      logic [31:0] a, b, c, r;
+      a = va[32*l +: 32];
+      b = vb[32*l +: 32];
+      c = vc[32*l +: 32];
+      unique case (funct)
+        tpu_isa_pkg::VF_ADD:   r = tpu_fp_pkg::fp32_add(a, b);
+        tpu_isa_pkg::VF_SUB:   r = tpu_fp_pkg::fp32_add(a, {~b[31], b[30:0]});
+        tpu_isa_pkg::VF_MUL:   r = tpu_fp_pkg::fp32_mul(a, b);
+        tpu_isa_pkg::VF_MIN:   r = tpu_vpu_pkg::fp32_min(a, b);
+        tpu_isa_pkg::VF_MAX:   r = tpu_vpu_pkg::fp32_max(a, b);
+        tpu_isa_pkg::VF_CMPEQ: r = {32{tpu_vpu_pkg::fp32_eq(a, b)}};
+        tpu_isa_pkg::VF_CMPLT: r = {32{tpu_vpu_pkg::fp32_lt(a, b)}};
+        tpu_isa_pkg::VF_CMPLE: r = {32{tpu_vpu_pkg::fp32_le(a, b)}};
+        tpu_isa_pkg::VF_SEL:   r = (c != '0) ? a : b;
+        tpu_isa_pkg::VF_I2F:   r = tpu_vpu_pkg::i2f(a);
+        tpu_isa_pkg::VF_F2I:   r = tpu_vpu_pkg::f2i(a);
+        tpu_isa_pkg::VF_F2BF:  r = {tpu_fp_pkg::fp32_to_bf16(a), 16'd0};
+        tpu_isa_pkg::VF_IADD:  r = a + b;
+        tpu_isa_pkg::VF_IAND:  r = a & b;
+        tpu_isa_pkg::VF_IOR:   r = a | b;
+        tpu_isa_pkg::VF_IXOR:  r = a ^ b;
+        tpu_isa_pkg::VF_SHL:   r = a << b[4:0];
+        tpu_isa_pkg::VF_SHR:   r = a >> b[4:0];
+        tpu_isa_pkg::VF_SRA:   r = $signed(a) >>> b[4:0];
+        tpu_isa_pkg::VF_RSUM,
+        tpu_isa_pkg::VF_RMAX:  r = tree[32*(2*N - 2) +: 32];
+        tpu_isa_pkg::VF_BCAST: r = va[32*imm[Levels-1:0] +: 32];
+        default:               r = '0;          // div, sqrt: the divider units
+      endcase
+      op_res[32*l +: 32] = r;
+    end
+  end
+
+  // ---------------------------------------------------------------- divide and square root
+  logic              div_op;                      // the instruction is div or sqrt
+  logic [N-1:0]      dv_ready, dv_valid;
+  logic [W-1:0]      dv_res;
+  logic              dv_start;
+  assign div_op   = opc == tpu_isa_pkg::OP_VPU_OP &&
+                    (funct == tpu_isa_pkg::VF_DIV || funct == tpu_isa_pkg::VF_SQRT);
+  assign dv_start = state_q == IdleS && instr_valid_i && div_op;
+  for (genvar l = 0; l < N; l++) begin : g_div
+    tpu_fp_divsqrt u_divsqrt (
+      .clk_i    (clk_i),
+      .rst_ni   (rst_ni),
+      .start_i  (dv_start),
+      .op_i     (funct == tpu_isa_pkg::VF_SQRT),
+      .a_i      (va[32*l +: 32]),
+      .b_i      (vb[32*l +: 32]),
+      .ready_o  (dv_ready[l]),
+      .valid_o  (dv_valid[l]),
+      .result_o (dv_res[32*l +: 32])
+    );
+  end
+
+  // ---------------------------------------------------------------- memory requests
+  logic is_ld, is_st, to_acc;
+  logic [1:0] kind;
+  assign is_ld  = opc == tpu_isa_pkg::OP_VPU_LD;
+  assign is_st  = opc == tpu_isa_pkg::OP_VPU_ST;
+  assign kind   = ins[9:8];
+  assign to_acc = kind == tpu_isa_pkg::KIND_ACC;
+
+  logic [W-1:0] st_data;                          // store data: fp32 lanes, or bf16 packed
+  always_comb begin
+    st_data = va;                                 // VPU.ST's vs is the va field
+    if (kind == tpu_isa_pkg::KIND_UB_BF16) begin
+      st_data = '0;
+      for (int l = 0; l < N; l++) st_data[16*l +: 16] = tpu_fp_pkg::fp32_to_bf16(va[32*l +: 32]);
+    end
+  end
+
+  logic mem_phase;
+  assign mem_phase = state_q == MemS;
+  assign ub_req_o       = mem_phase && !to_acc;
+  assign ub_we_o        = is_st;
+  assign ub_wide_o      = kind == tpu_isa_pkg::KIND_UB_F32;
+  assign ub_addr_o      = UbAddrW'(imm);
+  assign ub_wdata_o     = st_data;
+  assign acc_rd_valid_o = mem_phase && to_acc && is_ld;
+  assign acc_rd_addr_o  = AccAddrW'(imm);
+  assign acc_wr_valid_o = mem_phase && to_acc && is_st;
+  assign acc_wr_addr_o  = AccAddrW'(imm);
+  assign acc_wr_data_o  = va;
+
+  logic mem_done, mem_read_granted;
+  assign mem_read_granted = mem_phase && is_ld && (to_acc ? acc_rd_ready_i : ub_gnt_i);
+  assign mem_done         = mem_phase && is_st && (to_acc ? acc_wr_ready_i : ub_gnt_i);
+
+  // Load data, widened from bf16 when the kind says so.
+  logic [W-1:0] ld_data;
+  logic         ld_valid;
+  always_comb begin
+    ld_valid = state_q == WaitDataS && (to_acc ? acc_rd_data_valid_i : ub_rvalid_i);
+    ld_data  = to_acc ? acc_rd_data_i : ub_rdata_i;
+    if (!to_acc && kind == tpu_isa_pkg::KIND_UB_BF16) begin
+      for (int l = 0; l < N; l++) ld_data[32*l +: 32] = {ub_rdata_i[16*l +: 16], 16'd0};
+    end
+  end
+
+  // ---------------------------------------------------------------- sequencing
+  assign instr_ready_o = state_q == IdleS && (!div_op || dv_ready == '1);
+  assign idle_o        = state_q == IdleS;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      state_q <= IdleS;
+      ins_q   <= '0;
+      vreg_q  <= '0;
+    end else if (clear_i) begin
+      state_q <= IdleS;
+      vreg_q  <= '0;
+    end else begin
+      unique case (state_q)
+        IdleS: begin
+          if (instr_valid_i && instr_ready_o) begin
+            ins_q <= instr_i;
+            if (opc == tpu_isa_pkg::OP_VPU_LI) begin
+              vreg_q[W*vd +: W] <= {N{imm}};
+            end else if (opc == tpu_isa_pkg::OP_VPU_OP && !div_op) begin
+              vreg_q[W*vd +: W] <= op_res;
+            end else if (div_op) begin
+              state_q <= DivS;
+            end else if (is_ld || is_st) begin
+              state_q <= MemS;
+            end
+          end
+        end
+        MemS: begin
+          if (mem_done) state_q <= IdleS;
+          if (mem_read_granted) state_q <= WaitDataS;
+        end
+        WaitDataS: begin
+          if (ld_valid) begin
+            vreg_q[W*vd +: W] <= ld_data;
+            state_q <= IdleS;
+          end
+        end
+        DivS: begin
+          if (dv_valid[0]) begin
+            vreg_q[W*vd +: W] <= dv_res;
+            state_q <= IdleS;
+          end
+        end
+        default: state_q <= IdleS;
+      endcase
+    end
+  end
+
+  logic unused_ins;
+  assign unused_ins = ^{ins[127:64]};
+
+  `TPU_ASSERT(DividersMoveTogether, dv_valid == '0 || dv_valid == '1)
+  `TPU_ASSERT(MemoryRequestsOnlyInMemState,
+              !(ub_req_o || acc_rd_valid_o || acc_wr_valid_o) || state_q == MemS)
+endmodule
