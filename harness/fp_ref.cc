@@ -10,6 +10,16 @@ uint32_t add(uint32_t a, uint32_t b) { return canonical(bits(f32(a) + f32(b))); 
 
 uint32_t mul(uint32_t a, uint32_t b) { return canonical(bits(f32(a) * f32(b))); }
 
+uint32_t div(uint32_t a, uint32_t b) {
+  volatile float x = f32(a), y = f32(b);  // volatile: never folded or reassociated
+  return canonical(bits(x / y));
+}
+
+uint32_t sqrt(uint32_t a) {
+  volatile float x = f32(a);
+  return canonical(bits(std::sqrt(static_cast<float>(x))));
+}
+
 uint32_t bf16_to_fp32(uint16_t a) {
   if (is_nan16(a)) return kFp32CanonicalNan;
   const bool neg = a & 0x8000u;

@@ -32,6 +32,10 @@ inline uint32_t canonical(uint32_t b) { return is_nan32(b) ? kFp32CanonicalNan :
 uint32_t add(uint32_t a, uint32_t b);
 // fp32 * fp32 with the host's multiplier.
 uint32_t mul(uint32_t a, uint32_t b);
+// fp32 / fp32 with the host's divider (x / 0 = +-inf, 0 / 0 and inf / inf = NaN).
+uint32_t div(uint32_t a, uint32_t b);
+// Square root of an fp32 with std::sqrt on float (sqrt(-0) = -0, negative -> NaN).
+uint32_t sqrt(uint32_t a);
 // bf16 -> fp32: the value rebuilt from its fields with ldexp (independent of bit shifting).
 uint32_t bf16_to_fp32(uint16_t a);
 // bf16 * bf16 -> fp32: both widened, multiplied by the host, rounded once to fp32.

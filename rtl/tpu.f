@@ -4,6 +4,7 @@ rtl/pkg/tpu_pkg.sv
 rtl/pkg/tpu_isa_pkg.sv
 rtl/fpu/tpu_fp_pkg.sv
 rtl/fpu/tpu_fpu.sv
+rtl/fpu/tpu_fp_divsqrt.sv
 rtl/mem/tpu_sram_sp.sv
 rtl/mem/tpu_sram_dp.sv
 rtl/mem/tpu_sram_banked.sv

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tops=(
   "tpu_fpu"
+  "tpu_fp_divsqrt"
   "tpu_mxu_pe"
   "tpu_dma_agen"
   "tpu_dma"

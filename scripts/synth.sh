@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make synth: Yosys (generic gates, `synth`) on the arithmetic block, the processing element,
+# make synth: Yosys (generic gates, `synth`) on the arithmetic block, the divide / square-root
+# unit, the processing element,
 # the SRAM macros (64 x 64 bits), the DMA (default parameters) and the whole MXU at N = 4 (AccRows 16). Fails on a parse
 # error, on any latch, or on an undriven signal. Cell counts: <out>/<top>.stat; a summary is printed at the end.
 # -defer: elaborate only at the requested parameters (without it Yosys first builds every module
@@ -33,6 +34,7 @@ run() {  # name top "params" files...
   grep -E '^\s+\$_' "$out/$name.stat" > "$out/$name.cells" || true
 }
 run tpu_fpu tpu_fpu "" rtl/fpu/tpu_fpu.sv
+run tpu_fp_divsqrt tpu_fp_divsqrt "" rtl/fpu/tpu_fp_divsqrt.sv
 run tpu_mxu_pe tpu_mxu_pe "" rtl/mxu/tpu_mxu_pe.sv
 run tpu_sram_sp tpu_sram_sp "-set Words 64 -set Elems 4 -set ElemW 16" rtl/mem/tpu_sram_sp.sv
 run tpu_sram_dp tpu_sram_dp "-set Words 64 -set Elems 4 -set ElemW 16" rtl/mem/tpu_sram_dp.sv

@@ -137,6 +137,65 @@ package tpu_fp_pkg;
     bf16_mul = res;
   endfunction
 
+  // fp32 x fp32. Both significands are normalised first (a subnormal's leading one moved to
+  // bit 23, its exponent lowered to match), so the 48-bit product has its leading one at bit 47
+  // or 46. In range the top 24 bits are the significand, the next the guard, the rest the
+  // sticky. Below 2^-126 the whole product is shifted right by 1 - exp into a 74-bit window
+  // whose 26 low zero bits catch every shifted-out bit (a shift of 26 or more leaves under a
+  // quarter ulp of the smallest subnormal: +-0), so guard and sticky are exact and the result
+  // is rounded once.
+  function automatic tpu_pkg::fp32_t fp32_mul(input tpu_pkg::fp32_t a, input tpu_pkg::fp32_t b);
+    logic               sign, a_nan, b_nan, a_inf, b_inf, a_zero, b_zero, round_up;
+    logic [4:0]         lza, lzb;
+    logic [23:0]        sa, sb;
+    logic [47:0]        prod, prod_n;
+    logic signed [10:0] exp_res;
+    logic [7:0]         exp_eff;  // 1 for a subnormal result
+    logic [10:0]        shamt;
+    logic [73:0]        wide;   // {significand[23:0], guard, 49 sticky bits}
+    logic [30:0]        rounded;
+    tpu_pkg::fp32_t     res;
+    sign    = a[31] ^ b[31];
+    a_nan   = fp32_is_nan(a[30:0]);
+    b_nan   = fp32_is_nan(b[30:0]);
+    a_inf   = fp32_is_inf(a[30:0]);
+    b_inf   = fp32_is_inf(b[30:0]);
+    a_zero  = a[30:0] == 31'd0;
+    b_zero  = b[30:0] == 31'd0;
+    lza     = lzc32({a[30:23] != 8'd0, a[22:0], 8'd0});
+    lzb     = lzc32({b[30:23] != 8'd0, b[22:0], 8'd0});
+    sa      = {a[30:23] != 8'd0, a[22:0]} << lza;  // leading one at bit 23
+    sb      = {b[30:23] != 8'd0, b[22:0]} << lzb;
+    prod    = 48'(sa * sb);
+    prod_n  = prod[47] ? prod : {prod[46:0], 1'b0};
+    // Biased exponent of prod_n read as 1.xxx: a subnormal counts as exponent 1.
+    exp_res = $signed({3'd0, (a[30:23] == 8'd0) ? 8'd1 : a[30:23]}) - $signed({6'd0, lza}) +
+              $signed({3'd0, (b[30:23] == 8'd0) ? 8'd1 : b[30:23]}) - $signed({6'd0, lzb}) -
+              11'sd127 + $signed({10'd0, prod[47]});
+    if (exp_res >= 11'sd1) begin
+      shamt   = 11'd0;
+      exp_eff = exp_res[7:0];  // >= 255 is overflow, handled below
+    end else begin
+      shamt   = (11'sd1 - exp_res > 11'sd26) ? 11'd26 : 11'(11'sd1 - exp_res);
+      exp_eff = 8'd1;
+    end
+    wide     = {prod_n, 26'd0} >> shamt;
+    round_up = wide[49] & ((wide[48:0] != 49'd0) | wide[50]);
+    // (exp - 1) << 23 plus {hidden, fraction}: the hidden bit restores the exponent, a subnormal
+    // (hidden 0, exp_eff 1) packs with exponent field 0, and a rounding carry ripples upward.
+    rounded  = {exp_eff - 8'd1, 23'd0} + {7'd0, wide[73:50]} + {30'd0, round_up};
+    if (a_nan || b_nan || (a_inf && b_zero) || (a_zero && b_inf)) begin
+      res = tpu_pkg::FP32_CANON_NAN;
+    end else if (a_inf || b_inf || (exp_res >= 11'sd255)) begin
+      res = {sign, 8'hFF, 23'd0};
+    end else if (a_zero || b_zero) begin
+      res = {sign, 31'd0};
+    end else begin
+      res = {sign, rounded};  // a carry out of 0x7F7FFFFF lands exactly on inf
+    end
+    fp32_mul = res;
+  endfunction
+
   // fp32 -> bf16, round to nearest even; NaN -> canonical bf16 NaN; overflow rounds to inf.
   function automatic tpu_pkg::bf16_t fp32_to_bf16(input tpu_pkg::fp32_t a);
     tpu_pkg::bf16_t rounded;

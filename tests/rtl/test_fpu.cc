@@ -1,5 +1,5 @@
-// The arithmetic RTL (tpu_fpu: fp32 add, bf16 x bf16 -> fp32, fp32 <-> bf16) against the
-// host's IEEE arithmetic (harness/fp_ref.h): every special class against every other, and
+// The arithmetic RTL (tpu_fpu: fp32 add, bf16 x bf16 -> fp32, fp32 x fp32, fp32 <-> bf16) against
+// the host's IEEE arithmetic (harness/fp_ref.h): every special class against every other, and
 // random vectors (TESSERA_FP_VECTORS, default 10^6 per operation). A mismatch prints the
 // operands, the expected and the produced bits.
 #include <gtest/gtest.h>
@@ -30,6 +30,17 @@ class Fpu : public ::testing::Test {
     sim_->mul_b_i = b;
     sim_.eval();
     return sim_->mul_o;
+  }
+  uint32_t fmul(uint32_t a, uint32_t b) {
+    sim_->fmul_a_i = a;
+    sim_->fmul_b_i = b;
+    sim_.eval();
+    return sim_->fmul_o;
+  }
+  void check_fmul(uint32_t a, uint32_t b) {
+    const uint32_t want = fp::mul(a, b), got = fmul(a, b);
+    if (want != got)
+      mismatch(hex32(a) + " * " + hex32(b) + ": want " + hex32(want) + " got " + hex32(got));
   }
   uint16_t f2bf(uint32_t a) {
     sim_->f2bf_i = a;
@@ -148,6 +159,92 @@ TEST_F(Fpu, Bf16MulUnderflowRangeExhaustiveExponents) {
         ++cases;
         if (want != got)
           mismatch(hex16(a) + " * " + hex16(b) + ": want " + hex32(want) + " got " + hex32(got));
+      }
+    }
+  }
+  expect_no_mismatch(cases);
+}
+
+TEST_F(Fpu, Fp32MulSpecialClassesPairwise) {
+  const auto s = test::fp32_specials();
+  for (uint32_t a : s) {
+    for (uint32_t b : s) check_fmul(a, b);
+  }
+  expect_no_mismatch(s.size() * s.size());
+}
+
+TEST_F(Fpu, Fp32MulRandom) {
+  // Biased patterns (Fp32Gen) for half the cases, uniform bit patterns for the other half.
+  test::Fp32Gen gen(test::test_seed());
+  const uint64_t n = test::vector_count(1000000);
+  for (uint64_t i = 0; i < n; ++i) {
+    const bool uniform = i & 1;
+    const uint32_t a = uniform ? static_cast<uint32_t>(gen.rng()()) : gen();
+    const uint32_t b = uniform ? static_cast<uint32_t>(gen.rng()()) : gen();
+    check_fmul(a, b);
+  }
+  expect_no_mismatch(n);
+}
+
+TEST_F(Fpu, Fp32MulSubnormalResults) {
+  // Exponent pairs whose product lands in the subnormal range, at the 2^-126 boundary or just
+  // below the smallest subnormal (exponent sums 80 .. 130 cover product exponents -174 .. -124),
+  // with random significands, signs and subnormal operands; a quarter of the cases use
+  // significands with few set bits, so the product is exact or sits exactly on a rounding tie,
+  // and half of those move one operand by an ulp (a near tie decided by the far sticky bits).
+  test::Fp32Gen gen(test::test_seed());
+  auto& rng = gen.rng();
+  const uint64_t n = test::vector_count(1000000);
+  for (uint64_t i = 0; i < n; ++i) {
+    const int sum = 80 + static_cast<int>(rng() % 51);
+    const int ea = static_cast<int>(rng() % (sum + 1 < 254 ? sum + 1 : 254));
+    const int eb = sum - ea;
+    uint32_t fa = static_cast<uint32_t>(rng()) & 0x7FFFFFu;
+    uint32_t fb = static_cast<uint32_t>(rng()) & 0x7FFFFFu;
+    if ((rng() & 3) == 0) {  // short significands: exact products, exact ties, near ties
+      fa &= 0x7F0000u << (rng() % 8);
+      fb &= 0x700000u;
+      if (fa == 0 && ea == 0) fa = 1u << (rng() % 23);
+      // One ulp off a short significand moves the product a hair off its tie: the rounding
+      // then depends only on the sticky bits far below the guard.
+      if (rng() & 1) fa = (fa + ((rng() & 1) ? 1u : 0x7FFFFFu)) & 0x7FFFFFu;
+    }
+    if (ea == 0 && fa == 0) fa = 1;
+    if (eb == 0 && fb == 0) fb = 1;
+    const uint32_t a =
+        (static_cast<uint32_t>(rng() & 1) << 31) | (static_cast<uint32_t>(ea) << 23) | fa;
+    const uint32_t b =
+        (static_cast<uint32_t>(rng() & 1) << 31) | (static_cast<uint32_t>(eb) << 23) | fb;
+    check_fmul(a, b);
+  }
+  expect_no_mismatch(n);
+}
+
+TEST_F(Fpu, Fp32MulRoundingTiesAndOverflow) {
+  // Products of a power of two with values one ulp apart around the tie points of the
+  // subnormal range (x * 2^-k with the shifted-out bits exactly half), and around the overflow
+  // threshold (0x7F7FFFFF * (1 + ulp), max * 2, (2 - ulp) * 2^127).
+  test::Fp32Gen gen(test::test_seed());
+  uint64_t cases = 0;
+  for (int k = 1; k <= 30; ++k) {
+    for (int i = 0; i < 2000; ++i) {
+      const uint32_t x =
+          (static_cast<uint32_t>(gen.rng()()) & 0x807FFFFFu) | (1u << 23) * (1 + i % 3);
+      const uint32_t p = static_cast<uint32_t>(127 - k - (i % 3)) << 23;  // 2^-(k + i%3)
+      for (int d = -1; d <= 1; ++d) {
+        check_fmul(x + d, p);
+        ++cases;
+      }
+    }
+  }
+  for (uint32_t a : {0x7F7FFFFFu, 0x7F7FFFFEu, 0x7F000000u, 0x3F800000u, 0x3F800001u, 0x3FFFFFFFu,
+                     0x40000000u, 0x00800000u, 0x007FFFFFu, 0x00000001u}) {
+    for (uint32_t b : {0x3F800000u, 0x3F800001u, 0x3F7FFFFFu, 0x40000000u, 0x3FFFFFFFu, 0x7F000000u,
+                       0x7E800000u, 0x00800000u, 0x34000000u, 0x33800000u}) {
+      for (uint32_t sign : {0u, 0x80000000u}) {
+        check_fmul(a | sign, b);
+        check_fmul(b, a | sign);
+        cases += 2;
       }
     }
   }

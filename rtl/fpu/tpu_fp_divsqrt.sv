@@ -1,0 +1,225 @@
+// tpu_fp_divsqrt: IEEE-754 binary32 divide and square root, one operation at a time, by radix-2
+// restoring digit recurrence with two quotient (root) bits per cycle. The latency is FIXED for
+// every input, specials included (contract 3: timing is data-independent): start_i accepted in
+// cycle t (ready_o high) -> set-up edge (operands normalised and registered) -> 13 recurrence
+// cycles (26 bits: 1 integer, 23 fraction, guard, one more) -> rounding edge; valid_o is high
+// for exactly one cycle, cycle t + 15, and ready_o is high again in that same cycle, so the next
+// operation may start there: one result every 15 cycles back to back. Rounding is
+// round-to-nearest-even from the guard bit and a sticky bit (lower quotient bits | remainder
+// != 0); subnormal inputs are normalised first; quotients below 2^-126 are shifted right once,
+// with every shifted-out bit in the sticky, before the single rounding. x / 0 = +-inf (not a
+// fault), 0 / 0 = inf / inf = NaN, x / inf = +-0, sqrt(-0) = -0, sqrt(negative) = NaN,
+// sqrt(+inf) = +inf; every NaN result is the canonical 0x7FC00000. docs/numerics.md states the
+// contract.
+`include "tpu_assert.svh"
+
+module tpu_fp_divsqrt (
+  input  logic           clk_i,
+  input  logic           rst_ni,
+  // request
+  input  logic           start_i,     // begin an operation (accepted when ready_o)
+  input  logic           op_i,        // 0: a_i / b_i, 1: sqrt(a_i)
+  input  tpu_pkg::fp32_t a_i,         // dividend or radicand (IEEE binary32 bits)
+  input  tpu_pkg::fp32_t b_i,         // divisor (ignored by sqrt)
+  output logic           ready_o,     // idle: start_i is accepted this cycle
+  // result
+  output logic           valid_o,     // one-cycle pulse, 15 cycles after the start
+  output tpu_pkg::fp32_t result_o     // the IEEE result (RNE), held until the next one
+);
+  // Recurrence cycles, 2 bits each. The latency, start_i accepted in cycle t to valid_o in
+  // cycle t + latency, is Iters + 2 = 15 (tests/rtl/test_fp_divsqrt.cc: kLatency, checked for
+  // every input class).
+  localparam int unsigned Iters = 13;
+
+  // ---------------------------------------------------------------------------------------------
+  // Operand set-up (combinational from the inputs, registered when the operation starts)
+  // ---------------------------------------------------------------------------------------------
+  logic               a_nan, b_nan, a_inf, b_inf, a_zero, b_zero, a_lt_b;
+  logic [4:0]         lza, lzb;
+  logic [23:0]        ma, mb;                   // significands, leading one at bit 23
+  logic signed [10:0] ea, eb, e_sqrt;           // biased exponents of ma, mb; unbiased a / 2
+  logic signed [10:0] exp_start;                // biased exponent of the result's leading bit
+  logic               special_start;
+  tpu_pkg::fp32_t     special_res_start;
+  logic [29:0]        rem_start;
+  logic [51:0]        rad_start;
+
+  always_comb begin
+    a_nan  = tpu_fp_pkg::fp32_is_nan(a_i[30:0]);
+    b_nan  = tpu_fp_pkg::fp32_is_nan(b_i[30:0]);
+    a_inf  = tpu_fp_pkg::fp32_is_inf(a_i[30:0]);
+    b_inf  = tpu_fp_pkg::fp32_is_inf(b_i[30:0]);
+    a_zero = a_i[30:0] == 31'd0;
+    b_zero = b_i[30:0] == 31'd0;
+    // Normalise: a subnormal's leading one moves to bit 23 and its exponent (1) drops to match.
+    lza    = tpu_fp_pkg::lzc32({a_i[30:23] != 8'd0, a_i[22:0], 8'd0});
+    lzb    = tpu_fp_pkg::lzc32({b_i[30:23] != 8'd0, b_i[22:0], 8'd0});
+    ma     = {a_i[30:23] != 8'd0, a_i[22:0]} << lza;
+    mb     = {b_i[30:23] != 8'd0, b_i[22:0]} << lzb;
+    ea     = $signed({3'd0, (a_i[30:23] == 8'd0) ? 8'd1 : a_i[30:23]}) - $signed({6'd0, lza});
+    eb     = $signed({3'd0, (b_i[30:23] == 8'd0) ? 8'd1 : b_i[30:23]}) - $signed({6'd0, lzb});
+    a_lt_b = ma < mb;
+    e_sqrt = (ea - 11'sd127) >>> 1;             // floor((ea - 127) / 2)
+    if (!op_i) begin
+      // ma / mb lies in (1/2, 2): start from 2 ma when ma < mb, so the quotient is in [1, 2).
+      exp_start = ea - eb + 11'sd127 - (a_lt_b ? 11'sd1 : 11'sd0);
+      rem_start = a_lt_b ? {5'd0, ma, 1'b0} : {6'd0, ma};
+      rad_start = '0;
+      special_start = a_nan || b_nan || a_inf || b_inf || a_zero || b_zero;
+      if (a_nan || b_nan || (a_inf && b_inf) || (a_zero && b_zero)) begin
+        special_res_start = tpu_pkg::FP32_CANON_NAN;
+      end else if (a_inf || b_zero) begin
+        special_res_start = {a_i[31] ^ b_i[31], 8'hFF, 23'd0};
+      end else begin  // 0 / x, x / inf
+        special_res_start = {a_i[31] ^ b_i[31], 31'd0};
+      end
+    end else begin
+      // sqrt(ma * 2^e): for even e the radicand is ma, for odd e it is 2 ma, so the root of
+      // rad = ma << 27 (or << 28) is a 26-bit integer with its leading one at bit 25.
+      exp_start = e_sqrt + 11'sd127;
+      rem_start = '0;
+      rad_start = (ea[0] == 1'b1) ? {1'b0, ma, 27'd0} : {ma, 28'd0};  // ea odd <=> e even
+      special_start = a_nan || a_inf || a_zero || a_i[31];
+      if (a_nan || (a_i[31] && !a_zero)) begin
+        special_res_start = tpu_pkg::FP32_CANON_NAN;
+      end else begin  // +-0 -> itself, +inf -> +inf
+        special_res_start = a_i;
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------------------------------------
+  // State
+  // ---------------------------------------------------------------------------------------------
+  logic               busy_q, valid_q;
+  logic [3:0]         cnt_q;                    // recurrence cycles done, 0 .. Iters
+  tpu_pkg::fp32_t     result_q;
+  logic               op_q, sign_q, special_q;
+  tpu_pkg::fp32_t     special_res_q;
+  logic signed [10:0] exp_q;
+  logic [29:0]        rem_q;                    // partial remainder
+  logic [23:0]        div_q;                    // divisor significand
+  logic [51:0]        rad_q;                    // radicand bits not yet consumed, top first
+  logic [25:0]        quo_q;                    // quotient / root bits so far
+
+  logic               accept, iterate, finish;
+  assign accept  = start_i && !busy_q;
+  assign iterate = busy_q && (cnt_q != 4'(Iters));
+  assign finish  = busy_q && (cnt_q == 4'(Iters));
+
+  // ---------------------------------------------------------------------------------------------
+  // Recurrence: two restoring steps per cycle
+  // ---------------------------------------------------------------------------------------------
+  logic [29:0] rem_step, rem_sh;
+  logic [27:0] trial;
+  logic [25:0] quo_step;
+  logic [51:0] rad_step;
+  logic        bit_q;
+
+  always_comb begin
+    rem_step = rem_q;
+    quo_step = quo_q;
+    rad_step = rad_q;
+    for (int i = 0; i < 2; i++) begin
+      if (op_q) begin
+        // Root digit: bring down two radicand bits; subtract 4q + 1 when it fits.
+        rem_sh   = {rem_step[27:0], rad_step[51:50]};
+        trial    = {quo_step, 2'b01};
+        bit_q    = rem_sh >= {2'd0, trial};
+        rem_step = bit_q ? rem_sh - {2'd0, trial} : rem_sh;
+        rad_step = {rad_step[49:0], 2'b00};
+      end else begin
+        // Quotient digit: subtract the divisor when it fits, then double the remainder.
+        // The remainder stays below twice the divisor (< 2^25), so the doubling cannot overflow.
+        trial    = {4'd0, div_q};
+        bit_q    = rem_step >= {2'd0, trial};
+        rem_sh   = bit_q ? rem_step - {2'd0, trial} : rem_step;
+        rem_step = {rem_sh[28:0], 1'b0};
+        rad_step = rad_step;
+      end
+      quo_step = {quo_step[24:0], bit_q};
+    end
+  end
+
+  // ---------------------------------------------------------------------------------------------
+  // Rounding: the single RNE rounding, after the subnormal shift
+  // ---------------------------------------------------------------------------------------------
+  logic [10:0]    shamt;
+  logic [7:0]     exp_eff;                      // 1 for a subnormal result
+  logic [53:0]    wide;                         // {significand[23:0], guard, 29 sticky bits}
+  logic           sticky, round_up;
+  logic [30:0]    rounded;
+  tpu_pkg::fp32_t result_d;
+
+  always_comb begin
+    if (exp_q >= 11'sd1) begin
+      shamt   = 11'd0;
+      exp_eff = exp_q[7:0];                     // >= 255 is overflow, handled below
+    end else begin
+      // A shift of 28 leaves the quotient entirely in the sticky (the value is under a quarter
+      // of the smallest subnormal from a shift of 26 on): the result is +-0.
+      shamt   = (11'sd1 - exp_q > 11'sd28) ? 11'd28 : 11'(11'sd1 - exp_q);
+      exp_eff = 8'd1;
+    end
+    wide     = {quo_q, 28'd0} >> shamt;
+    sticky   = (wide[28:0] != 29'd0) || (rem_q != 30'd0);
+    round_up = wide[29] & (sticky | wide[30]);
+    rounded  = {exp_eff - 8'd1, 23'd0} + {7'd0, wide[53:30]} + {30'd0, round_up};
+    if (special_q) begin
+      result_d = special_res_q;
+    end else if (exp_q >= 11'sd255) begin
+      result_d = {sign_q, 8'hFF, 23'd0};
+    end else begin
+      result_d = {sign_q, rounded};             // a carry out of 0x7F7FFFFF lands on inf
+    end
+  end
+
+  // ---------------------------------------------------------------------------------------------
+  // Registers
+  // ---------------------------------------------------------------------------------------------
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      busy_q   <= 1'b0;
+      valid_q  <= 1'b0;
+      cnt_q    <= '0;
+      result_q <= '0;
+    end else begin
+      valid_q <= finish;
+      if (accept) begin
+        busy_q <= 1'b1;
+        cnt_q  <= '0;
+      end else if (iterate) begin
+        cnt_q  <= cnt_q + 4'd1;
+      end else if (finish) begin
+        busy_q   <= 1'b0;
+        result_q <= result_d;
+      end
+    end
+  end
+
+  // Datapath registers need no reset: they are loaded by every accepted start.
+  always_ff @(posedge clk_i) begin
+    if (accept) begin
+      op_q          <= op_i;
+      sign_q        <= a_i[31] ^ (b_i[31] & !op_i);
+      special_q     <= special_start;
+      special_res_q <= special_res_start;
+      exp_q         <= exp_start;
+      rem_q         <= rem_start;
+      div_q         <= mb;
+      rad_q         <= rad_start;
+      quo_q         <= '0;
+    end else if (iterate) begin
+      rem_q <= rem_step;
+      rad_q <= rad_step;
+      quo_q <= quo_step;
+    end
+  end
+
+  assign ready_o  = !busy_q;
+  assign valid_o  = valid_q;
+  assign result_o = result_q;
+
+  `TPU_ASSERT(CountInRange, busy_q |-> (cnt_q <= 4'(Iters)))
+  `TPU_ASSERT(ValidOnlyWhenIdle, valid_q |-> !busy_q)
+endmodule
