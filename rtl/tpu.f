@@ -19,3 +19,5 @@ rtl/mxu/tpu_mxu_pe.sv
 rtl/mxu/tpu_mxu_array.sv
 rtl/mxu/tpu_mxu_acc_mem.sv
 rtl/mxu/tpu_mxu.sv
+rtl/vpu/tpu_vpu_pkg.sv
+rtl/vpu/tpu_vpu.sv

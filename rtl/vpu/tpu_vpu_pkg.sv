@@ -4,8 +4,8 @@
 // exit each (Yosys 0.23 reads no `return`).
 package tpu_vpu_pkg;
 
-  function automatic logic is_nan(input logic [31:0] a);
-    is_nan = a[30:23] == 8'hFF && a[22:0] != '0;
+  function automatic logic is_nan(input logic [30:0] mag);  // the sign does not matter
+    is_nan = mag[30:23] == 8'hFF && mag[22:0] != '0;
   endfunction
 
   // a < b in IEEE order for non-NaN operands (-0 = +0): by sign and magnitude.
@@ -20,11 +20,11 @@ package tpu_vpu_pkg;
   endfunction
 
   function automatic logic fp32_eq(input logic [31:0] a, input logic [31:0] b);
-    fp32_eq = !is_nan(a) && !is_nan(b) && (a == b || (a[30:0] == '0 && b[30:0] == '0));
+    fp32_eq = !is_nan(a[30:0]) && !is_nan(b[30:0]) && (a == b || (a[30:0] == '0 && b[30:0] == '0));
   endfunction
 
   function automatic logic fp32_lt(input logic [31:0] a, input logic [31:0] b);
-    fp32_lt = !is_nan(a) && !is_nan(b) && ordered_lt(a, b);
+    fp32_lt = !is_nan(a[30:0]) && !is_nan(b[30:0]) && ordered_lt(a, b);
   endfunction
 
   function automatic logic fp32_le(input logic [31:0] a, input logic [31:0] b);
@@ -33,50 +33,44 @@ package tpu_vpu_pkg;
 
   // min / max: NaN if either is NaN (canonical); min(-0, +0) = -0, max(-0, +0) = +0.
   function automatic logic [31:0] fp32_min(input logic [31:0] a, input logic [31:0] b);
-    if (is_nan(a) || is_nan(b))                   fp32_min = tpu_pkg::FP32_CANON_NAN;
+    if (is_nan(a[30:0]) || is_nan(b[30:0]))                   fp32_min = tpu_pkg::FP32_CANON_NAN;
     else if (a[30:0] == '0 && b[30:0] == '0)      fp32_min = a | b;        // -0 if either is
     else                                          fp32_min = ordered_lt(b, a) ? b : a;
   endfunction
 
   function automatic logic [31:0] fp32_max(input logic [31:0] a, input logic [31:0] b);
-    if (is_nan(a) || is_nan(b))                   fp32_max = tpu_pkg::FP32_CANON_NAN;
+    if (is_nan(a[30:0]) || is_nan(b[30:0]))                   fp32_max = tpu_pkg::FP32_CANON_NAN;
     else if (a[30:0] == '0 && b[30:0] == '0)      fp32_max = a & b;        // +0 if either is
     else                                          fp32_max = ordered_lt(a, b) ? b : a;
   endfunction
 
   // int32 -> fp32, round to nearest even (exact below 2^24).
   function automatic logic [31:0] i2f(input logic [31:0] x);
-    logic        s;
+    logic        s, g, st, up;
     logic [31:0] mag, norm;
     logic [4:0]  lz;
     logic [7:0]  e;
-    logic [23:0] m;
-    logic        g, st, up;
-    logic [24:0] mr;
     s    = x[31];
     mag  = s ? (~x + 32'd1) : x;                  // 0x80000000 stays (|INT32_MIN| = 2^31)
     lz   = tpu_fp_pkg::lzc32(mag);
-    norm = mag << lz;                             // leading one at bit 31
-    m    = norm[31:8];                            // 24 significant bits
+    norm = mag << lz;                             // leading one at bit 31 (none for zero)
     g    = norm[7];
     st   = norm[6:0] != '0;
-    up   = g && (st || m[0]);
-    mr   = {1'b0, m} + 25'(up);
+    up   = g && (st || norm[8]);
     e    = 8'd158 - 8'(lz);                       // 127 + 31 - lz
-    if (mag == '0)   i2f = '0;
-    else if (mr[24]) i2f = {s, e + 8'd1, 23'd0};  // rounded up to the next power of two
-    else             i2f = {s, e, mr[22:0]};
+    // Rounding up carries from the fraction into the exponent by itself: {e, fraction} + 1.
+    if (!norm[31]) i2f = '0;
+    else           i2f = {s, {e, norm[30:8]} + 31'(up)};
   endfunction
 
   // fp32 -> int32 toward zero; NaN -> 0; beyond the range -> INT32_MIN / INT32_MAX.
   function automatic logic [31:0] f2i(input logic [31:0] a);
     logic [7:0]  e;
-    logic [31:0] mag;
-    logic [55:0] wide;
-    e = a[30:23];
-    wide = {32'd0, 1'b1, a[22:0]} << (e - 8'd127);  // used only for 127 <= e <= 157
-    mag  = wide[54:23];
-    if (is_nan(a))             f2i = '0;
+    logic [31:0] mag, sig;
+    e   = a[30:23];
+    sig = {8'd0, 1'b1, a[22:0]};                  // |a| * 2^(150 - e)
+    mag = (e >= 8'd150) ? (sig << (e - 8'd150)) : (sig >> (8'd150 - e));  // for e in 127..157
+    if (is_nan(a[30:0]))             f2i = '0;
     else if (e < 8'd127)       f2i = '0;                                   // |a| < 1
     else if (e >= 8'd158)      f2i = a[31] ? 32'h8000_0000 : 32'h7FFF_FFFF; // |a| >= 2^31
     else                       f2i = a[31] ? (~mag + 32'd1) : mag;
