@@ -48,6 +48,7 @@ sim: lint build
 
 test-long: build
 	TESSERA_FP_VECTORS=20000000 $(BUILD)/tests/test_fpu
+	TESSERA_FP_VECTORS=20000000 $(BUILD)/tests/test_fp_divsqrt
 
 waves: build
 	@scripts/ensure_packages.sh $(WAVES_PACKAGES)

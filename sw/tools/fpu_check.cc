@@ -3,7 +3,9 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 
+#include "Vtpu_fp_divsqrt.h"
 #include "Vtpu_fpu.h"
 #include "harness/fp_ref.h"
 #include "harness/sim_ctrl.h"
@@ -11,9 +13,43 @@
 namespace tessera::tools {
 namespace {
 
-int operand_count(FpuOp op) { return (op == FpuOp::kAdd || op == FpuOp::kBf16Mul) ? 2 : 1; }
-int operand_bits(FpuOp op) { return (op == FpuOp::kAdd || op == FpuOp::kFp32ToBf16) ? 32 : 16; }
+int operand_count(FpuOp op) {
+  return (op == FpuOp::kAdd || op == FpuOp::kBf16Mul || op == FpuOp::kMul || op == FpuOp::kDiv) ? 2
+                                                                                                : 1;
+}
+int operand_bits(FpuOp op) { return (op == FpuOp::kBf16Mul || op == FpuOp::kBf16ToFp32) ? 16 : 32; }
 int result_bits(FpuOp op) { return op == FpuOp::kFp32ToBf16 ? 16 : 32; }
+
+// tpu_fp_divsqrt, one operation at a time: start, then wait for valid_o. The unit's latency is
+// fixed (15 cycles); a result that does not come within kMaxCycles is an error, not a hang.
+class DivSqrtRunner {
+ public:
+  DivSqrtRunner() {
+    sim_->start_i = 0;
+    sim_->op_i = 0;
+    sim_->a_i = 0;
+    sim_->b_i = 0;
+    sim_.reset();
+  }
+  uint32_t run(bool sqrt, uint32_t a, uint32_t b) {
+    sim_->start_i = 1;
+    sim_->op_i = sqrt;
+    sim_->a_i = a;
+    sim_->b_i = b;
+    sim_.tick();  // accepted: the unit is idle between cases
+    sim_->start_i = 0;
+    for (int i = 0; i < kMaxCycles && !sim_->valid_o; ++i) sim_.tick();
+    if (!sim_->valid_o) {
+      throw std::runtime_error("tpu_fp_divsqrt gave no result within " +
+                               std::to_string(kMaxCycles) + " cycles");
+    }
+    return sim_->result_o;
+  }
+
+ private:
+  static constexpr int kMaxCycles = 100;
+  SimCtrl<Vtpu_fp_divsqrt> sim_;
+};
 
 // Parses one hex word of at most `bits` bits; returns false with a reason otherwise.
 bool parse_hex(const std::string& tok, int bits, uint32_t& value, std::string& why) {
@@ -48,6 +84,9 @@ std::optional<FpuOp> parse_fpu_op(const std::string& name) {
   if (name == "bf16mul") return FpuOp::kBf16Mul;
   if (name == "f2bf") return FpuOp::kFp32ToBf16;
   if (name == "bf2f") return FpuOp::kBf16ToFp32;
+  if (name == "mul") return FpuOp::kMul;
+  if (name == "div") return FpuOp::kDiv;
+  if (name == "sqrt") return FpuOp::kSqrt;
   return std::nullopt;
 }
 
@@ -61,6 +100,12 @@ const char* fpu_op_name(FpuOp op) {
       return "f2bf";
     case FpuOp::kBf16ToFp32:
       return "bf2f";
+    case FpuOp::kMul:
+      return "mul";
+    case FpuOp::kDiv:
+      return "div";
+    case FpuOp::kSqrt:
+      return "sqrt";
   }
   return "?";
 }
@@ -116,6 +161,8 @@ int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ost
   }
   CombSim<Vtpu_fpu> sim;
   Vtpu_fpu& m = sim.top();
+  std::optional<DivSqrtRunner> divsqrt;
+  if (op == FpuOp::kDiv || op == FpuOp::kSqrt) divsqrt.emplace();
   const int rbits = result_bits(op), obits = operand_bits(op);
   uint64_t mismatches = 0;
   for (const FpuCase& c : parsed.cases) {
@@ -142,6 +189,21 @@ int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ost
         m.bf2f_i = c.a;
         sim.eval();
         got = m.bf2f_o;
+        break;
+      case FpuOp::kMul:
+        m.fmul_a_i = c.a;
+        m.fmul_b_i = c.b;
+        sim.eval();
+        got = m.fmul_o;
+        break;
+      case FpuOp::kDiv:
+      case FpuOp::kSqrt:
+        try {
+          got = divsqrt->run(op == FpuOp::kSqrt, c.a, c.b);
+        } catch (const std::runtime_error& e) {
+          err << "fpu-check: " << path << " line " << c.line << ": " << e.what() << "\n";
+          return 2;
+        }
         break;
     }
     const bool match = is_nan(c.expected, rbits)

@@ -1,4 +1,7 @@
-// fpu-check: replays a TestFloat-style vector file through the arithmetic RTL (tpu_fpu).
+// fpu-check: replays a TestFloat-style vector file through the arithmetic RTL: tpu_fpu for
+// add, bf16mul, mul (fp32), f2bf and bf2f; tpu_fp_divsqrt for div and sqrt (one operation at a
+// time through the iterative unit). Once the vector unit exists, mul, div and sqrt will be
+// routed through its lanes' RTL instead (each lane instances fp32_mul and tpu_fp_divsqrt).
 // One case a line, hex words separated by blanks: the operand(s), the expected result, then
 // optional flags (ignored). '#' starts a comment; blank lines are skipped. The whole file is
 // parsed before anything runs: any malformed line is reported with its number and nothing is
@@ -14,7 +17,7 @@
 
 namespace tessera::tools {
 
-enum class FpuOp { kAdd, kBf16Mul, kFp32ToBf16, kBf16ToFp32 };
+enum class FpuOp { kAdd, kBf16Mul, kFp32ToBf16, kBf16ToFp32, kMul, kDiv, kSqrt };
 
 std::optional<FpuOp> parse_fpu_op(const std::string& name);
 const char* fpu_op_name(FpuOp op);

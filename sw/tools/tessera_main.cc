@@ -1,5 +1,6 @@
 // tessera: the project's command line. Subcommands:
-//   fpu-check --op {add|bf16mul|f2bf|bf2f} FILE   replay a TestFloat-style vector file
+//   fpu-check --op {add|bf16mul|mul|div|sqrt|f2bf|bf2f} FILE
+//                                                  replay a TestFloat-style vector file
 //                                                  through the arithmetic RTL
 //   hbm-replay TRACE [--channels N] [--request-bytes B] [--json] [--cmd-trace FILE]
 //                                                  replay a memory-request trace through the
@@ -16,9 +17,9 @@ int main(int argc, char** argv) {
 
   std::string op_name, vector_file;
   auto* fpu = app.add_subcommand("fpu-check", "replay an IEEE vector file through the RTL");
-  fpu->add_option("--op", op_name, "operation: add, bf16mul, f2bf, bf2f")
+  fpu->add_option("--op", op_name, "operation: add, bf16mul, mul, div, sqrt, f2bf, bf2f")
       ->required()
-      ->check(CLI::IsMember({"add", "bf16mul", "f2bf", "bf2f"}));
+      ->check(CLI::IsMember({"add", "bf16mul", "mul", "div", "sqrt", "f2bf", "bf2f"}));
   fpu->add_option("file", vector_file, "vector file: operand(s) expected [flags], hex")->required();
 
   std::string trace_file;

@@ -1,6 +1,7 @@
 // `tessera fpu-check`: vector files written here from the host's IEEE arithmetic replay through
-// the RTL with no mismatch; a wrong expected value is reported with its line and both values;
-// malformed files are rejected with line numbers before any case runs; the exit codes.
+// the RTL (tpu_fpu; tpu_fp_divsqrt for div and sqrt) with no mismatch; a wrong expected value is
+// reported with its line and both values; malformed files are rejected with line numbers before any
+// case runs; the exit codes.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -59,6 +60,75 @@ TEST_F(FpuCheck, ReferenceVectorsPassForEveryOp) {
   EXPECT_EQ(run(FpuOp::kBf16ToFp32, write("bf2f.tv", bf2f.str())), 0) << out_.str();
 }
 
+TEST_F(FpuCheck, ReferenceVectorsPassForMulDivSqrt) {
+  // fp32 mul through tpu_fpu, div and sqrt through the iterative tpu_fp_divsqrt.
+  test::Fp32Gen g(test::test_seed());
+  std::ostringstream mul, div, sqrt;
+  mul << "# a b expected flags\n";
+  for (int i = 0; i < 2000; ++i) {
+    const uint32_t a = g(), b = g();
+    mul << fp::hex32(a) << " " << fp::hex32(b) << " " << fp::hex32(fp::mul(a, b)) << " 00\n";
+    div << fp::hex32(a) << " " << fp::hex32(b) << " " << fp::hex32(fp::div(a, b)) << "\n";
+    sqrt << fp::hex32(a) << " " << fp::hex32(fp::sqrt(a)) << " 01\n";
+  }
+  EXPECT_EQ(run(FpuOp::kMul, write("fmul.tv", mul.str())), 0) << out_.str() << err_.str();
+  EXPECT_NE(out_.str().find("fpu-check mul"), std::string::npos) << out_.str();
+  EXPECT_NE(out_.str().find("2000 cases, 0 mismatches"), std::string::npos) << out_.str();
+  EXPECT_EQ(run(FpuOp::kDiv, write("div.tv", div.str())), 0) << out_.str() << err_.str();
+  EXPECT_NE(out_.str().find("2000 cases, 0 mismatches"), std::string::npos) << out_.str();
+  EXPECT_EQ(run(FpuOp::kSqrt, write("sqrt.tv", sqrt.str())), 0) << out_.str() << err_.str();
+  EXPECT_NE(out_.str().find("2000 cases, 0 mismatches"), std::string::npos) << out_.str();
+}
+
+TEST_F(FpuCheck, MulDivSqrtWrongLineIsNamed) {
+  // Each file: a few right cases (special ones included), one deliberately wrong line.
+  struct Case {
+    FpuOp op;
+    const char* text;
+    const char* report;
+  };
+  const Case cases[] = {
+      {FpuOp::kMul,
+       "3fc00000 40000000 40400000\n"     // 1.5 * 2 = 3
+       "00800000 3f000000 00400000 00\n"  // min normal / 2: subnormal
+       "3f800000 3f800001 3f800002\n"     // wrong: 1 * (1 + ulp) = 3f800001
+       "7f800000 00000000 ffc00000\n",    // inf * 0: any NaN expected
+       "mismatch line 3: 3f800000 3f800001: expected 3f800002 got 3f800001"},
+      {FpuOp::kDiv,
+       "40400000 40000000 3fc00000\n"     // 3 / 2
+       "bf800000 00000000 ff800000\n"     // -1 / +0 = -inf
+       "3f800000 40400000 3eaaaaaa 00\n"  // wrong: 1 / 3 = 3eaaaaab
+       "00000000 00000000 7fc00000\n",    // 0 / 0
+       "mismatch line 3: 3f800000 40400000: expected 3eaaaaaa got 3eaaaaab"},
+      {FpuOp::kSqrt,
+       "40800000 40000000\n"  // sqrt 4 = 2
+       "# a comment line\n"
+       "80000000 80000000\n"      // sqrt -0 = -0
+       "40000000 3fb504f4\n"      // wrong: sqrt 2 = 3fb504f3
+       "bf800000 7fc00000 00\n",  // sqrt -1 = NaN
+       "mismatch line 4: 40000000: expected 3fb504f4 got 3fb504f3"},
+  };
+  for (const Case& c : cases) {
+    const std::string name = std::string(tools::fpu_op_name(c.op));
+    EXPECT_EQ(run(c.op, write(name + "_bad.tv", c.text)), 1) << name << ": " << out_.str();
+    EXPECT_NE(out_.str().find(c.report), std::string::npos) << name << ": " << out_.str();
+    EXPECT_NE(out_.str().find("4 cases, 1 mismatches"), std::string::npos) << out_.str();
+  }
+}
+
+TEST_F(FpuCheck, MulDivSqrtMalformedLinesExit2) {
+  // Two operands for sqrt, one for div, a 9-digit word for mul: nothing runs.
+  EXPECT_EQ(run(FpuOp::kSqrt, write("s.tv", "40800000 40000000\n40800000 3f800000 40000000 0 0\n")),
+            2);
+  EXPECT_NE(err_.str().find("line 2: expected 1 operand(s)"), std::string::npos) << err_.str();
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(run(FpuOp::kDiv, write("d.tv", "3f800000 3f800000\n")), 2);
+  EXPECT_NE(err_.str().find("line 1: expected 2 operand(s)"), std::string::npos) << err_.str();
+  EXPECT_EQ(run(FpuOp::kMul, write("m.tv", "3f800000 13f800000 3f800000\n")), 2);
+  EXPECT_NE(err_.str().find("line 1: '13f800000' is not a 32-bit hex word"), std::string::npos)
+      << err_.str();
+}
+
 TEST_F(FpuCheck, WrongExpectedValueIsReportedWithLine) {
   const std::string file = write("bad.tv",
                                  "3f800000 40000000 40400000\n"
@@ -104,6 +174,12 @@ TEST_F(FpuCheck, CommandLineExitCodes) {
   EXPECT_EQ(status(bin + " fpu-check --op add " + good + " >/dev/null"), 0);
   EXPECT_EQ(status(bin + " fpu-check --op add " + bad + " >/dev/null"), 1);
   EXPECT_NE(status(bin + " fpu-check --op frob " + good + " >/dev/null 2>&1"), 0);
+  for (const char* op : {"mul", "div"}) {
+    EXPECT_EQ(status(bin + " fpu-check --op " + op + " " + bad + " >/dev/null"), 1) << op;
+  }
+  const std::string one = write("one.tv", "3f800000 3f800000\n");  // 1 * 1, 1 / 1, sqrt 1
+  EXPECT_EQ(status(bin + " fpu-check --op sqrt " + one + " >/dev/null"), 0);
+  EXPECT_EQ(status(bin + " fpu-check --op div " + one + " >/dev/null 2>&1"), 2);  // malformed
 }
 
 }  // namespace
