@@ -1,0 +1,307 @@
+// The vector unit (tpu_vpu) against the host's IEEE arithmetic, lane by lane, for every VPU.OP
+// funct of docs/isa.md: operands are loaded from a C++ unified buffer (random bit patterns,
+// every special class, values near rounding and conversion boundaries), the op runs, the result
+// is stored back and compared bit for bit with a reference written here from host float / int
+// arithmetic (add, sub, mul, div, sqrt through harness/fp_ref; compare, min, max, conversions,
+// integer and shift ops from their definitions; rsum as the pairwise tree; rmax; bcast; sel).
+// Loads and stores of every kind (UB fp32, UB bf16 with RNE narrowing, ACC rows) under random
+// grants; VPU.LI; the fixed divide latency; clear_i zeroing the registers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "Vtpu_vpu_n4.h"
+#include "harness/fp_ref.h"
+#include "harness/sim_ctrl.h"
+#include "harness/vl_bits.h"
+#include "tessera/isa_gen.h"
+#include "tests/common/test_util.h"
+
+namespace tessera {
+namespace {
+
+constexpr int kN = 4, kUbBytes = 4096, kAccRows = 64;  // the Vtpu_vpu_n4 build
+using Vec = std::array<uint32_t, kN>;
+
+// ---- the reference, lane by lane (docs/isa.md VPU table)
+bool nan32(uint32_t x) { return fp::is_nan32(x); }
+bool lt(uint32_t a, uint32_t b) { return !nan32(a) && !nan32(b) && fp::f32(a) < fp::f32(b); }
+bool eq(uint32_t a, uint32_t b) { return !nan32(a) && !nan32(b) && fp::f32(a) == fp::f32(b); }
+uint32_t fmin_ref(uint32_t a, uint32_t b) {
+  if (nan32(a) || nan32(b)) return fp::kFp32CanonicalNan;
+  if ((a & 0x7FFFFFFF) == 0 && (b & 0x7FFFFFFF) == 0) return a | b;
+  return lt(b, a) ? b : a;
+}
+uint32_t fmax_ref(uint32_t a, uint32_t b) {
+  if (nan32(a) || nan32(b)) return fp::kFp32CanonicalNan;
+  if ((a & 0x7FFFFFFF) == 0 && (b & 0x7FFFFFFF) == 0) return a & b;
+  return lt(a, b) ? b : a;
+}
+uint32_t i2f_ref(uint32_t a) { return fp::bits(static_cast<float>(static_cast<int32_t>(a))); }
+uint32_t f2i_ref(uint32_t a) {
+  if (nan32(a)) return 0;
+  const double d = std::trunc(static_cast<double>(fp::f32(a)));
+  if (d >= 2147483648.0) return 0x7FFFFFFF;
+  if (d < -2147483648.0) return 0x80000000u;
+  return static_cast<uint32_t>(static_cast<int32_t>(d));
+}
+
+Vec reference(uint32_t funct, const Vec& a, const Vec& b, const Vec& c, uint32_t imm) {
+  Vec r{};
+  if (funct == isa::VF_RSUM || funct == isa::VF_RMAX) {
+    std::vector<uint32_t> level(a.begin(), a.end());
+    while (level.size() > 1) {  // pairwise: (0,1), (2,3), ... then the next level
+      std::vector<uint32_t> next;
+      for (size_t i = 0; i < level.size(); i += 2) {
+        next.push_back(funct == isa::VF_RSUM ? fp::add(level[i], level[i + 1])
+                                             : fmax_ref(level[i], level[i + 1]));
+      }
+      level = next;
+    }
+    r.fill(level[0]);
+    return r;
+  }
+  for (int l = 0; l < kN; ++l) {
+    const uint32_t x = a[l], y = b[l];
+    uint32_t v = 0;
+    switch (funct) {
+      case isa::VF_ADD: v = fp::add(x, y); break;
+      case isa::VF_SUB: v = fp::add(x, y ^ 0x80000000u); break;
+      case isa::VF_MUL: v = fp::mul(x, y); break;
+      case isa::VF_DIV: v = fp::div(x, y); break;
+      case isa::VF_SQRT: v = fp::sqrt(x); break;
+      case isa::VF_MIN: v = fmin_ref(x, y); break;
+      case isa::VF_MAX: v = fmax_ref(x, y); break;
+      case isa::VF_CMPEQ: v = eq(x, y) ? 0xFFFFFFFFu : 0; break;
+      case isa::VF_CMPLT: v = lt(x, y) ? 0xFFFFFFFFu : 0; break;
+      case isa::VF_CMPLE: v = (lt(x, y) || eq(x, y)) ? 0xFFFFFFFFu : 0; break;
+      case isa::VF_SEL: v = c[l] != 0 ? x : y; break;
+      case isa::VF_I2F: v = i2f_ref(x); break;
+      case isa::VF_F2I: v = f2i_ref(x); break;
+      case isa::VF_F2BF: v = uint32_t(fp::fp32_to_bf16(x)) << 16; break;
+      case isa::VF_IADD: v = x + y; break;
+      case isa::VF_IAND: v = x & y; break;
+      case isa::VF_IOR: v = x | y; break;
+      case isa::VF_IXOR: v = x ^ y; break;
+      case isa::VF_SHL: v = x << (y & 31); break;
+      case isa::VF_SHR: v = x >> (y & 31); break;
+      case isa::VF_SRA: v = static_cast<uint32_t>(static_cast<int32_t>(x) >> (y & 31)); break;
+      case isa::VF_BCAST: v = a[imm]; break;
+      default: ADD_FAILURE() << "funct " << funct;
+    }
+    r[l] = v;
+  }
+  return r;
+}
+
+// ---- the bench: the VPU with a C++ unified buffer and accumulator memory behind random grants
+class Vpu : public ::testing::Test {
+ protected:
+  Vpu() : sim_(test::current_test_name()), rng_(test::test_seed()), ub_(kUbBytes), acc_(kAccRows) {
+    auto& m = sim_.top();
+    m.clear_i = 0;
+    m.instr_valid_i = 0;
+    m.instr_i = {};
+    m.ub_gnt_i = 0;
+    m.ub_rvalid_i = 0;
+    m.ub_rdata_i = {};
+    m.acc_rd_ready_i = 0;
+    m.acc_rd_data_valid_i = 0;
+    m.acc_rd_data_i = {};
+    m.acc_wr_ready_i = 0;
+    sim_.reset();
+  }
+
+  // One cycle: memories answer, then the edge.
+  void cycle() {
+    auto& m = sim_.top();
+    m.ub_gnt_i = rng_() % 100 < grant_pct_;
+    m.acc_rd_ready_i = rng_() % 100 < grant_pct_;
+    m.acc_wr_ready_i = rng_() % 100 < grant_pct_;
+    // read data of last cycle's granted reads
+    m.ub_rvalid_i = ub_read_due_;
+    m.acc_rd_data_valid_i = acc_read_due_;
+    for (int w = 0; w < kN; ++w) {
+      m.ub_rdata_i[w] = ub_read_word_[w];
+      m.acc_rd_data_i[w] = acc_read_row_[w];
+    }
+    sim_.eval();
+    ub_read_due_ = false;
+    acc_read_due_ = false;
+    if (m.ub_req_o && m.ub_gnt_i) {
+      const uint32_t a = m.ub_addr_o, bytes = m.ub_wide_o ? 4 * kN : 2 * kN;
+      EXPECT_EQ(a % bytes, 0u);
+      EXPECT_LE(a + bytes, uint32_t(kUbBytes));
+      if (m.ub_we_o) {
+        for (uint32_t k = 0; k < bytes; ++k) ub_[a + k] = uint8_t(m.ub_wdata_o[k / 4] >> (8 * (k % 4)));
+      } else {
+        ub_read_word_.fill(0);
+        for (uint32_t k = 0; k < bytes; ++k) ub_read_word_[k / 4] |= uint32_t(ub_[a + k]) << (8 * (k % 4));
+        ub_read_due_ = true;
+      }
+    }
+    if (m.acc_rd_valid_o && m.acc_rd_ready_i) {
+      acc_read_row_ = acc_[m.acc_rd_addr_o];
+      acc_read_due_ = true;
+    }
+    if (m.acc_wr_valid_o && m.acc_wr_ready_i) {
+      for (int w = 0; w < kN; ++w) acc_[m.acc_wr_addr_o][w] = m.acc_wr_data_o[w];
+    }
+    sim_.tick();
+  }
+
+  // Issues one instruction and runs until the unit is idle again; returns the cycles taken.
+  uint64_t exec(uint32_t w0, uint32_t w1 = 0) {
+    auto& m = sim_.top();
+    m.instr_valid_i = 1;
+    m.instr_i = {};
+    m.instr_i[0] = w0;
+    m.instr_i[1] = w1;
+    const uint64_t start = sim_.cycle();
+    for (int guard = 0;; ++guard) {
+      sim_.eval();
+      const bool taken = m.instr_ready_o;
+      cycle();
+      if (taken) break;
+      if (guard > 1000) {
+        ADD_FAILURE() << "instruction never taken";
+        break;
+      }
+    }
+    m.instr_valid_i = 0;
+    for (int guard = 0; guard < 10000; ++guard) {
+      sim_.eval();
+      if (m.idle_o) break;
+      cycle();
+    }
+    return sim_.cycle() - start;
+  }
+  void put_vec(uint32_t addr, const Vec& v) { std::memcpy(&ub_[addr], v.data(), 4 * kN); }
+  Vec get_vec(uint32_t addr) const {
+    Vec v;
+    std::memcpy(v.data(), &ub_[addr], 4 * kN);
+    return v;
+  }
+  static uint32_t ld(int kind, int vd) { return isa::OP_VPU_LD | kind << 8 | vd << 16; }
+  static uint32_t st(int kind, int vs) { return isa::OP_VPU_ST | kind << 8 | vs << 20; }
+  static uint32_t vop(uint32_t f, int vd, int va, int vb, int vc) {
+    return isa::OP_VPU_OP | f << 8 | vd << 16 | va << 20 | vb << 24 | uint32_t(vc) << 28;
+  }
+
+  // Runs funct on a, b, c through UB and registers; returns vd.
+  Vec run_op(uint32_t funct, const Vec& a, const Vec& b, const Vec& c, uint32_t imm = 0) {
+    put_vec(0, a);
+    put_vec(64, b);
+    put_vec(128, c);
+    exec(ld(0, 1), 0);
+    exec(ld(0, 2), 64);
+    exec(ld(0, 3), 128);
+    exec(vop(funct, 4, 1, 2, 3), imm);
+    exec(st(0, 4), 192);
+    return get_vec(192);
+  }
+
+  uint32_t random_operand() {
+    static const std::vector<uint32_t> specials = test::fp32_specials();
+    switch (rng_() % 4) {
+      case 0: return specials[rng_() % specials.size()];
+      case 1: return static_cast<uint32_t>(rng_());
+      case 2: return fp::bits(static_cast<float>(static_cast<int32_t>(rng_() % 2001) - 1000) / 8);
+      default: return static_cast<uint32_t>(static_cast<int32_t>(rng_() % 200001) - 100000);
+    }
+  }
+
+  SimCtrl<Vtpu_vpu_n4> sim_;
+  std::mt19937_64 rng_;
+  std::vector<uint8_t> ub_;
+  std::vector<std::array<uint32_t, kN>> acc_;
+  int grant_pct_ = 60;
+  bool ub_read_due_ = false, acc_read_due_ = false;
+  Vec ub_read_word_{}, acc_read_row_{};
+};
+
+TEST_F(Vpu, EveryFunctMatchesTheHostLaneByLane) {
+  const uint64_t per_funct = test::vector_count(20000) / kN;
+  for (uint32_t f = 0; f < isa::VF_COUNT; ++f) {
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < per_funct && bad < 5; ++i) {
+      Vec a, b, c;
+      for (int l = 0; l < kN; ++l) {
+        a[l] = random_operand();
+        b[l] = random_operand();
+        c[l] = rng_() % 2 ? 0 : static_cast<uint32_t>(rng_());
+      }
+      const uint32_t imm = f == isa::VF_BCAST ? static_cast<uint32_t>(rng_() % kN) : 0;
+      const Vec got = run_op(f, a, b, c, imm);
+      const Vec want = reference(f, a, b, c, imm);
+      for (int l = 0; l < kN; ++l) {
+        if (got[l] != want[l] && bad++ < 5) {
+          ADD_FAILURE() << "funct " << f << " lane " << l << ": a " << std::hex << a[l] << " b "
+                        << b[l] << " c " << c[l] << " -> got " << got[l] << ", expected "
+                        << want[l];
+        }
+      }
+    }
+  }
+}
+
+// The tree order is architectural: a sum whose value depends on the order.
+TEST_F(Vpu, RsumUsesThePairwiseTree) {
+  const Vec a = {fp::bits(1e8f), fp::bits(1.0f), fp::bits(-1e8f), fp::bits(1.0f)};
+  const Vec got = run_op(isa::VF_RSUM, a, {}, {});
+  // (1e8 + 1) + (-1e8 + 1) = 1e8 + (-1e8) = 0 in fp32; a sequential sum gives 1.
+  EXPECT_EQ(got[0], fp::add(fp::add(a[0], a[1]), fp::add(a[2], a[3])));
+  EXPECT_EQ(fp::f32(got[0]), 0.0f);
+}
+
+TEST_F(Vpu, LoadsAndStoresOfEveryKind) {
+  Vec a;
+  for (auto& x : a) x = random_operand();
+  put_vec(256, a);
+  exec(ld(0, 5), 256);
+  exec(st(1, 5), 512);  // bf16, RNE narrowing, 2N bytes
+  for (int l = 0; l < kN; ++l) {
+    uint16_t h;
+    std::memcpy(&h, &ub_[512 + 2 * l], 2);
+    EXPECT_EQ(h, fp::fp32_to_bf16(a[l])) << "lane " << l;
+  }
+  exec(ld(1, 6), 512);  // widen back
+  exec(st(2, 6), 7);    // to ACC row 7
+  for (int l = 0; l < kN; ++l) {
+    EXPECT_EQ(acc_[7][l], uint32_t(fp::fp32_to_bf16(a[l])) << 16) << "lane " << l;
+  }
+  acc_[9] = a;
+  exec(ld(2, 7), 9);
+  exec(st(0, 7), 1024);
+  EXPECT_EQ(get_vec(1024), a);
+  exec(isa::OP_VPU_LI | 8 << 16, 0xDEADBEEF);
+  exec(st(0, 8), 2048);
+  EXPECT_EQ(get_vec(2048), (Vec{0xDEADBEEF, 0xDEADBEEF, 0xDEADBEEF, 0xDEADBEEF}));
+}
+
+TEST_F(Vpu, DivideTakesItsFixedLatencyAndClearZeroes) {
+  grant_pct_ = 100;
+  exec(isa::OP_VPU_LI | 1 << 16, fp::bits(1.0f));
+  exec(isa::OP_VPU_LI | 2 << 16, fp::bits(3.0f));
+  const uint64_t t = exec(vop(isa::VF_DIV, 3, 1, 2, 0));
+  exec(vop(isa::VF_SQRT, 4, 2, 0, 0));
+  const uint64_t t2 = exec(vop(isa::VF_SQRT, 4, 2, 0, 0));
+  EXPECT_EQ(t, t2) << "div and sqrt take the same fixed time";
+  std::cout << "VPU div/sqrt: " << t << " cycles from issue to idle\n";
+  exec(st(0, 3), 0);
+  EXPECT_EQ(get_vec(0)[2], fp::div(fp::bits(1.0f), fp::bits(3.0f)));
+  auto& m = sim_.top();
+  m.clear_i = 1;
+  sim_.tick();
+  m.clear_i = 0;
+  exec(st(0, 3), 0);
+  EXPECT_EQ(get_vec(0), (Vec{0, 0, 0, 0})) << "clear_i zeroes every register";
+}
+
+}  // namespace
+}  // namespace tessera
