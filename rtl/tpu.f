@@ -11,6 +11,7 @@ rtl/mem/tpu_sram_banked.sv
 rtl/dma/tpu_dma_agen.sv
 rtl/dma/tpu_dma_fifo.sv
 rtl/dma/tpu_dma.sv
+rtl/dma/tpu_dma_unit.sv
 rtl/hbm/tpu_hbm_ctrl.sv
 rtl/hbm/tpu_hbm.sv
 rtl/ctrl/tpu_seq.sv

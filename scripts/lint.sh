@@ -9,6 +9,7 @@ tops=(
   "tpu_mxu_pe"
   "tpu_dma_agen"
   "tpu_dma"
+  "tpu_dma_unit"
   "tpu_dma -GSramBytes=8192 -GHbmBytes=64'd1048576 -GMaxReads=4 -GElemDepth=8"
   "tpu_hbm_ctrl"
   "tpu_hbm_ctrl -GQueueDepth=12 -GRespDepth=5 -GRowHitCap=3 -GCL=17 -GCWL=5 -GTCCD_S=3"
