@@ -8,6 +8,7 @@ rtl/fpu/tpu_fp_divsqrt.sv
 rtl/mem/tpu_sram_sp.sv
 rtl/mem/tpu_sram_dp.sv
 rtl/mem/tpu_sram_banked.sv
+rtl/mem/tpu_ub_port.sv
 rtl/dma/tpu_dma_agen.sv
 rtl/dma/tpu_dma_fifo.sv
 rtl/dma/tpu_dma.sv
