@@ -114,7 +114,8 @@ class LineParser {
   }
   // A signed 32-bit field: -2^31 .. 2^31-1, or any 32-bit pattern written as a positive number.
   int32_t s32(const Token& t, const std::string& what) {
-    return static_cast<int32_t>(static_cast<uint32_t>(number(t, -0x80000000ll, 0xFFFFFFFFll, what)));
+    return static_cast<int32_t>(
+        static_cast<uint32_t>(number(t, -0x80000000ll, 0xFFFFFFFFll, what)));
   }
 
  private:
@@ -131,7 +132,8 @@ const std::vector<const char*> kAccModes = {"set", "acc"};
 
 std::vector<const char*> funct_names() {
   std::vector<const char*> v;
-  for (uint32_t f = 0; f < isa::VF_COUNT; ++f) v.push_back(isa::funct_name(static_cast<isa::Funct>(f)));
+  for (uint32_t f = 0; f < isa::VF_COUNT; ++f)
+    v.push_back(isa::funct_name(static_cast<isa::Funct>(f)));
   return v;
 }
 
@@ -224,10 +226,10 @@ void assemble_line(const std::string& raw, int line_no, const AsmOptions& opt,
     return;
   }
   if (ops.size() > spec->max_operands) {
-    p.error(ops[spec->max_operands].column,
-            std::string(spec->name) + " takes " + std::to_string(spec->max_operands) +
-                " operands (" + spec->operands + "), extra operand '" +
-                ops[spec->max_operands].text + "'");
+    p.error(ops[spec->max_operands].column, std::string(spec->name) + " takes " +
+                                                std::to_string(spec->max_operands) + " operands (" +
+                                                spec->operands + "), extra operand '" +
+                                                ops[spec->max_operands].text + "'");
     return;
   }
 
@@ -388,8 +390,8 @@ std::string disassemble(const Instruction& i) {
              ", " + dec(i.s0) + ", " + dec(i.c1) + ", " + dec(i.s1);
     case Opcode::kDmaCopy:
       return m + " " + kSpaces[static_cast<int>(i.src_space)] + ", " +
-             kSpaces[static_cast<int>(i.dst_space)] + ", " + dec(i.elem_bytes) + ", " +
-             hex(i.src) + ", " + hex(i.dst);
+             kSpaces[static_cast<int>(i.dst_space)] + ", " + dec(i.elem_bytes) + ", " + hex(i.src) +
+             ", " + hex(i.dst);
     case Opcode::kMxuLdw:
       return m + " " + hex(i.addr) + ", " + dec(i.stride);
     case Opcode::kMxuMm:

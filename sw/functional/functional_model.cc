@@ -37,9 +37,9 @@ int log2_floor(uint64_t v) {
 }
 
 const char* fault_name(uint32_t code) {
-  static const char* const kNames[] = {"NONE",     "ILLEGAL_INSTRUCTION", "UB_RANGE",
-                                       "ACC_RANGE", "DMA",                "SYNC_DEADLOCK",
-                                       "FETCH_RANGE", "MXU_NO_WEIGHTS"};
+  static const char* const kNames[] = {
+      "NONE", "ILLEGAL_INSTRUCTION", "UB_RANGE",    "ACC_RANGE",
+      "DMA",  "SYNC_DEADLOCK",       "FETCH_RANGE", "MXU_NO_WEIGHTS"};
   return code < 8 ? kNames[code] : "?";
 }
 
@@ -210,8 +210,7 @@ void FunctionalModel::load_program(uint64_t addr, const std::vector<uint32_t>& w
   for (size_t k = 0; k < words.size(); ++k) hbm_.write32(addr + 4 * k, words[k]);
 }
 
-bool FunctionalModel::ub_access_ok(int64_t addr, uint64_t len, uint64_t align,
-                                   int64_t& bad) const {
+bool FunctionalModel::ub_access_ok(int64_t addr, uint64_t len, uint64_t align, int64_t& bad) const {
   const int64_t a = static_cast<int64_t>(align);
   if (((addr % a) + a) % a != 0 || addr < 0) {
     bad = addr;
@@ -332,8 +331,7 @@ RunResult FunctionalModel::run(uint64_t prog_addr, uint64_t max_instructions) {
   return r;
 }
 
-bool FunctionalModel::exec(uint64_t pc, const Instruction& i, const isa::Words& w,
-                           RunResult& r) {
+bool FunctionalModel::exec(uint64_t pc, const Instruction& i, const isa::Words& w, RunResult& r) {
   switch (i.op) {
     case Opcode::kNop:
     case Opcode::kFence:  // every earlier instruction has completed: nothing to wait for here
@@ -439,7 +437,8 @@ bool FunctionalModel::exec_dma_copy(uint64_t pc, const Instruction& i, RunResult
   for (uint64_t k = 0; k < moved; ++k) {
     const uint64_t sa = sw.addrs[k], da = dw.addrs[k];
     if (i.src_space == isa::Space::kUb) note_ub_read(pc, sa, e, r, noted);
-    for (unsigned b = 0; b < e; ++b) mem_write8(i.dst_space, da + b, mem_read8(i.src_space, sa + b));
+    for (unsigned b = 0; b < e; ++b)
+      mem_write8(i.dst_space, da + b, mem_read8(i.src_space, sa + b));
   }
   if (sw.fault && ns <= nd) {
     fault_ = {isa::FAULT_DMA, static_cast<uint64_t>(sw.fault_addr), 1};  // DMA_FAULT_SRC_RANGE
@@ -454,8 +453,7 @@ bool FunctionalModel::exec_dma_copy(uint64_t pc, const Instruction& i, RunResult
 
 // MXU.LDW / MXU.MM. Checks in this order, before anything executes: UB rows (in row order),
 // then ACC rows, then (MXU.MM) a loaded tile.
-bool FunctionalModel::exec_mxu(uint64_t pc, const Instruction& i, const isa::Words&,
-                               RunResult& r) {
+bool FunctionalModel::exec_mxu(uint64_t pc, const Instruction& i, const isa::Words&, RunResult& r) {
   const int n = config_.n;
   const uint64_t row_bytes = 2ull * n;
   const uint32_t nrows = i.op == Opcode::kMxuLdw ? static_cast<uint32_t>(n) : i.rows;
@@ -471,8 +469,8 @@ bool FunctionalModel::exec_mxu(uint64_t pc, const Instruction& i, const isa::Wor
     std::vector<uint16_t> m(static_cast<size_t>(count) * n);
     bool noted = false;
     for (uint32_t t = 0; t < count; ++t) {
-      const uint64_t a = static_cast<uint64_t>(static_cast<int64_t>(i.addr) +
-                                               static_cast<int64_t>(t) * i.stride);
+      const uint64_t a =
+          static_cast<uint64_t>(static_cast<int64_t>(i.addr) + static_cast<int64_t>(t) * i.stride);
       note_ub_read(pc, a, row_bytes, r, noted);
       for (int c = 0; c < n; ++c) {
         m[static_cast<size_t>(t) * n + c] =
@@ -513,8 +511,7 @@ bool FunctionalModel::exec_mxu(uint64_t pc, const Instruction& i, const isa::Wor
   return false;
 }
 
-bool FunctionalModel::exec_vpu(uint64_t pc, const Instruction& i, const isa::Words&,
-                               RunResult& r) {
+bool FunctionalModel::exec_vpu(uint64_t pc, const Instruction& i, const isa::Words&, RunResult& r) {
   const int n = config_.n;
   if (i.op == Opcode::kVpuLi) {
     std::fill(v_[i.vd].begin(), v_[i.vd].end(), i.imm);
@@ -610,28 +607,71 @@ void FunctionalModel::vpu_op(const Instruction& i) {
     const uint32_t x = a[l], y = b[l];
     uint32_t z = 0;
     switch (i.funct) {
-      case Funct::kAdd: z = out(f(x) + f(y)); break;
-      case Funct::kSub: z = out(f(x) - f(y)); break;
-      case Funct::kMul: z = out(f(x) * f(y)); break;
-      case Funct::kDiv: z = out(f(x) / f(y)); break;
-      case Funct::kSqrt: z = out(std::sqrt(f(x))); break;
-      case Funct::kMin: z = f_min(x, y); break;
-      case Funct::kMax: z = f_max(x, y); break;
-      case Funct::kCmpEq: z = mask(f(x) == f(y)); break;
-      case Funct::kCmpLt: z = mask(f(x) < f(y)); break;
-      case Funct::kCmpLe: z = mask(f(x) <= f(y)); break;
-      case Funct::kSel: z = c[l] != 0 ? x : y; break;
-      case Funct::kI2F: z = out(static_cast<float>(static_cast<int32_t>(x))); break;
-      case Funct::kF2I: z = f2i(x); break;
-      case Funct::kF2Bf: z = static_cast<uint32_t>(fp::fp32_to_bf16(x)) << 16; break;
-      case Funct::kIAdd: z = x + y; break;
-      case Funct::kIAnd: z = x & y; break;
-      case Funct::kIOr: z = x | y; break;
-      case Funct::kIXor: z = x ^ y; break;
-      case Funct::kShl: z = x << (y & 31); break;
-      case Funct::kShr: z = x >> (y & 31); break;
-      case Funct::kSra: z = static_cast<uint32_t>(static_cast<int32_t>(x) >> (y & 31)); break;
-      default: break;  // reductions and bcast above
+      case Funct::kAdd:
+        z = out(f(x) + f(y));
+        break;
+      case Funct::kSub:
+        z = out(f(x) - f(y));
+        break;
+      case Funct::kMul:
+        z = out(f(x) * f(y));
+        break;
+      case Funct::kDiv:
+        z = out(f(x) / f(y));
+        break;
+      case Funct::kSqrt:
+        z = out(std::sqrt(f(x)));
+        break;
+      case Funct::kMin:
+        z = f_min(x, y);
+        break;
+      case Funct::kMax:
+        z = f_max(x, y);
+        break;
+      case Funct::kCmpEq:
+        z = mask(f(x) == f(y));
+        break;
+      case Funct::kCmpLt:
+        z = mask(f(x) < f(y));
+        break;
+      case Funct::kCmpLe:
+        z = mask(f(x) <= f(y));
+        break;
+      case Funct::kSel:
+        z = c[l] != 0 ? x : y;
+        break;
+      case Funct::kI2F:
+        z = out(static_cast<float>(static_cast<int32_t>(x)));
+        break;
+      case Funct::kF2I:
+        z = f2i(x);
+        break;
+      case Funct::kF2Bf:
+        z = static_cast<uint32_t>(fp::fp32_to_bf16(x)) << 16;
+        break;
+      case Funct::kIAdd:
+        z = x + y;
+        break;
+      case Funct::kIAnd:
+        z = x & y;
+        break;
+      case Funct::kIOr:
+        z = x | y;
+        break;
+      case Funct::kIXor:
+        z = x ^ y;
+        break;
+      case Funct::kShl:
+        z = x << (y & 31);
+        break;
+      case Funct::kShr:
+        z = x >> (y & 31);
+        break;
+      case Funct::kSra:
+        z = static_cast<uint32_t>(static_cast<int32_t>(x) >> (y & 31));
+        break;
+      default:
+        break;  // reductions and bcast above
     }
     d[l] = z;
   }
@@ -641,23 +681,36 @@ void FunctionalModel::vpu_op(const Instruction& i) {
 uint32_t FunctionalModel::csr_read(uint32_t offset) const {
   const uint64_t channels = std::max<uint64_t>(1, config_.hbm_bytes >> 28);
   switch (offset) {
-    case isa::CSR_ID: return isa::CSR_ID_VALUE;
+    case isa::CSR_ID:
+      return isa::CSR_ID_VALUE;
     case isa::CSR_CONFIG0:
       return static_cast<uint32_t>(log2_floor(config_.n)) |
              static_cast<uint32_t>(log2_floor(kQueueDepth)) << 8 |
              static_cast<uint32_t>(log2_floor(channels)) << 16;
-    case isa::CSR_CONFIG1: return static_cast<uint32_t>(config_.ub_bytes);
-    case isa::CSR_CONFIG2: return config_.acc_rows;
-    case isa::CSR_PROG_ADDR: return static_cast<uint32_t>(prog_addr_);
-    case isa::CSR_STATUS: return status_;
-    case isa::CSR_FAULT_CODE: return fault_code_;
-    case isa::CSR_FAULT_PC: return static_cast<uint32_t>(fault_pc_);
-    case isa::CSR_FAULT_ADDR: return static_cast<uint32_t>(fault_addr_);
-    case isa::CSR_FAULT_INFO: return fault_info_;
-    case isa::CSR_IRQ_ENABLE: return irq_enable_;
-    case isa::CSR_IRQ_PENDING: return irq_pending_;
-    case isa::CSR_IRQ_CODE: return irq_code_;
-    default: break;
+    case isa::CSR_CONFIG1:
+      return static_cast<uint32_t>(config_.ub_bytes);
+    case isa::CSR_CONFIG2:
+      return config_.acc_rows;
+    case isa::CSR_PROG_ADDR:
+      return static_cast<uint32_t>(prog_addr_);
+    case isa::CSR_STATUS:
+      return status_;
+    case isa::CSR_FAULT_CODE:
+      return fault_code_;
+    case isa::CSR_FAULT_PC:
+      return static_cast<uint32_t>(fault_pc_);
+    case isa::CSR_FAULT_ADDR:
+      return static_cast<uint32_t>(fault_addr_);
+    case isa::CSR_FAULT_INFO:
+      return fault_info_;
+    case isa::CSR_IRQ_ENABLE:
+      return irq_enable_;
+    case isa::CSR_IRQ_PENDING:
+      return irq_pending_;
+    case isa::CSR_IRQ_CODE:
+      return irq_code_;
+    default:
+      break;
   }
   const uint32_t macs = isa::CSR_PERF_BASE + 8 * isa::PERF_MACS;
   const uint32_t instrs = isa::CSR_PERF_BASE + 8 * isa::PERF_INSTRS;
@@ -670,10 +723,17 @@ uint32_t FunctionalModel::csr_read(uint32_t offset) const {
 
 void FunctionalModel::csr_write(uint32_t offset, uint32_t value) {
   switch (offset) {
-    case isa::CSR_PROG_ADDR: prog_addr_ = value; break;
-    case isa::CSR_IRQ_ENABLE: irq_enable_ = value & 7u; break;
-    case isa::CSR_IRQ_PENDING: irq_pending_ &= ~value; break;
-    default: break;
+    case isa::CSR_PROG_ADDR:
+      prog_addr_ = value;
+      break;
+    case isa::CSR_IRQ_ENABLE:
+      irq_enable_ = value & 7u;
+      break;
+    case isa::CSR_IRQ_PENDING:
+      irq_pending_ &= ~value;
+      break;
+    default:
+      break;
   }
 }
 

@@ -81,39 +81,64 @@ FunctOperands funct_operands(Funct f) {
 }
 
 const char* funct_name(Funct f) {
-  static const char* const kNames[] = {"add",  "sub",  "mul",  "div",  "sqrt", "min",
-                                       "max",  "cmpeq", "cmplt", "cmple", "sel", "i2f",
-                                       "f2i",  "f2bf", "iadd", "iand", "ior",  "ixor",
-                                       "shl",  "shr",  "sra",  "rsum", "rmax", "bcast"};
+  static const char* const kNames[] = {"add", "sub",   "mul",   "div",   "sqrt", "min",
+                                       "max", "cmpeq", "cmplt", "cmple", "sel",  "i2f",
+                                       "f2i", "f2bf",  "iadd",  "iand",  "ior",  "ixor",
+                                       "shl", "shr",   "sra",   "rsum",  "rmax", "bcast"};
   const auto i = static_cast<unsigned>(f);
   return i < VF_COUNT ? kNames[i] : "?";
 }
 
 const char* opcode_mnemonic(Opcode op) {
   switch (op) {
-    case Opcode::kNop: return "nop";
-    case Opcode::kHalt: return "halt";
-    case Opcode::kFence: return "fence";
-    case Opcode::kIrq: return "irq";
-    case Opcode::kWait: return "wait";
-    case Opcode::kSignal: return "signal";
-    case Opcode::kDmaLoop: return "dma.loop";
-    case Opcode::kDmaCopy: return "dma.copy";
-    case Opcode::kMxuLdw: return "mxu.ldw";
-    case Opcode::kMxuMm: return "mxu.mm";
-    case Opcode::kVpuLd: return "vpu.ld";
-    case Opcode::kVpuSt: return "vpu.st";
-    case Opcode::kVpuOp: return "vpu.op";
-    case Opcode::kVpuLi: return "vpu.li";
+    case Opcode::kNop:
+      return "nop";
+    case Opcode::kHalt:
+      return "halt";
+    case Opcode::kFence:
+      return "fence";
+    case Opcode::kIrq:
+      return "irq";
+    case Opcode::kWait:
+      return "wait";
+    case Opcode::kSignal:
+      return "signal";
+    case Opcode::kDmaLoop:
+      return "dma.loop";
+    case Opcode::kDmaCopy:
+      return "dma.copy";
+    case Opcode::kMxuLdw:
+      return "mxu.ldw";
+    case Opcode::kMxuMm:
+      return "mxu.mm";
+    case Opcode::kVpuLd:
+      return "vpu.ld";
+    case Opcode::kVpuSt:
+      return "vpu.st";
+    case Opcode::kVpuOp:
+      return "vpu.op";
+    case Opcode::kVpuLi:
+      return "vpu.li";
   }
   return "?";
 }
 
 bool is_known_opcode(uint8_t op) {
   switch (op) {
-    case OP_NOP: case OP_HALT: case OP_FENCE: case OP_IRQ: case OP_WAIT: case OP_SIGNAL:
-    case OP_DMA_LOOP: case OP_DMA_COPY: case OP_MXU_LDW: case OP_MXU_MM: case OP_VPU_LD:
-    case OP_VPU_ST: case OP_VPU_OP: case OP_VPU_LI:
+    case OP_NOP:
+    case OP_HALT:
+    case OP_FENCE:
+    case OP_IRQ:
+    case OP_WAIT:
+    case OP_SIGNAL:
+    case OP_DMA_LOOP:
+    case OP_DMA_COPY:
+    case OP_MXU_LDW:
+    case OP_MXU_MM:
+    case OP_VPU_LD:
+    case OP_VPU_ST:
+    case OP_VPU_OP:
+    case OP_VPU_LI:
       return true;
     default:
       return false;
@@ -122,12 +147,12 @@ bool is_known_opcode(uint8_t op) {
 
 bool Instruction::operator==(const Instruction& o) const {
   return op == o.op && unit == o.unit && sc == o.sc && value == o.value && code == o.code &&
-         walk == o.walk && pair == o.pair && c0 == o.c0 && c1 == o.c1 && s0 == o.s0 &&
-         s1 == o.s1 && src_space == o.src_space && dst_space == o.dst_space &&
-         elem_bytes == o.elem_bytes && src == o.src && dst == o.dst && acc_mode == o.acc_mode &&
-         addr == o.addr && stride == o.stride && rows == o.rows && acc_row == o.acc_row &&
-         kind == o.kind && funct == o.funct && vd == o.vd && vs == o.vs && va == o.va &&
-         vb == o.vb && vc == o.vc && imm == o.imm;
+         walk == o.walk && pair == o.pair && c0 == o.c0 && c1 == o.c1 && s0 == o.s0 && s1 == o.s1 &&
+         src_space == o.src_space && dst_space == o.dst_space && elem_bytes == o.elem_bytes &&
+         src == o.src && dst == o.dst && acc_mode == o.acc_mode && addr == o.addr &&
+         stride == o.stride && rows == o.rows && acc_row == o.acc_row && kind == o.kind &&
+         funct == o.funct && vd == o.vd && vs == o.vs && va == o.va && vb == o.vb && vc == o.vc &&
+         imm == o.imm;
 }
 
 Words encode(const Instruction& i) {
@@ -206,9 +231,8 @@ Decoded decode(const Words& w, uint32_t n) {
   for (int k = 0; k < 4; ++k) {
     if (w[k] & ~m.w[k]) {
       return fail(DecodeError::kReservedBits, std::string(opcode_mnemonic(op)) +
-                                                  ": reserved bits set in w" +
-                                                  std::to_string(k) + " (" +
-                                                  hex(w[k] & ~m.w[k]) + ")");
+                                                  ": reserved bits set in w" + std::to_string(k) +
+                                                  " (" + hex(w[k] & ~m.w[k]) + ")");
     }
   }
   Decoded d;
@@ -297,8 +321,8 @@ Decoded decode(const Words& w, uint32_t n) {
       if (!u.vc && i.vc) return unused("vc");
       if (!u.imm && i.imm) return unused("imm");
       if (i.funct == Funct::kBcast && i.imm >= n) {
-        return range("bcast lane " + std::to_string(i.imm) + " is not below N = " +
-                     std::to_string(n));
+        return range("bcast lane " + std::to_string(i.imm) +
+                     " is not below N = " + std::to_string(n));
       }
       break;
     }

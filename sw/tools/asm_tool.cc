@@ -26,7 +26,8 @@ int run_asm(const std::string& in_path, const std::string& out_path,
   }
   const std::vector<uint8_t> bytes = r.bytes();
   std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   if (!out) {
     err << out_path << ": cannot write the file\n";
     return 2;
@@ -34,8 +35,8 @@ int run_asm(const std::string& in_path, const std::string& out_path,
   return 0;
 }
 
-int run_disasm(const std::string& in_path, const assembler::AsmOptions& options,
-               std::ostream& out, std::ostream& err) {
+int run_disasm(const std::string& in_path, const assembler::AsmOptions& options, std::ostream& out,
+               std::ostream& err) {
   std::ifstream in(in_path, std::ios::binary);
   if (!in) {
     err << in_path << ": cannot read the file\n";

@@ -16,7 +16,7 @@ int run_asm(const std::string& in_path, const std::string& out_path,
 
 // Prints the canonical text of the program image `in_path` to `out`. Returns 0 on success, 2
 // when the file cannot be read or holds an illegal instruction (FILE: offset 0x..: reason).
-int run_disasm(const std::string& in_path, const assembler::AsmOptions& options,
-               std::ostream& out, std::ostream& err);
+int run_disasm(const std::string& in_path, const assembler::AsmOptions& options, std::ostream& out,
+               std::ostream& err);
 
 }  // namespace tessera::tools

@@ -174,13 +174,13 @@ TEST(FunctionalModel, IllegalInstructionsFault) {
       {isa::OP_ICI_RECV, 0, 0, 0},
       {isa::OP_HALT | 0x100, 0, 0, 0},
       {isa::OP_SIGNAL | 0x300, 0, 0, 0},
-      {isa::OP_VPU_OP | 4u << 8 | 1u << 24, 0, 0, 0},             // sqrt with vb
-      {isa::OP_VPU_OP | 23u << 8 | 1u << 16, 16, 0, 0},           // bcast lane 16 at N = 16
-      {isa::OP_DMA_LOOP, 0, 1, 0},                                // count 0
+      {isa::OP_VPU_OP | 4u << 8 | 1u << 24, 0, 0, 0},    // sqrt with vb
+      {isa::OP_VPU_OP | 23u << 8 | 1u << 16, 16, 0, 0},  // bcast lane 16 at N = 16
+      {isa::OP_DMA_LOOP, 0, 1, 0},                       // count 0
   };
   for (const auto& w : bad) {
-    std::vector<uint32_t> words = {isa::OP_NOP, 0, 0, 0, w[0], w[1], w[2], w[3], isa::OP_HALT,
-                                   0, 0, 0};
+    std::vector<uint32_t> words = {isa::OP_NOP,  0, 0, 0, w[0], w[1], w[2], w[3],
+                                   isa::OP_HALT, 0, 0, 0};
     const RunResult r = run_words(m, words);
     expect_fault(r, isa::FAULT_ILLEGAL_INSTRUCTION, kProg + 16, 0, w[0]);
     EXPECT_EQ(r.instructions, 1u);
@@ -220,15 +220,15 @@ TEST(FunctionalModel, UbRangeFaults) {
     uint64_t addr;
   };
   const std::vector<Case> cases = {
-      {"vpu.ld f32, v1, 0x20", 0x20},              // misaligned (needs 64)
-      {"vpu.st f32, v1, 0x40000", 0x40000},        // beyond
-      {"vpu.ld bf16, v1, 0x10", 0x10},             // misaligned (needs 32)
-      {"vpu.st bf16, v1, 0x3ffe0", 0x3ffe0},       // last row: fine? no: see below
-      {"mxu.ldw 0x3fe20, 32", 0x40000},            // row 15 of the tile leaves the UB
-      {"mxu.ldw 0x8, 32", 0x8},                    // misaligned
-      {"mxu.ldw 0x200, -32", 0},                   // rows go down: all inside
+      {"vpu.ld f32, v1, 0x20", 0x20},         // misaligned (needs 64)
+      {"vpu.st f32, v1, 0x40000", 0x40000},   // beyond
+      {"vpu.ld bf16, v1, 0x10", 0x10},        // misaligned (needs 32)
+      {"vpu.st bf16, v1, 0x3ffe0", 0x3ffe0},  // last row: fine? no: see below
+      {"mxu.ldw 0x3fe20, 32", 0x40000},       // row 15 of the tile leaves the UB
+      {"mxu.ldw 0x8, 32", 0x8},               // misaligned
+      {"mxu.ldw 0x200, -32", 0},              // rows go down: all inside
       {"mxu.ldw 0x40, -32", static_cast<uint64_t>(int64_t{-32})},  // row 3 at -32
-      {"mxu.ldw 0x0, 48", 48},                     // row 1 misaligned
+      {"mxu.ldw 0x0, 48", 48},                                     // row 1 misaligned
   };
   for (const auto& c : cases) {
     const RunResult r = run(m, "nop\n" + c.line + "\nhalt\n");
@@ -304,31 +304,41 @@ TEST(FunctionalModel, DmaFaultsWithCodeAndAddress) {
   };
   const std::string loops16 = "dma.loop src, 0, 16, 2, 1, 0\ndma.loop dst, 0, 16, 2, 1, 0\n";
   const std::vector<Case> cases = {
-      {loops16 + "dma.copy hbm, ub, 3, 0x1000, 0x0\n", 4, 0, 0},   // element size
+      {loops16 + "dma.copy hbm, ub, 3, 0x1000, 0x0\n", 4, 0, 0},  // element size
       {loops16 + "dma.copy hbm, ub, 8, 0x1000, 0x0\n", 4, 0, 0},
       {"dma.loop src, 0, 16, 2, 1, 0\ndma.loop dst, 0, 8, 2, 1, 0\n"
-       "dma.copy hbm, ub, 2, 0x1000, 0x0\n", 3, 0, 0},             // count mismatch
+       "dma.copy hbm, ub, 2, 0x1000, 0x0\n",
+       3, 0, 0},                                                       // count mismatch
       {loops16 + "dma.copy hbm, ub, 2, 0x1001, 0x0\n", 5, 0x1001, 0},  // source base
       {"dma.loop src, 0, 4, 2, 4, 9\ndma.loop dst, 0, 16, 2, 1, 0\n"
-       "dma.copy hbm, ub, 2, 0x1000, 0x0\n", 5, 0x1009, 0},        // source stride of loop 1
+       "dma.copy hbm, ub, 2, 0x1000, 0x0\n",
+       5, 0x1009, 0},  // source stride of loop 1
       {"dma.loop src, 0, 1, 3, 16, 2\ndma.loop dst, 0, 16, 2, 1, 0\n"
-       "dma.copy hbm, ub, 2, 0x1000, 0x0\n", 0, 0, 16},            // count-1 loop's stride ignored
+       "dma.copy hbm, ub, 2, 0x1000, 0x0\n",
+       0, 0, 16},  // count-1 loop's stride ignored
       {loops16 + "dma.copy hbm, ub, 2, 0x1001, 0x3\n", 5, 0x1001, 0},  // source walk first
       {"dma.loop src, 0, 16, 4, 1, 0\ndma.loop dst, 0, 16, 4, 1, 0\n"
-       "dma.copy hbm, ub, 4, 0x1000, 0x2\n", 5, 0x2, 0},         // destination base
+       "dma.copy hbm, ub, 4, 0x1000, 0x2\n",
+       5, 0x2, 0},  // destination base
       {"dma.loop src, 0, 16, 4, 1, 0\ndma.loop dst, 0, 8, 4, 2, 34\n"
-       "dma.copy hbm, ub, 4, 0x1000, 0x0\n", 5, 34, 0},          // destination stride
+       "dma.copy hbm, ub, 4, 0x1000, 0x0\n",
+       5, 34, 0},  // destination stride
       {"dma.loop src, 0, 16, 2, 1, 0\ndma.loop src, 1, 1, 0, 1, 0\n"
        "dma.loop dst, 0, 16, 2, 1, 0\n"
-       "dma.copy hbm, ub, 2, 0xfffff8, 0x0\n", 1, 0x1000000, 4},   // source range at element 4
+       "dma.copy hbm, ub, 2, 0xfffff8, 0x0\n",
+       1, 0x1000000, 4},  // source range at element 4
       {"dma.loop src, 0, 16, -2, 1, 0\ndma.loop dst, 0, 16, 2, 1, 0\n"
-       "dma.copy hbm, ub, 2, 0x6, 0x0\n", 1, static_cast<uint64_t>(int64_t{-2}), 4},  // below 0
+       "dma.copy hbm, ub, 2, 0x6, 0x0\n",
+       1, static_cast<uint64_t>(int64_t{-2}), 4},  // below 0
       {"dma.loop src, 0, 16, 2, 1, 0\ndma.loop dst, 0, 16, 2, 1, 0\n"
-       "dma.copy hbm, ub, 2, 0x1000, 0x3fff6\n", 2, 0x40000, 5},   // destination range
+       "dma.copy hbm, ub, 2, 0x1000, 0x3fff6\n",
+       2, 0x40000, 5},  // destination range
       {"dma.loop src, 0, 16, 2, 1, 0\ndma.loop dst, 0, 16, 2, 1, 0\n"
-       "dma.copy hbm, ub, 2, 0xfffffa, 0x3fffa\n", 1, 0x1000000, 3},  // tie: the source's
+       "dma.copy hbm, ub, 2, 0xfffffa, 0x3fffa\n",
+       1, 0x1000000, 3},  // tie: the source's
       {"dma.loop src, 0, 16, 2, 1, 0\ndma.loop dst, 0, 16, 2, 1, 0\n"
-       "dma.copy hbm, ub, 2, 0xfffff8, 0x3fffa\n", 2, 0x40000, 3},    // destination first
+       "dma.copy hbm, ub, 2, 0xfffff8, 0x3fffa\n",
+       2, 0x40000, 3},  // destination first
   };
   for (const auto& cs : cases) {
     // A fresh model per case: the UB starts as zeros, so moved elements are visible.
@@ -397,9 +407,9 @@ TEST(FunctionalModel, DmaIm2col3x3Of28x28MatchesDirectFormula) {
     const int row = 28 * eb;
     const std::string e = std::to_string(eb);
     const std::string prog =
-        "dma.loop src, 0, 3, " + e + ", 3, " + std::to_string(row) + "\n" +     // kx, ky
-        "dma.loop src, 1, 26, " + e + ", 26, " + std::to_string(row) + "\n" +   // ox, oy
-        "dma.loop dst, 0, 6084, " + e + ", 1, 0\n" +                          // contiguous
+        "dma.loop src, 0, 3, " + e + ", 3, " + std::to_string(row) + "\n" +    // kx, ky
+        "dma.loop src, 1, 26, " + e + ", 26, " + std::to_string(row) + "\n" +  // ox, oy
+        "dma.loop dst, 0, 6084, " + e + ", 1, 0\n" +                           // contiguous
         "dma.copy hbm, ub, " + e + ", 0x20000, 0x100\nhalt\n";
     const RunResult r = run(m, prog);
     ASSERT_EQ(r.status, RunStatus::kHalted) << r.describe();
@@ -432,7 +442,7 @@ TEST(FunctionalModel, DmaLoopRegistersPersistAcrossCopiesAndAllDirectionsWork) {
   // Transpose a 4 x 8 fp32 matrix HBM -> UB, then UB -> UB, UB -> HBM, HBM -> HBM with the same
   // contiguous loops (loop registers keep their values).
   const RunResult r = run(m,
-                          "dma.loop src, 0, 4, 32, 8, 4\n"     // column-major walk
+                          "dma.loop src, 0, 4, 32, 8, 4\n"  // column-major walk
                           "dma.loop dst, 0, 32, 4, 1, 0\n"
                           "dma.copy hbm, ub, 4, 0x4000, 0x0\n"
                           "dma.loop src, 0, 32, 4, 1, 0\n"
@@ -459,13 +469,12 @@ RunResult mxu_program(FunctionalModel& m, const std::vector<uint16_t>& a,
   write_bf16(m, 0x10000, a);
   write_bf16(m, 0x20000, w);
   const std::string prog =
-      "dma.loop src, 0, " + std::to_string(rows * n) + ", 2, 1, 0\n" +
-      "dma.loop dst, 0, " + std::to_string(rows * n) + ", 2, 1, 0\n" +
-      "dma.copy hbm, ub, 2, 0x10000, 0x0\n" +
-      "dma.loop src, 0, " + std::to_string(n * n) + ", 2, 1, 0\n" +
-      "dma.loop dst, 0, " + std::to_string(n * n) + ", 2, 1, 0\n" +
-      "dma.copy hbm, ub, 2, 0x20000, 0x8000\n" + "signal dma, sc0\nwait mxu, sc0, 1\n" +
-      "mxu.ldw 0x8000, " + std::to_string(2 * n) + "\n" + mm + "halt\n";
+      "dma.loop src, 0, " + std::to_string(rows * n) + ", 2, 1, 0\n" + "dma.loop dst, 0, " +
+      std::to_string(rows * n) + ", 2, 1, 0\n" + "dma.copy hbm, ub, 2, 0x10000, 0x0\n" +
+      "dma.loop src, 0, " + std::to_string(n * n) + ", 2, 1, 0\n" + "dma.loop dst, 0, " +
+      std::to_string(n * n) + ", 2, 1, 0\n" + "dma.copy hbm, ub, 2, 0x20000, 0x8000\n" +
+      "signal dma, sc0\nwait mxu, sc0, 1\n" + "mxu.ldw 0x8000, " + std::to_string(2 * n) + "\n" +
+      mm + "halt\n";
   return run(m, prog);
 }
 
@@ -513,8 +522,9 @@ TEST(FunctionalModel, MxuMatmulMatchesMxuRefOnRandomBf16AndAccumulates) {
     write_bf16(m, 0x30000, w2);
     // Two tiles loaded ahead: the first MM uses the oldest (w), the second w2, accumulating.
     const std::string ld2 =
-        "dma.copy hbm, ub, 2, 0x30000, 0x9000\nsignal dma, sc1\nwait mxu, sc1, 1\nmxu.ldw 0x9000, " +
-                            std::to_string(2 * n) + "\n";
+        "dma.copy hbm, ub, 2, 0x30000, 0x9000\nsignal dma, sc1\nwait mxu, sc1, 1\nmxu.ldw "
+        "0x9000, " +
+        std::to_string(2 * n) + "\n";
     const std::string mm = ld2 + "mxu.mm set, 0x0, " + std::to_string(2 * n) + ", 37, 3\n" +
                            "mxu.mm acc, 0x0, " + std::to_string(2 * n) + ", 37, 3\n";
     const RunResult r = mxu_program(m, a, w, rows, mm);
@@ -575,24 +585,36 @@ uint32_t expected_lane(isa::Funct f, uint32_t a, uint32_t b, uint32_t c) {
   using isa::Funct;
   const bool nan = std::isnan(F(a)) || std::isnan(F(b));
   switch (f) {
-    case Funct::kAdd: return canon(F(a) + F(b));
-    case Funct::kSub: return canon(F(a) - F(b));
-    case Funct::kMul: return canon(F(a) * F(b));
-    case Funct::kDiv: return canon(F(a) / F(b));
-    case Funct::kSqrt: return canon(std::sqrt(F(a)));
+    case Funct::kAdd:
+      return canon(F(a) + F(b));
+    case Funct::kSub:
+      return canon(F(a) - F(b));
+    case Funct::kMul:
+      return canon(F(a) * F(b));
+    case Funct::kDiv:
+      return canon(F(a) / F(b));
+    case Funct::kSqrt:
+      return canon(std::sqrt(F(a)));
     case Funct::kMin:
       if (nan) return 0x7FC00000u;
-      if (F(a) == 0 && F(b) == 0) return (std::signbit(F(a)) || std::signbit(F(b))) ? 0x80000000u : 0;
+      if (F(a) == 0 && F(b) == 0)
+        return (std::signbit(F(a)) || std::signbit(F(b))) ? 0x80000000u : 0;
       return fp::bits(std::fmin(F(a), F(b)));
     case Funct::kMax:
       if (nan) return 0x7FC00000u;
-      if (F(a) == 0 && F(b) == 0) return (!std::signbit(F(a)) || !std::signbit(F(b))) ? 0 : 0x80000000u;
+      if (F(a) == 0 && F(b) == 0)
+        return (!std::signbit(F(a)) || !std::signbit(F(b))) ? 0 : 0x80000000u;
       return fp::bits(std::fmax(F(a), F(b)));
-    case Funct::kCmpEq: return F(a) == F(b) ? ~0u : 0u;
-    case Funct::kCmpLt: return F(a) < F(b) ? ~0u : 0u;
-    case Funct::kCmpLe: return F(a) <= F(b) ? ~0u : 0u;
-    case Funct::kSel: return c ? a : b;
-    case Funct::kI2F: return fp::bits(static_cast<float>(static_cast<int32_t>(a)));
+    case Funct::kCmpEq:
+      return F(a) == F(b) ? ~0u : 0u;
+    case Funct::kCmpLt:
+      return F(a) < F(b) ? ~0u : 0u;
+    case Funct::kCmpLe:
+      return F(a) <= F(b) ? ~0u : 0u;
+    case Funct::kSel:
+      return c ? a : b;
+    case Funct::kI2F:
+      return fp::bits(static_cast<float>(static_cast<int32_t>(a)));
     case Funct::kF2I: {
       if (std::isnan(F(a))) return 0;
       const double t = std::trunc(static_cast<double>(F(a)));
@@ -600,24 +622,32 @@ uint32_t expected_lane(isa::Funct f, uint32_t a, uint32_t b, uint32_t c) {
       if (t < -2147483648.0) return 0x80000000u;
       return static_cast<uint32_t>(static_cast<int32_t>(t));
     }
-    case Funct::kF2Bf: return static_cast<uint32_t>(fp::fp32_to_bf16(a)) << 16;
-    case Funct::kIAdd: return static_cast<uint32_t>(static_cast<uint64_t>(a) + b);
-    case Funct::kIAnd: return a & b;
-    case Funct::kIOr: return a | b;
-    case Funct::kIXor: return a ^ b;
-    case Funct::kShl: return a << (b % 32);
-    case Funct::kShr: return a >> (b % 32);
-    case Funct::kSra: return static_cast<uint32_t>(static_cast<int32_t>(a) >> (b % 32));
-    default: return 0;
+    case Funct::kF2Bf:
+      return static_cast<uint32_t>(fp::fp32_to_bf16(a)) << 16;
+    case Funct::kIAdd:
+      return static_cast<uint32_t>(static_cast<uint64_t>(a) + b);
+    case Funct::kIAnd:
+      return a & b;
+    case Funct::kIOr:
+      return a | b;
+    case Funct::kIXor:
+      return a ^ b;
+    case Funct::kShl:
+      return a << (b % 32);
+    case Funct::kShr:
+      return a >> (b % 32);
+    case Funct::kSra:
+      return static_cast<uint32_t>(static_cast<int32_t>(a) >> (b % 32));
+    default:
+      return 0;
   }
 }
 
 const std::vector<isa::Funct> kLaneFuncts = {
-    isa::Funct::kAdd,  isa::Funct::kSub,  isa::Funct::kMul,   isa::Funct::kDiv,
-    isa::Funct::kSqrt, isa::Funct::kMin,  isa::Funct::kMax,   isa::Funct::kCmpEq,
-    isa::Funct::kCmpLt, isa::Funct::kCmpLe, isa::Funct::kSel, isa::Funct::kI2F,
-    isa::Funct::kF2I,  isa::Funct::kF2Bf, isa::Funct::kIAdd,  isa::Funct::kIAnd,
-    isa::Funct::kIOr,  isa::Funct::kIXor, isa::Funct::kShl,   isa::Funct::kShr,
+    isa::Funct::kAdd,  isa::Funct::kSub, isa::Funct::kMul,   isa::Funct::kDiv,   isa::Funct::kSqrt,
+    isa::Funct::kMin,  isa::Funct::kMax, isa::Funct::kCmpEq, isa::Funct::kCmpLt, isa::Funct::kCmpLe,
+    isa::Funct::kSel,  isa::Funct::kI2F, isa::Funct::kF2I,   isa::Funct::kF2Bf,  isa::Funct::kIAdd,
+    isa::Funct::kIAnd, isa::Funct::kIOr, isa::Funct::kIXor,  isa::Funct::kShl,   isa::Funct::kShr,
     isa::Funct::kSra};
 
 void check_lanes(isa::Funct f, const std::vector<uint32_t>& a, const std::vector<uint32_t>& b,
@@ -635,8 +665,8 @@ TEST(FunctionalModel, VpuLaneFunctsOnSpecialValues) {
   ASSERT_TRUE(fp::host_keeps_subnormals());
   std::vector<uint32_t> s = test::fp32_specials();
   // Integer-ish patterns for i2f / shifts / f2i saturation.
-  for (uint32_t x : {0x4F000000u, 0xCF000000u, 0xCF000001u, 0x4EFFFFFFu, 0x7FFFFFFFu,
-                     0x80000000u, 0x01000001u, 0x00FFFFFFu, 31u, 32u, 33u, 0xFFFFFFFFu}) {
+  for (uint32_t x : {0x4F000000u, 0xCF000000u, 0xCF000001u, 0x4EFFFFFFu, 0x7FFFFFFFu, 0x80000000u,
+                     0x01000001u, 0x00FFFFFFu, 31u, 32u, 33u, 0xFFFFFFFFu}) {
     s.push_back(x);
   }
   for (isa::Funct f : kLaneFuncts) {
@@ -677,14 +707,18 @@ TEST(FunctionalModel, VpuLaneFunctsOnRandomValues) {
 TEST(FunctionalModel, VpuSpecificSemantics) {
   const uint32_t nan_pay = 0x7FA00001u, neg_nan = 0xFFC00000u;
   std::vector<uint32_t> a(16, 0), b(16, 0), c(16, 0);
-  a[0] = 0x80000000u; b[0] = 0;            // min(-0,+0) = -0, max = +0
-  a[1] = 0; b[1] = 0x80000000u;            // either order
-  a[2] = nan_pay; b[2] = 0x3F800000u;      // NaN in -> canonical NaN out
-  a[3] = 0x3F800000u; b[3] = neg_nan;
-  a[4] = 0x4F000000u;                      // 2^31 -> saturates
-  a[5] = 0xFF800000u;                      // -inf -> INT32_MIN
-  a[6] = 0xC0600000u;                      // -3.5 -> -3 (toward zero)
-  a[7] = nan_pay;                          // f2i(NaN) = 0
+  a[0] = 0x80000000u;
+  b[0] = 0;  // min(-0,+0) = -0, max = +0
+  a[1] = 0;
+  b[1] = 0x80000000u;  // either order
+  a[2] = nan_pay;
+  b[2] = 0x3F800000u;  // NaN in -> canonical NaN out
+  a[3] = 0x3F800000u;
+  b[3] = neg_nan;
+  a[4] = 0x4F000000u;  // 2^31 -> saturates
+  a[5] = 0xFF800000u;  // -inf -> INT32_MIN
+  a[6] = 0xC0600000u;  // -3.5 -> -3 (toward zero)
+  a[7] = nan_pay;      // f2i(NaN) = 0
   std::vector<uint32_t> mn = vpu_op(isa::Funct::kMin, a, b, c);
   std::vector<uint32_t> mx = vpu_op(isa::Funct::kMax, a, b, c);
   EXPECT_EQ(mn[0], 0x80000000u);
@@ -779,6 +813,41 @@ TEST(FunctionalModel, VpuReductionsUseThePairwiseTree) {
   for (int l = 0; l < 16; ++l) EXPECT_EQ(bc[l], 113u);
 }
 
+TEST(FunctionalModel, VpuAtOtherArraySizes) {
+  test::Fp32Gen gen(test::test_seed());
+  for (const int n : {4, 32, 128}) {
+    ChipConfig c;
+    c.n = n;
+    FunctionalModel m(c);
+    std::vector<uint32_t> v(n);
+    for (auto& x : v) x = gen();
+    write_f32(m, 0x0, v);
+    const std::string cnt = std::to_string(n);
+    const RunResult r = run(
+        m, "dma.loop src, 0, " + cnt + ", 4, 1, 0\ndma.loop dst, 0, " + cnt +
+               ", 4, 1, 0\ndma.copy hbm, ub, 4, 0x0, 0x0\n"
+               "signal dma, sc0\nwait vpu, sc0, 1\nvpu.ld f32, v1, 0x0\n"
+               "vpu.op rsum, v2, v1, v0, v0\nvpu.op rmax, v3, v1, v0, v0\n"
+               "vpu.op bcast, v4, v1, v0, v0, " +
+               std::to_string(n - 1) + "\nvpu.st f32, v1, 0x" +
+               [&] {
+                 char b[16];
+                 std::snprintf(b, sizeof b, "%x", 4 * n);  // next aligned
+                 return std::string(b);
+               }() +
+               "\nhalt\n");
+    ASSERT_EQ(r.status, RunStatus::kHalted) << n << ": " << r.describe();
+    for (int l = 0; l < n; ++l) {
+      ASSERT_EQ(m.vreg(2)[l], tree(v, 0, n, false)) << n;
+      ASSERT_EQ(m.vreg(3)[l], tree(v, 0, n, true)) << n;
+      ASSERT_EQ(m.vreg(4)[l], v[n - 1]) << n;
+    }
+    // fp32 accesses need a multiple of 4N: 2N is misaligned.
+    const RunResult bad = run(m, "vpu.ld f32, v1, " + std::to_string(2 * n) + "\nhalt\n");
+    expect_fault(bad, isa::FAULT_UB_RANGE, kProg, 2 * n, 0);
+  }
+}
+
 TEST(FunctionalModel, VpuLoadsAndStoresOfEveryKind) {
   FunctionalModel m;
   std::vector<uint16_t> h(16);
@@ -789,10 +858,10 @@ TEST(FunctionalModel, VpuLoadsAndStoresOfEveryKind) {
                           "dma.loop src, 0, 16, 2, 1, 0\ndma.loop dst, 0, 16, 2, 1, 0\n"
                           "dma.copy hbm, ub, 2, 0x0, 0x20\nsignal dma, sc0\nwait vpu, sc0, 1\n"
                           "vpu.ld bf16, v1, 0x20\n"
-                          "vpu.st f32, v1, 0x40\n"       // fp32 lanes
+                          "vpu.st f32, v1, 0x40\n"  // fp32 lanes
                           "vpu.st acc, v1, 5\n"
                           "vpu.ld acc, v2, 5\n"
-                          "vpu.li v3, 0x3f808000\n"      // a bf16 tie: rounds to even 0x3f80
+                          "vpu.li v3, 0x3f808000\n"  // a bf16 tie: rounds to even 0x3f80
                           "vpu.st bf16, v3, 0x80\n"
                           "vpu.ld f32, v4, 0x40\n"
                           "halt\n");
@@ -814,12 +883,12 @@ TEST(FunctionalModel, VpuLoadsAndStoresOfEveryKind) {
 TEST(FunctionalModel, UndefinedReadsAreRecordedNotFaulted) {
   FunctionalModel m;
   RunResult r = run(m,
-                    "vpu.ld f32, v1, 0x100\n"      // unwritten UB
-                    "vpu.ld acc, v1, 3\n"          // unwritten ACC row
+                    "vpu.ld f32, v1, 0x100\n"  // unwritten UB
+                    "vpu.ld acc, v1, 3\n"      // unwritten ACC row
                     "vpu.st f32, v1, 0x100\n"
-                    "vpu.ld f32, v2, 0x100\n"      // now written: fine
+                    "vpu.ld f32, v2, 0x100\n"  // now written: fine
                     "vpu.st bf16, v1, 0x200\n"
-                    "vpu.ld f32, v2, 0x200\n"      // half written: first unwritten byte 0x220
+                    "vpu.ld f32, v2, 0x200\n"  // half written: first unwritten byte 0x220
                     "halt\n");
   ASSERT_EQ(r.status, RunStatus::kHalted) << r.describe();
   ASSERT_EQ(r.undefined_reads.size(), 3u);

@@ -128,11 +128,15 @@ TEST(Isa, LegalWordPatternsReencodeExactly) {
   std::mt19937_64 g(test::test_seed());
   int legal = 0;
   for (int k = 0; k < 200000; ++k) {
-    Words w = {static_cast<uint32_t>(g()), static_cast<uint32_t>(g()),
-               static_cast<uint32_t>(g()), static_cast<uint32_t>(g())};
+    Words w = {static_cast<uint32_t>(g()), static_cast<uint32_t>(g()), static_cast<uint32_t>(g()),
+               static_cast<uint32_t>(g())};
     // Mostly known opcodes with few reserved bits set, so that many patterns are legal.
     w[0] = (w[0] & ~0xFFu) | static_cast<uint32_t>(kOpcodes[g() % 14]);
-    const Instruction probe = [&] { Instruction i; i.op = static_cast<Opcode>(w[0] & 0xFF); return i; }();
+    const Instruction probe = [&] {
+      Instruction i;
+      i.op = static_cast<Opcode>(w[0] & 0xFF);
+      return i;
+    }();
     // Keep only the bits a random legal instruction of this opcode could have set.
     Words m = {0xFFu, 0, 0, 0};
     std::mt19937_64 g2(g());
@@ -472,8 +476,8 @@ TEST(Assembler, TextBinaryTextBinaryRoundTrip) {
   ASSERT_TRUE(r1.ok()) << assembler::format_error("rt.s", r1.errors[0]);
   ASSERT_EQ(r1.instructions.size(), prog.size());
   for (size_t k = 0; k < prog.size(); ++k) {
-    ASSERT_EQ(r1.instructions[k], prog[k]) << "line " << k + 1 << ": "
-                                           << assembler::disassemble(prog[k]);
+    ASSERT_EQ(r1.instructions[k], prog[k])
+        << "line " << k + 1 << ": " << assembler::disassemble(prog[k]);
   }
   const auto d1 = assembler::disassemble(r1.bytes());
   ASSERT_TRUE(d1.ok()) << d1.errors[0];

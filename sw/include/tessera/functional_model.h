@@ -21,10 +21,10 @@
 namespace tessera::functional {
 
 struct ChipConfig {
-  int n = 16;                             // MXU array size = VPU lanes (4..128, power of two)
-  uint64_t ub_bytes = 256 * 1024;         // unified buffer
-  uint32_t acc_rows = 1024;               // accumulator rows of n fp32
-  uint64_t hbm_bytes = 256ull << 20;      // HBM capacity: pseudo-channels x 256 MiB
+  int n = 16;                         // MXU array size = VPU lanes (4..128, power of two)
+  uint64_t ub_bytes = 256 * 1024;     // unified buffer
+  uint32_t acc_rows = 1024;           // accumulator rows of n fp32
+  uint64_t hbm_bytes = 256ull << 20;  // HBM capacity: pseudo-channels x 256 MiB
 };
 
 constexpr uint32_t kQueueDepth = 8;  // QDEPTH (reported in CONFIG0; the model has no queues)
@@ -108,7 +108,9 @@ class FunctionalModel {
   // Architectural state, for tests and the differential tester.
   const std::vector<uint8_t>& ub() const { return ub_; }
   std::vector<uint8_t>& ub() { return ub_; }
-  uint32_t acc(uint32_t row, int lane) const { return acc_[static_cast<size_t>(row) * config_.n + lane]; }
+  uint32_t acc(uint32_t row, int lane) const {
+    return acc_[static_cast<size_t>(row) * config_.n + lane];
+  }
   const std::vector<uint32_t>& vreg(int r) const { return v_[r]; }
   uint32_t sync_counter(int sc) const { return sc_[sc]; }
   size_t loaded_tiles() const { return tiles_.size(); }
@@ -145,7 +147,7 @@ class FunctionalModel {
   std::array<std::vector<uint32_t>, 16> v_;
   std::array<uint32_t, 16> sc_{};
   std::array<uint32_t, 16> signals_dispatched_{};
-  std::array<LoopRegs, 2> loops_{};  // [walk]
+  std::array<LoopRegs, 2> loops_{};          // [walk]
   std::deque<std::vector<uint16_t>> tiles_;  // n x n bf16, row k at [k * n]
   Fault fault_;
   TraceHook trace_;

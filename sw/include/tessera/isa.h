@@ -85,7 +85,7 @@ struct Instruction {
   uint32_t code = 0;
   // DMA.LOOP
   Walk walk = Walk::kSrc;
-  uint8_t pair = 0;  // 0: loops 0 and 1; 1: loops 2 and 3
+  uint8_t pair = 0;         // 0: loops 0 and 1; 1: loops 2 and 3
   uint16_t c0 = 0, c1 = 0;  // 1..65535
   int32_t s0 = 0, s1 = 0;   // signed byte strides
   // DMA.COPY
@@ -95,14 +95,14 @@ struct Instruction {
   // MXU.LDW, MXU.MM; VPU.LD / VPU.ST (addr: UB byte address or ACC row)
   AccMode acc_mode = AccMode::kSet;
   uint32_t addr = 0;
-  int32_t stride = 0;   // signed byte stride between UB rows
-  uint16_t rows = 0;    // MXU.MM: 1..65535
-  uint16_t acc_row = 0; // MXU.MM
+  int32_t stride = 0;    // signed byte stride between UB rows
+  uint16_t rows = 0;     // MXU.MM: 1..65535
+  uint16_t acc_row = 0;  // MXU.MM
   // VPU
   Kind kind = Kind::kUbF32;
   Funct funct = Funct::kAdd;
   uint8_t vd = 0, vs = 0, va = 0, vb = 0, vc = 0;  // 0..15
-  uint32_t imm = 0;  // VPU.OP (bcast lane), VPU.LI (lane pattern)
+  uint32_t imm = 0;                                // VPU.OP (bcast lane), VPU.LI (lane pattern)
 
   bool operator==(const Instruction& o) const;
   bool operator!=(const Instruction& o) const { return !(*this == o); }
