@@ -80,6 +80,49 @@ struct HbmChannelStats {
   uint64_t row_hits = 0;
 };
 
+// Field access on a verilated port of any width (fields at [width * i +: width]).
+template <class P>
+uint64_t pin_field(const P& port, int lsb, int width) {
+  uint64_t v = 0;
+  for (int i = 0; i < width; ++i) {
+    const int b = lsb + i;
+    uint64_t x;
+    if constexpr (std::is_integral_v<P>) {
+      x = (static_cast<uint64_t>(port) >> b) & 1u;
+    } else {
+      x = (port[b / 32] >> (b % 32)) & 1u;
+    }
+    v |= x << i;
+  }
+  return v;
+}
+
+// One cycle of every pseudo-channel's pins of a model that has tpu_hbm's pin names (tpu_hbm
+// itself, tpu_top): the commands and write beats go to the device model (which throws on any
+// timing or protocol violation), its read beats come back. `on_pins(c, in)` sees channel c's
+// pins first. The caller evaluates the model before and after.
+template <class Model, class OnPins>
+void exchange_hbm_pins(Model& m, HbmDevice& dev, uint64_t cycle, OnPins on_pins) {
+  for (int c = 0; c < dev.pcs(); ++c) {
+    HbmPinsIn in;
+    in.cmd_valid = pin_field(m.cmd_valid_o, c, 1) != 0;
+    in.cmd = static_cast<HbmCmd>(pin_field(m.cmd_o, 3 * c, 3));
+    in.bg = static_cast<int>(pin_field(m.bg_o, 2 * c, 2));
+    in.bank = static_cast<int>(pin_field(m.bank_o, 2 * c, 2));
+    in.row = static_cast<uint32_t>(pin_field(m.row_o, 14 * c, 14));
+    in.col = static_cast<uint32_t>(pin_field(m.col_o, 5 * c, 5));
+    in.wdata_valid = pin_field(m.wdata_valid_o, c, 1) != 0;
+    for (int k = 0; k < kBeatBytes; ++k) {
+      in.wdata[k] = static_cast<uint8_t>(get_elem<8>(m.wdata_o, 16 * c + k));
+    }
+    in.wstrb = static_cast<uint16_t>(pin_field(m.wdata_strb_o, 16 * c, 16));
+    on_pins(c, in);
+    const HbmPinsOut out = dev.channel(c).step(cycle, in);
+    put_bits(m.rdata_valid_i, c, 1, out.rdata_valid ? 1 : 0);
+    for (int k = 0; k < kBeatBytes; ++k) put_elem<8>(m.rdata_i, 16 * c + k, out.rdata[k]);
+  }
+}
+
 template <class Model>
 class HbmSystem {
  public:
@@ -129,30 +172,14 @@ class HbmSystem {
   // device model (which throws on any violation) and its read data back, settle again. The
   // port outputs (ready, responses) are then valid for this cycle; tick() ends it.
   void exchange_pins() {
-    auto& m = sim_.top();
     sim_.eval();
-    for (int c = 0; c < channels(); ++c) {
-      HbmPinsIn in;
-      in.cmd_valid = bit(m.cmd_valid_o, c);
-      in.cmd = static_cast<HbmCmd>(field(m.cmd_o, 3 * c, 3));
-      in.bg = static_cast<int>(field(m.bg_o, 2 * c, 2));
-      in.bank = static_cast<int>(field(m.bank_o, 2 * c, 2));
-      in.row = static_cast<uint32_t>(field(m.row_o, 14 * c, 14));
-      in.col = static_cast<uint32_t>(field(m.col_o, 5 * c, 5));
-      in.wdata_valid = bit(m.wdata_valid_o, c);
-      for (int k = 0; k < kBeatBytes; ++k) {
-        in.wdata[k] = static_cast<uint8_t>(get_elem<8>(m.wdata_o, 16 * c + k));
-      }
-      in.wstrb = static_cast<uint16_t>(field(m.wdata_strb_o, 16 * c, 16));
+    exchange_hbm_pins(sim_.top(), dev_, sim_.cycle(), [this](int c, const HbmPinsIn& in) {
       if (in.cmd_valid) count(c, in.cmd, in.bg * 4 + in.bank);
       if (refresh_left_[c] > 0) {
         --refresh_left_[c];
         ++stats_[static_cast<size_t>(c)].refresh_cycles;
       }
-      const HbmPinsOut out = dev_.channel(c).step(sim_.cycle(), in);
-      set_bit(m.rdata_valid_i, c, out.rdata_valid);
-      for (int k = 0; k < kBeatBytes; ++k) put_elem<8>(m.rdata_i, 16 * c + k, out.rdata[k]);
-    }
+    });
     sim_.eval();
   }
   void tick() { sim_.tick(); }
@@ -199,19 +226,9 @@ class HbmSystem {
   }
   template <class P>
   static uint64_t field(const P& port, int lsb, int width) {
-    uint64_t v = 0;
-    for (int i = 0; i < width; ++i) {
-      const int b = lsb + i;
-      uint64_t x;
-      if constexpr (std::is_integral_v<P>) {
-        x = (static_cast<uint64_t>(port) >> b) & 1u;
-      } else {
-        x = (port[b / 32] >> (b % 32)) & 1u;
-      }
-      v |= x << i;
-    }
-    return v;
+    return pin_field(port, lsb, width);
   }
+
 
  private:
   void count(int c, HbmCmd cmd, int bank) {

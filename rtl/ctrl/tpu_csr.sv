@@ -95,7 +95,7 @@ module tpu_csr #(
       end
       if (csr_valid_i && csr_write_i) begin
         unique case (csr_addr_i)
-          tpu_isa_pkg::CSR_PROG_ADDR:  prog_addr_q <= {csr_wdata_i[31:4], 4'd0};
+          tpu_isa_pkg::CSR_PROG_ADDR:  prog_addr_q <= csr_wdata_i;
           tpu_isa_pkg::CSR_IRQ_ENABLE: irq_en_q    <= csr_wdata_i[2:0];
           default: ;
         endcase
@@ -133,6 +133,5 @@ module tpu_csr #(
     end
   end
 
-  logic unused_bits;
-  assign unused_bits = csr_wdata_i[3];  // IRQ bits are 2:0; PROG_ADDR drops 3:0
+
 endmodule

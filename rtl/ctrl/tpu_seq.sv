@@ -387,7 +387,17 @@ module tpu_seq #(
 
       unique case (state_q)
         IdleS, HaltedS, FaultedS: begin
-          if (start_i) begin
+          if (start_i && prog_addr_i[3:0] != '0) begin
+            // a program address that is not a multiple of 16 cannot be fetched
+            state_q      <= DrainS;
+            fetching_q   <= 1'b0;
+            fault_code_o <= tpu_isa_pkg::FAULT_FETCH_RANGE;
+            fault_pc_o   <= prog_addr_i;
+            fault_addr_o <= '0;
+            fault_info_o <= '0;
+            q_cnt_q      <= '0;
+            fb_cnt_q     <= '0;
+          end else if (start_i) begin
             state_q      <= RunS;
             fetch_addr_q <= {prog_addr_i[31:4], 4'd0};
             next_pc_q    <= {prog_addr_i[31:5], 5'd0};
@@ -477,8 +487,6 @@ module tpu_seq #(
   assign running_o     = state_q == RunS || state_q == DrainS;
   assign unit_busy_o   = ~unit_idle_i;
   assign unused_qw     = '0;
-  logic unused_prog_lsbs;
-  assign unused_prog_lsbs = ^prog_addr_i[3:0];         // instructions are 16-byte aligned
 
   `TPU_ASSERT(FetchBufferNeverOverflows, fb_cnt_q <= (FW+1)'(FetchDepth))
   `TPU_ASSERT(HandOnlyWhenValid, head_hand == (unit_valid_o & unit_ready_i))

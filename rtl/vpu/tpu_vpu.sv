@@ -184,7 +184,7 @@ module tpu_vpu #(
     ld_valid = state_q == WaitDataS && (to_acc ? acc_rd_data_valid_i : ub_rvalid_i);
     ld_data  = to_acc ? acc_rd_data_i : ub_rdata_i;
     if (!to_acc && kind == tpu_isa_pkg::KIND_UB_BF16) begin
-      for (int l = 0; l < N; l++) ld_data[32*l +: 32] = {ub_rdata_i[16*l +: 16], 16'd0};
+      for (int l = 0; l < N; l++) ld_data[32*l +: 32] = tpu_fp_pkg::bf16_to_fp32(ub_rdata_i[16*l +: 16]);
     end
   end
 

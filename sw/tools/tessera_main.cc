@@ -5,9 +5,12 @@
 //   hbm-replay TRACE [--channels N] [--request-bytes B] [--json] [--cmd-trace FILE]
 //                                                  replay a memory-request trace through the
 //                                                  HBM2 memory system; bandwidth and latency
+//   asm IN.s -o OUT.bin [--n N]                     assemble a program (docs/isa.md syntax)
+//   disasm IN.bin [--n N]                           print a program image as canonical text
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "sw/tools/asm_tool.h"
 #include "sw/tools/fpu_check.h"
 #include "sw/tools/hbm_replay.h"
 
@@ -41,7 +44,21 @@ int main(int argc, char** argv) {
   hbm->add_option("--cmd-trace", replay.cmd_trace,
                   "write every device command to FILE: cycle cmd pc bg bank row col");
 
+  std::string asm_in, asm_out, disasm_in;
+  tessera::assembler::AsmOptions asm_opts;
+  auto* as = app.add_subcommand("asm", "assemble a program into its binary image (docs/isa.md)");
+  as->add_option("input", asm_in, "assembly text")->required();
+  as->add_option("-o,--output", asm_out, "binary program image to write")->required();
+  as->add_option("--n", asm_opts.n, "array size N (bcast lanes must be below it)")
+      ->capture_default_str();
+  auto* dis = app.add_subcommand("disasm", "print a binary program image as canonical assembly");
+  dis->add_option("input", disasm_in, "binary program image")->required();
+  dis->add_option("--n", asm_opts.n, "array size N")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
+
+  if (as->parsed()) return tessera::tools::run_asm(asm_in, asm_out, asm_opts, std::cerr);
+  if (dis->parsed()) return tessera::tools::run_disasm(disasm_in, asm_opts, std::cout, std::cerr);
 
   if (fpu->parsed()) {
     const auto op = tessera::tools::parse_fpu_op(op_name);

@@ -374,6 +374,16 @@ TEST_F(Seq, StaticFaultsStopWithCodePcAndAddress) {
   EXPECT_EQ(run(0x9000).status, int(isa::STATUS_HALTED));
 }
 
+// A program address that is not a multiple of 16 faults FETCH_RANGE at once, with that PC.
+TEST_F(Seq, MisalignedProgramAddressFaults) {
+  load(0x7000, {halt_i()});
+  const Outcome o = run(0x7008);
+  EXPECT_EQ(o.status, int(isa::STATUS_FAULTED));
+  EXPECT_EQ(o.code, isa::FAULT_FETCH_RANGE);
+  EXPECT_EQ(o.pc, 0x7008u);
+  EXPECT_EQ(run(0x7000).status, int(isa::STATUS_HALTED));
+}
+
 TEST_F(Seq, FetchBeyondMemoryFaults) {
   limit_ = 0x3020;  // the burst at 0x3020 and later return an error
   load(0x3000, {vop_i(isa::VF_ADD, 1, 2, 3), vop_i(isa::VF_ADD, 1, 2, 3)});  // no HALT

@@ -1,0 +1,205 @@
+// ChipSim: the verilated chip (tpu_top) with the HBM2 device model on every pseudo-channel's
+// pins (every command through the timing checker), driven the way a host drives it: HBM loads
+// and dumps through the host memory port (32-byte bursts, up to 16 per request, cycle by
+// cycle), CSR reads and writes, and run(): PROG_ADDR, the doorbell, then cycles until STATUS
+// leaves "running" or a watchdog expires. The rtl backend of the driver and the chip tests are
+// built on it.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/hbm/hbm_system.h"
+#include "harness/sim_ctrl.h"
+#include "harness/vl_bits.h"
+#include "tessera/isa_gen.h"
+
+namespace tessera::chip {
+
+struct ChipRun {
+  uint32_t status = 0;  // isa::STATUS_*
+  uint32_t fault_code = 0, fault_pc = 0, fault_addr = 0, fault_info = 0;
+  uint64_t cycles = 0;  // doorbell to the end
+  bool timed_out = false;
+};
+
+template <class Model>
+class ChipSim {
+ public:
+  ChipSim(int channels, const hbm::HbmTiming& timing = hbm::HbmTiming{},
+          const std::string& wave_name = "")
+      : sim_(wave_name), dev_(channels, timing), map_(channels) {
+    auto& m = sim_.top();
+    m.csr_valid_i = 0;
+    m.csr_write_i = 0;
+    m.csr_addr_i = 0;
+    m.csr_wdata_i = 0;
+    m.host_req_valid_i = 0;
+    m.host_req_write_i = 0;
+    m.host_req_addr_i = 0;
+    m.host_req_len_i = 0;
+    m.host_req_id_i = 0;
+    m.host_wd_valid_i = 0;
+    m.host_wd_data_i = {};
+    m.host_wd_strb_i = 0;
+    m.host_rd_ready_i = 0;
+    m.host_wr_done_ready_i = 0;
+    hbm::HbmSystem<Model>::clear(m.rdata_valid_i);
+    hbm::HbmSystem<Model>::clear(m.rdata_i);
+    sim_.reset();
+  }
+
+  Model& top() { return sim_.top(); }
+  uint64_t cycle() const { return sim_.cycle(); }
+  hbm::HbmDevice& device() { return dev_; }
+
+  // One clock cycle with the inputs set so far.
+  void step() {
+    sim_.eval();
+    hbm::exchange_hbm_pins(sim_.top(), dev_, sim_.cycle(), [](int, const hbm::HbmPinsIn&) {});
+    sim_.eval();
+    sim_.tick();
+  }
+
+  uint32_t csr_read(uint32_t offset) {
+    auto& m = sim_.top();
+    m.csr_valid_i = 1;
+    m.csr_write_i = 0;
+    m.csr_addr_i = offset;
+    sim_.eval();
+    const uint32_t v = m.csr_rdata_o;
+    step();
+    m.csr_valid_i = 0;
+    return v;
+  }
+  void csr_write(uint32_t offset, uint32_t value) {
+    auto& m = sim_.top();
+    m.csr_valid_i = 1;
+    m.csr_write_i = 1;
+    m.csr_addr_i = offset;
+    m.csr_wdata_i = value;
+    step();
+    m.csr_valid_i = 0;
+    m.csr_write_i = 0;
+  }
+
+  // Writes `bytes` at `addr` (32-byte aligned; a partial last burst is written with byte
+  // enables) through the host port; returns when every write has completed.
+  void hbm_write(uint64_t addr, const std::vector<uint8_t>& bytes) {
+    if (addr % 32) throw std::invalid_argument("hbm_write: address not 32-byte aligned");
+    auto& m = sim_.top();
+    const size_t bursts = (bytes.size() + 31) / 32;
+    size_t sent = 0, beats = 0, done = 0, requests = 0;
+    for (uint64_t guard = 0; done < requests || sent < bursts; ++guard) {
+      if (guard > 100 * bursts + 100000) throw std::runtime_error("hbm_write: host port stuck");
+      const size_t len = std::min<size_t>(16, bursts - sent);
+      m.host_req_valid_i = sent < bursts && beats == sent;
+      m.host_req_write_i = 1;
+      m.host_req_addr_i = static_cast<uint32_t>(addr + 32 * sent);
+      m.host_req_len_i = static_cast<uint8_t>(len == 0 ? 0 : len - 1);
+      m.host_wd_valid_i = beats < sent;
+      if (beats < sent) {
+        uint32_t strb = 0;
+        for (int k = 0; k < 32; ++k) {
+          const size_t i = 32 * beats + k;
+          put_elem<8>(m.host_wd_data_i, k, i < bytes.size() ? bytes[i] : 0);
+          if (i < bytes.size()) strb |= 1u << k;
+        }
+        m.host_wd_strb_i = strb;
+      }
+      m.host_wr_done_ready_i = 1;
+      sim_.eval();
+      hbm::exchange_hbm_pins(sim_.top(), dev_, sim_.cycle(), [](int, const hbm::HbmPinsIn&) {});
+      sim_.eval();
+      if (m.host_req_valid_i && m.host_req_ready_o) {
+        sent += len;
+        ++requests;
+      }
+      if (m.host_wd_valid_i && m.host_wd_ready_o) ++beats;
+      if (m.host_wr_done_valid_o) {
+        if (m.host_wr_done_err_o) throw std::runtime_error("hbm_write: address beyond HBM");
+        ++done;
+      }
+      sim_.tick();
+    }
+    m.host_req_valid_i = 0;
+    m.host_wd_valid_i = 0;
+    m.host_wr_done_ready_i = 0;
+    // A completion means the WR issued; let its data reach the device.
+    for (int i = 0; i < 16; ++i) step();
+  }
+
+  std::vector<uint8_t> hbm_read(uint64_t addr, size_t n) {
+    if (addr % 32) throw std::invalid_argument("hbm_read: address not 32-byte aligned");
+    auto& m = sim_.top();
+    const size_t bursts = (n + 31) / 32;
+    std::vector<uint8_t> out;
+    size_t sent = 0;
+    for (uint64_t guard = 0; out.size() < 32 * bursts; ++guard) {
+      if (guard > 100 * bursts + 100000) throw std::runtime_error("hbm_read: host port stuck");
+      const size_t len = std::min<size_t>(16, bursts - sent);
+      m.host_req_valid_i = sent < bursts;
+      m.host_req_write_i = 0;
+      m.host_req_addr_i = static_cast<uint32_t>(addr + 32 * sent);
+      m.host_req_len_i = static_cast<uint8_t>(len == 0 ? 0 : len - 1);
+      m.host_rd_ready_i = 1;
+      sim_.eval();
+      hbm::exchange_hbm_pins(sim_.top(), dev_, sim_.cycle(), [](int, const hbm::HbmPinsIn&) {});
+      sim_.eval();
+      if (m.host_req_valid_i && m.host_req_ready_o) sent += len;
+      if (m.host_rd_valid_o) {
+        if (m.host_rd_err_o) throw std::runtime_error("hbm_read: address beyond HBM");
+        for (int k = 0; k < 32; ++k) out.push_back(static_cast<uint8_t>(get_elem<8>(m.host_rd_data_o, k)));
+      }
+      sim_.tick();
+    }
+    m.host_req_valid_i = 0;
+    m.host_rd_ready_i = 0;
+    out.resize(n);
+    return out;
+  }
+
+  // Runs the program at prog_addr to its end (HALT or a fault), at most max_cycles.
+  ChipRun run(uint32_t prog_addr, uint64_t max_cycles = 10'000'000) {
+    csr_write(isa::CSR_PROG_ADDR, prog_addr);
+    csr_write(isa::CSR_DOORBELL, 1);
+    const uint64_t start = sim_.cycle();
+    ChipRun r;
+    auto& m = sim_.top();
+    m.csr_valid_i = 1;
+    m.csr_write_i = 0;
+    m.csr_addr_i = isa::CSR_STATUS;
+    for (;;) {
+      sim_.eval();
+      r.status = m.csr_rdata_o;
+      if (r.status != isa::STATUS_RUNNING) break;
+      if (sim_.cycle() - start >= max_cycles) {
+        r.timed_out = true;
+        break;
+      }
+      step();
+    }
+    m.csr_valid_i = 0;
+    r.cycles = sim_.cycle() - start;
+    r.fault_code = csr_read(isa::CSR_FAULT_CODE);
+    r.fault_pc = csr_read(isa::CSR_FAULT_PC);
+    r.fault_addr = csr_read(isa::CSR_FAULT_ADDR);
+    r.fault_info = csr_read(isa::CSR_FAULT_INFO);
+    return r;
+  }
+
+  uint64_t perf(int counter) {
+    const uint64_t lo = csr_read(isa::CSR_PERF_BASE + 8 * counter);
+    const uint64_t hi = csr_read(isa::CSR_PERF_BASE + 8 * counter + 4);
+    return lo | hi << 32;
+  }
+
+ private:
+  SimCtrl<Model> sim_;
+  hbm::HbmDevice dev_;
+  hbm::HbmAddressMap map_;
+};
+
+}  // namespace tessera::chip

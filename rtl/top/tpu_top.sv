@@ -1,0 +1,430 @@
+// tpu_top: the Tessera chip. The host reaches it through two ports: the CSR port (doorbell,
+// status, faults, interrupts, performance counters: tpu_csr) and a memory port into HBM (port 2
+// of tpu_hbm, for loading programs and data). A program runs as docs/isa.md defines: the
+// sequencer (tpu_seq) fetches it through HBM port 0 and hands instructions to the DMA unit
+// (tpu_dma_unit, HBM port 1 and two unified-buffer ports), the MXU unit (tpu_mxu_unit: weight and
+// activation rows from the unified buffer, results in its accumulator memory) and the VPU
+// (tpu_vpu: the unified buffer through tpu_ub_port, the accumulator through the MXU unit's
+// ports). The unified buffer is tpu_sram_banked: 4 word-interleaved banks of 32-byte words, one
+// port each for DMA reads, DMA writes, the MXU and the VPU. The HBM device pins of every
+// pseudo-channel leave the chip for the device model.
+module tpu_top #(
+  parameter int unsigned N        = 16,             // MXU size = VPU lanes
+  parameter int unsigned UbBytes  = 262144,         // unified buffer
+  parameter int unsigned AccRows  = 1024,           // accumulator rows
+  parameter int unsigned Channels = 1,              // HBM pseudo-channels (256 MiB each)
+  parameter int unsigned QDepth   = 8,              // per-unit instruction queues
+  parameter int unsigned TREFI    = 3900,           // HBM refresh interval (tests shorten it)
+  localparam int unsigned UbWAddrW = $clog2(UbBytes / 32),
+  localparam int unsigned AccAddrW = $clog2(AccRows)
+) (
+  input  logic                    clk_i,
+  input  logic                    rst_ni,
+  // CSR port
+  input  logic                    csr_valid_i,
+  input  logic                    csr_write_i,
+  input  logic [11:0]             csr_addr_i,
+  input  logic [31:0]             csr_wdata_i,
+  output logic [31:0]             csr_rdata_o,
+  output logic                    irq_o,
+  // host memory port (tpu_hbm's port protocol)
+  input  logic                    host_req_valid_i,
+  output logic                    host_req_ready_o,
+  input  logic                    host_req_write_i,
+  input  logic [31:0]             host_req_addr_i,
+  input  logic [3:0]              host_req_len_i,
+  input  logic [3:0]              host_req_id_i,
+  input  logic                    host_wd_valid_i,
+  output logic                    host_wd_ready_o,
+  input  logic [255:0]            host_wd_data_i,
+  input  logic [31:0]             host_wd_strb_i,
+  output logic                    host_rd_valid_o,
+  input  logic                    host_rd_ready_i,
+  output logic [3:0]              host_rd_id_o,
+  output logic [255:0]            host_rd_data_o,
+  output logic                    host_rd_last_o,
+  output logic                    host_rd_err_o,
+  output logic                    host_wr_done_valid_o,
+  input  logic                    host_wr_done_ready_i,
+  output logic [3:0]              host_wr_done_id_o,
+  output logic                    host_wr_done_err_o,
+  // HBM device pins, per pseudo-channel (as tpu_hbm)
+  output logic [Channels-1:0]     cmd_valid_o,
+  output logic [Channels*3-1:0]   cmd_o,
+  output logic [Channels*2-1:0]   bg_o,
+  output logic [Channels*2-1:0]   bank_o,
+  output logic [Channels*14-1:0]  row_o,
+  output logic [Channels*5-1:0]   col_o,
+  output logic [Channels-1:0]     wdata_valid_o,
+  output logic [Channels*128-1:0] wdata_o,
+  output logic [Channels*16-1:0]  wdata_strb_o,
+  input  logic [Channels-1:0]     rdata_valid_i,
+  input  logic [Channels*128-1:0] rdata_i
+);
+  localparam int unsigned Ports = 3;                // 0 fetch, 1 DMA, 2 host
+
+  // ---------------------------------------------------------------- memory system
+  logic [Ports-1:0]      m_req_valid, m_req_ready, m_req_write, m_wd_valid, m_wd_ready;
+  logic [Ports*32-1:0]   m_req_addr, m_wd_strb;
+  logic [Ports*4-1:0]    m_req_len, m_req_id, m_rd_id, m_wr_done_id;
+  logic [Ports*256-1:0]  m_wd_data, m_rd_data;
+  logic [Ports-1:0]      m_rd_valid, m_rd_ready, m_rd_last, m_rd_err;
+  logic [Ports-1:0]      m_wr_done_valid, m_wr_done_ready, m_wr_done_err;
+  logic                  hbm_busy;
+
+  tpu_hbm #(.Channels(Channels), .Ports(Ports), .TREFI(TREFI)) u_hbm (
+    .clk_i           (clk_i),
+    .rst_ni          (rst_ni),
+    .req_valid_i     (m_req_valid),
+    .req_ready_o     (m_req_ready),
+    .req_write_i     (m_req_write),
+    .req_addr_i      (m_req_addr),
+    .req_len_i       (m_req_len),
+    .req_id_i        (m_req_id),
+    .wd_valid_i      (m_wd_valid),
+    .wd_ready_o      (m_wd_ready),
+    .wd_data_i       (m_wd_data),
+    .wd_strb_i       (m_wd_strb),
+    .rd_valid_o      (m_rd_valid),
+    .rd_ready_i      (m_rd_ready),
+    .rd_id_o         (m_rd_id),
+    .rd_data_o       (m_rd_data),
+    .rd_last_o       (m_rd_last),
+    .rd_err_o        (m_rd_err),
+    .wr_done_valid_o (m_wr_done_valid),
+    .wr_done_ready_i (m_wr_done_ready),
+    .wr_done_id_o    (m_wr_done_id),
+    .wr_done_err_o   (m_wr_done_err),
+    .cmd_valid_o     (cmd_valid_o),
+    .cmd_o           (cmd_o),
+    .bg_o            (bg_o),
+    .bank_o          (bank_o),
+    .row_o           (row_o),
+    .col_o           (col_o),
+    .wdata_valid_o   (wdata_valid_o),
+    .wdata_o         (wdata_o),
+    .wdata_strb_o    (wdata_strb_o),
+    .rdata_valid_i   (rdata_valid_i),
+    .rdata_i         (rdata_i),
+    .busy_o          (hbm_busy)
+  );
+
+  // Port 2: the host.
+  assign m_req_valid[2]        = host_req_valid_i;
+  assign host_req_ready_o      = m_req_ready[2];
+  assign m_req_write[2]        = host_req_write_i;
+  assign m_req_addr[64 +: 32]  = host_req_addr_i;
+  assign m_req_len[8 +: 4]     = host_req_len_i;
+  assign m_req_id[8 +: 4]      = host_req_id_i;
+  assign m_wd_valid[2]         = host_wd_valid_i;
+  assign host_wd_ready_o       = m_wd_ready[2];
+  assign m_wd_data[512 +: 256] = host_wd_data_i;
+  assign m_wd_strb[64 +: 32]   = host_wd_strb_i;
+  assign host_rd_valid_o       = m_rd_valid[2];
+  assign m_rd_ready[2]         = host_rd_ready_i;
+  assign host_rd_id_o          = m_rd_id[8 +: 4];
+  assign host_rd_data_o        = m_rd_data[512 +: 256];
+  assign host_rd_last_o        = m_rd_last[2];
+  assign host_rd_err_o         = m_rd_err[2];
+  assign host_wr_done_valid_o  = m_wr_done_valid[2];
+  assign m_wr_done_ready[2]    = host_wr_done_ready_i;
+  assign host_wr_done_id_o     = m_wr_done_id[8 +: 4];
+  assign host_wr_done_err_o    = m_wr_done_err[2];
+
+  // ---------------------------------------------------------------- control
+  logic        start;
+  logic [31:0] prog_addr;
+  logic [1:0]  status;
+  logic        done, fault_event, irq_user, abort, running, retired;
+  logic [3:0]  fault_code;
+  logic [31:0] fault_pc, fault_addr, fault_info, irq_code;
+  logic [2:0]  u_valid, u_ready, u_idle, u_fault, u_busy, u_stall;
+  logic [3*128-1:0] u_instr;
+  logic [3*32-1:0]  u_pc, u_fault_pc, u_fault_addr, u_fault_info;
+  logic [3*4-1:0]   u_fault_code;
+  logic        fetch_req_valid, fetch_rd_ready;
+  logic [31:0] fetch_req_addr;
+
+  tpu_seq #(.N(N), .UbBytes(UbBytes), .AccRows(AccRows), .QDepth(QDepth)) u_seq (
+    .clk_i             (clk_i),
+    .rst_ni            (rst_ni),
+    .start_i           (start),
+    .prog_addr_i       (prog_addr),
+    .status_o          (status),
+    .done_o            (done),
+    .fault_event_o     (fault_event),
+    .fault_code_o      (fault_code),
+    .fault_pc_o        (fault_pc),
+    .fault_addr_o      (fault_addr),
+    .fault_info_o      (fault_info),
+    .irq_user_o        (irq_user),
+    .irq_code_o        (irq_code),
+    .fetch_req_valid_o (fetch_req_valid),
+    .fetch_req_ready_i (m_req_ready[0]),
+    .fetch_req_addr_o  (fetch_req_addr),
+    .fetch_rd_valid_i  (m_rd_valid[0]),
+    .fetch_rd_ready_o  (fetch_rd_ready),
+    .fetch_rd_data_i   (m_rd_data[0 +: 256]),
+    .fetch_rd_err_i    (m_rd_err[0]),
+    .unit_valid_o      (u_valid),
+    .unit_ready_i      (u_ready),
+    .unit_instr_o      (u_instr),
+    .unit_pc_o         (u_pc),
+    .unit_idle_i       (u_idle),
+    .unit_fault_i      (u_fault),
+    .unit_fault_code_i (u_fault_code),
+    .unit_fault_pc_i   (u_fault_pc),
+    .unit_fault_addr_i (u_fault_addr),
+    .unit_fault_info_i (u_fault_info),
+    .abort_o           (abort),
+    .running_o         (running),
+    .unit_busy_o       (u_busy),
+    .unit_stall_o      (u_stall),
+    .instr_retired_o   (retired)
+  );
+
+  // Port 0: instruction fetch (reads only).
+  assign m_req_valid[0]       = fetch_req_valid;
+  assign m_req_write[0]       = 1'b0;
+  assign m_req_addr[0 +: 32]  = fetch_req_addr;
+  assign m_req_len[0 +: 4]    = 4'd0;
+  assign m_req_id[0 +: 4]     = 4'd0;
+  assign m_wd_valid[0]        = 1'b0;
+  assign m_wd_data[0 +: 256]  = '0;
+  assign m_wd_strb[0 +: 32]   = '0;
+  assign m_rd_ready[0]        = fetch_rd_ready;
+  assign m_wr_done_ready[0]   = 1'b1;
+
+  // HBM activity for the counters: bursts through every port, column commands and ACTs.
+  logic [7:0] rd_bursts, wr_bursts, col_cmds, acts;
+  always_comb begin
+    rd_bursts = '0;
+    wr_bursts = '0;
+    col_cmds  = '0;
+    acts      = '0;
+    for (int p = 0; p < Ports; p++) begin
+      rd_bursts = rd_bursts + 8'(m_rd_valid[p] && m_rd_ready[p]);
+      wr_bursts = wr_bursts + 8'(m_wd_valid[p] && m_wd_ready[p]);
+    end
+    for (int c = 0; c < Channels; c++) begin
+      col_cmds = col_cmds + 8'(cmd_valid_o[c] && (cmd_o[3*c +: 3] == 3'd1 || cmd_o[3*c +: 3] == 3'd2));
+      acts     = acts + 8'(cmd_valid_o[c] && cmd_o[3*c +: 3] == 3'd0);
+    end
+  end
+
+  logic mac_row;
+  tpu_csr #(.N(N), .UbBytes(UbBytes), .AccRows(AccRows), .QDepth(QDepth), .Channels(Channels))
+  u_csr (
+    .clk_i           (clk_i),
+    .rst_ni          (rst_ni),
+    .csr_valid_i     (csr_valid_i),
+    .csr_write_i     (csr_write_i),
+    .csr_addr_i      (csr_addr_i),
+    .csr_wdata_i     (csr_wdata_i),
+    .csr_rdata_o     (csr_rdata_o),
+    .start_o         (start),
+    .prog_addr_o     (prog_addr),
+    .status_i        (status),
+    .fault_code_i    (fault_code),
+    .fault_pc_i      (fault_pc),
+    .fault_addr_i    (fault_addr),
+    .fault_info_i    (fault_info),
+    .done_i          (done),
+    .fault_event_i   (fault_event),
+    .irq_user_i      (irq_user),
+    .irq_code_i      (irq_code),
+    .running_i       (running),
+    .unit_busy_i     (u_busy),
+    .unit_stall_i    (u_stall),
+    .mxu_row_i       (mac_row),
+    .hbm_rd_bursts_i (rd_bursts),
+    .hbm_wr_bursts_i (wr_bursts),
+    .row_hits_i      (col_cmds),
+    .row_misses_i    (acts),
+    .instr_retired_i (retired),
+    .irq_o           (irq_o)
+  );
+
+  // ---------------------------------------------------------------- unified buffer
+  localparam int unsigned UbPorts = 4;              // 0 DMA read, 1 DMA write, 2 MXU, 3 VPU
+  logic [UbPorts-1:0]          ub_req, ub_gnt, ub_we, ub_rvalid;
+  logic [UbPorts*UbWAddrW-1:0] ub_addr;
+  logic [UbPorts*32-1:0]       ub_wmask;
+  logic [UbPorts*256-1:0]      ub_wdata, ub_rdata;
+
+  tpu_sram_banked #(
+    .Banks(4), .Words(UbBytes / 32), .Elems(32), .ElemW(8), .Ports(UbPorts)
+  ) u_ub (
+    .clk_i    (clk_i),
+    .rst_ni   (rst_ni),
+    .req_i    (ub_req),
+    .gnt_o    (ub_gnt),
+    .we_i     (ub_we),
+    .addr_i   (ub_addr),
+    .wmask_i  (ub_wmask),
+    .wdata_i  (ub_wdata),
+    .rvalid_o (ub_rvalid),
+    .rdata_o  (ub_rdata)
+  );
+
+  // ---------------------------------------------------------------- DMA unit
+  logic dma_rreq, dma_wreq;
+  logic [UbWAddrW-1:0] dma_raddr, dma_waddr;
+  logic [31:0]  dma_wmask;
+  logic [255:0] dma_wdata;
+  tpu_dma_unit #(.HbmBytes(64'(Channels) << 28), .UbBytes(UbBytes)) u_dma (
+    .clk_i               (clk_i),
+    .rst_ni              (rst_ni),
+    .clear_i             (start),
+    .instr_valid_i       (u_valid[0]),
+    .instr_ready_o       (u_ready[0]),
+    .instr_i             (u_instr[0 +: 128]),
+    .pc_i                (u_pc[0 +: 32]),
+    .idle_o              (u_idle[0]),
+    .fault_o             (u_fault[0]),
+    .fault_code_o        (u_fault_code[0 +: 4]),
+    .fault_pc_o          (u_fault_pc[0 +: 32]),
+    .fault_addr_o        (u_fault_addr[0 +: 32]),
+    .fault_info_o        (u_fault_info[0 +: 32]),
+    .hbm_req_valid_o     (m_req_valid[1]),
+    .hbm_req_ready_i     (m_req_ready[1]),
+    .hbm_req_write_o     (m_req_write[1]),
+    .hbm_req_addr_o      (m_req_addr[32 +: 32]),
+    .hbm_req_len_o       (m_req_len[4 +: 4]),
+    .hbm_req_id_o        (m_req_id[4 +: 4]),
+    .hbm_wd_valid_o      (m_wd_valid[1]),
+    .hbm_wd_ready_i      (m_wd_ready[1]),
+    .hbm_wd_data_o       (m_wd_data[256 +: 256]),
+    .hbm_wd_strb_o       (m_wd_strb[32 +: 32]),
+    .hbm_rd_valid_i      (m_rd_valid[1]),
+    .hbm_rd_ready_o      (m_rd_ready[1]),
+    .hbm_rd_id_i         (m_rd_id[4 +: 4]),
+    .hbm_rd_data_i       (m_rd_data[256 +: 256]),
+    .hbm_rd_last_i       (m_rd_last[1]),
+    .hbm_wr_done_valid_i (m_wr_done_valid[1]),
+    .hbm_wr_done_ready_o (m_wr_done_ready[1]),
+    .hbm_wr_done_id_i    (m_wr_done_id[4 +: 4]),
+    .ub_rreq_o           (dma_rreq),
+    .ub_rgnt_i           (ub_gnt[0]),
+    .ub_raddr_o          (dma_raddr),
+    .ub_rdata_i          (ub_rdata[0 +: 256]),
+    .ub_wreq_o           (dma_wreq),
+    .ub_wgnt_i           (ub_gnt[1]),
+    .ub_waddr_o          (dma_waddr),
+    .ub_wmask_o          (dma_wmask),
+    .ub_wdata_o          (dma_wdata)
+  );
+  assign ub_req[0] = dma_rreq;
+  assign ub_we[0]  = 1'b0;
+  assign ub_addr[0 +: UbWAddrW] = dma_raddr;
+  assign ub_wmask[0 +: 32]  = '0;
+  assign ub_wdata[0 +: 256] = '0;
+  assign ub_req[1] = dma_wreq;
+  assign ub_we[1]  = 1'b1;
+  assign ub_addr[UbWAddrW +: UbWAddrW] = dma_waddr;
+  assign ub_wmask[32 +: 32]   = dma_wmask;
+  assign ub_wdata[256 +: 256] = dma_wdata;
+
+  // ---------------------------------------------------------------- MXU unit
+  logic                acc_rd_valid, acc_rd_ready, acc_rd_data_valid;
+  logic                acc_wr_valid, acc_wr_ready;
+  logic [AccAddrW-1:0] acc_rd_addr, acc_wr_addr;
+  logic [32*N-1:0]     acc_rd_data, acc_wr_data;
+  logic                mxu_ub_req;
+  logic [UbWAddrW-1:0] mxu_ub_addr;
+
+  tpu_mxu_unit #(.N(N), .UbBytes(UbBytes), .AccRows(AccRows)) u_mxu (
+    .clk_i               (clk_i),
+    .rst_ni              (rst_ni),
+    .instr_valid_i       (u_valid[1]),
+    .instr_ready_o       (u_ready[1]),
+    .instr_i             (u_instr[128 +: 128]),
+    .idle_o              (u_idle[1]),
+    .ub_req_o            (mxu_ub_req),
+    .ub_gnt_i            (ub_gnt[2]),
+    .ub_addr_o           (mxu_ub_addr),
+    .ub_rvalid_i         (ub_rvalid[2]),
+    .ub_rdata_i          (ub_rdata[512 +: 256]),
+    .acc_rd_valid_i      (acc_rd_valid),
+    .acc_rd_ready_o      (acc_rd_ready),
+    .acc_rd_addr_i       (acc_rd_addr),
+    .acc_rd_data_valid_o (acc_rd_data_valid),
+    .acc_rd_data_o       (acc_rd_data),
+    .acc_wr_valid_i      (acc_wr_valid),
+    .acc_wr_ready_o      (acc_wr_ready),
+    .acc_wr_addr_i       (acc_wr_addr),
+    .acc_wr_data_i       (acc_wr_data),
+    .mac_row_o           (mac_row)
+  );
+  assign ub_req[2] = mxu_ub_req;
+  assign ub_we[2]  = 1'b0;
+  assign ub_addr[2*UbWAddrW +: UbWAddrW] = mxu_ub_addr;
+  assign ub_wmask[64 +: 32]   = '0;
+  assign ub_wdata[512 +: 256] = '0;
+  assign u_fault[1]             = 1'b0;               // the MXU and VPU never fault
+  assign u_fault_code[4 +: 8]   = '0;
+  assign u_fault_pc[32 +: 64]   = '0;
+  assign u_fault_addr[32 +: 64] = '0;
+  assign u_fault_info[32 +: 64] = '0;
+  assign u_fault[2]             = 1'b0;
+
+  // ---------------------------------------------------------------- VPU
+  logic              vpu_ub_req, vpu_ub_gnt, vpu_ub_we, vpu_ub_wide, vpu_ub_rvalid;
+  logic [$clog2(UbBytes)-1:0] vpu_ub_addr;
+  logic [32*N-1:0]   vpu_ub_wdata, vpu_ub_rdata;
+  logic [UbWAddrW-1:0] vpu_word_addr;
+
+  tpu_vpu #(.N(N), .UbBytes(UbBytes), .AccRows(AccRows)) u_vpu (
+    .clk_i               (clk_i),
+    .rst_ni              (rst_ni),
+    .clear_i             (start),
+    .instr_valid_i       (u_valid[2]),
+    .instr_ready_o       (u_ready[2]),
+    .instr_i             (u_instr[256 +: 128]),
+    .idle_o              (u_idle[2]),
+    .ub_req_o            (vpu_ub_req),
+    .ub_gnt_i            (vpu_ub_gnt),
+    .ub_we_o             (vpu_ub_we),
+    .ub_wide_o           (vpu_ub_wide),
+    .ub_addr_o           (vpu_ub_addr),
+    .ub_wdata_o          (vpu_ub_wdata),
+    .ub_rvalid_i         (vpu_ub_rvalid),
+    .ub_rdata_i          (vpu_ub_rdata),
+    .acc_rd_valid_o      (acc_rd_valid),
+    .acc_rd_ready_i      (acc_rd_ready),
+    .acc_rd_addr_o       (acc_rd_addr),
+    .acc_rd_data_valid_i (acc_rd_data_valid),
+    .acc_rd_data_i       (acc_rd_data),
+    .acc_wr_valid_o      (acc_wr_valid),
+    .acc_wr_ready_i      (acc_wr_ready),
+    .acc_wr_addr_o       (acc_wr_addr),
+    .acc_wr_data_o       (acc_wr_data)
+  );
+
+  tpu_ub_port #(.N(N), .UbBytes(UbBytes)) u_vpu_ub (
+    .clk_i       (clk_i),
+    .rst_ni      (rst_ni),
+    .req_i       (vpu_ub_req),
+    .gnt_o       (vpu_ub_gnt),
+    .we_i        (vpu_ub_we),
+    .wide_i      (vpu_ub_wide),
+    .addr_i      (vpu_ub_addr),
+    .wdata_i     (vpu_ub_wdata),
+    .rvalid_o    (vpu_ub_rvalid),
+    .rdata_o     (vpu_ub_rdata),
+    .ub_req_o    (ub_req[3]),
+    .ub_gnt_i    (ub_gnt[3]),
+    .ub_we_o     (ub_we[3]),
+    .ub_addr_o   (vpu_word_addr),
+    .ub_wmask_o  (ub_wmask[96 +: 32]),
+    .ub_wdata_o  (ub_wdata[768 +: 256]),
+    .ub_rvalid_i (ub_rvalid[3]),
+    .ub_rdata_i  (ub_rdata[768 +: 256])
+  );
+  assign ub_addr[3*UbWAddrW +: UbWAddrW] = vpu_word_addr;
+
+  logic unused;
+  assign unused = ^{hbm_busy, abort, m_rd_id[3:0], m_rd_last[1:0], m_rd_err[1],
+                    m_wr_done_valid[0], m_wr_done_id[7:0], m_wr_done_err[1:0], ub_rvalid[1:0],
+                    ub_rdata[256 +: 256], u_busy};
+endmodule

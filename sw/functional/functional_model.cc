@@ -1,0 +1,740 @@
+// The functional model of the Tessera chip (docs/isa.md). Every instruction executes to
+// completion in program order.
+#include "tessera/functional_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "harness/dma_ref.h"
+#include "harness/fp_ref.h"
+#include "harness/mxu_ref.h"
+
+namespace tessera::functional {
+
+using isa::Funct;
+using isa::Instruction;
+using isa::Opcode;
+
+namespace {
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+int log2_floor(uint64_t v) {
+  int l = 0;
+  while (v > 1) {
+    v >>= 1;
+    ++l;
+  }
+  return l;
+}
+
+const char* fault_name(uint32_t code) {
+  static const char* const kNames[] = {
+      "NONE", "ILLEGAL_INSTRUCTION", "UB_RANGE",    "ACC_RANGE",
+      "DMA",  "SYNC_DEADLOCK",       "FETCH_RANGE", "MXU_NO_WEIGHTS"};
+  return code < 8 ? kNames[code] : "?";
+}
+
+// VPU lane operations (docs/isa.md, VPU). Float results go through fp::canonical so that every
+// NaN is 0x7FC00000.
+uint32_t f_min(uint32_t a, uint32_t b) {
+  if (fp::is_nan32(a) || fp::is_nan32(b)) return fp::kFp32CanonicalNan;
+  const float x = fp::f32(a), y = fp::f32(b);
+  if (x == 0.0f && y == 0.0f) return (a | b) & 0x80000000u;  // min(-0, +0) = -0
+  return x < y ? a : b;
+}
+
+uint32_t f_max(uint32_t a, uint32_t b) {
+  if (fp::is_nan32(a) || fp::is_nan32(b)) return fp::kFp32CanonicalNan;
+  const float x = fp::f32(a), y = fp::f32(b);
+  if (x == 0.0f && y == 0.0f) return a & b & 0x80000000u;  // max(-0, +0) = +0
+  return x > y ? a : b;
+}
+
+uint32_t f2i(uint32_t a) {
+  const float x = fp::f32(a);
+  if (std::isnan(x)) return 0;
+  if (x >= 2147483648.0f) return 0x7FFFFFFFu;
+  if (x < -2147483648.0f) return 0x80000000u;
+  return static_cast<uint32_t>(static_cast<int32_t>(x));  // truncation toward zero
+}
+
+// The pairwise tree of rsum / rmax: level 1 combines lanes (0,1), (2,3), ...; each level
+// combines neighbouring results of the previous one until one value remains.
+template <typename Op>
+uint32_t reduce_tree(std::vector<uint32_t> v, Op op) {
+  while (v.size() > 1) {
+    std::vector<uint32_t> next(v.size() / 2);
+    for (size_t i = 0; i < next.size(); ++i) next[i] = op(v[2 * i], v[2 * i + 1]);
+    v.swap(next);
+  }
+  return v[0];
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// SparseHbm
+
+void SparseHbm::check(uint64_t addr, uint64_t len) const {
+  if (addr > size_ || len > size_ - addr) {
+    throw std::out_of_range("HBM access of " + std::to_string(len) + " bytes at " + hex(addr) +
+                            " is outside the HBM (" + hex(size_) + " bytes)");
+  }
+}
+
+uint8_t SparseHbm::read8(uint64_t addr) const {
+  const auto it = pages_.find(addr / kPage);
+  return it == pages_.end() ? 0 : it->second[addr % kPage];
+}
+
+void SparseHbm::write8(uint64_t addr, uint8_t v) {
+  auto& p = pages_[addr / kPage];
+  if (!p) {
+    p.reset(new uint8_t[kPage]);
+    std::memset(p.get(), 0, kPage);
+  }
+  p[addr % kPage] = v;
+}
+
+void SparseHbm::read(uint64_t addr, void* dst, uint64_t len) const {
+  check(addr, len);
+  auto* d = static_cast<uint8_t*>(dst);
+  while (len > 0) {
+    const uint64_t off = addr % kPage;
+    const uint64_t n = std::min(len, kPage - off);
+    const auto it = pages_.find(addr / kPage);
+    if (it == pages_.end()) {
+      std::memset(d, 0, n);
+    } else {
+      std::memcpy(d, it->second.get() + off, n);
+    }
+    d += n;
+    addr += n;
+    len -= n;
+  }
+}
+
+void SparseHbm::write(uint64_t addr, const void* src, uint64_t len) {
+  check(addr, len);
+  const auto* s = static_cast<const uint8_t*>(src);
+  while (len > 0) {
+    const uint64_t off = addr % kPage;
+    const uint64_t n = std::min(len, kPage - off);
+    auto& p = pages_[addr / kPage];
+    if (!p) {
+      p.reset(new uint8_t[kPage]);
+      std::memset(p.get(), 0, kPage);
+    }
+    std::memcpy(p.get() + off, s, n);
+    s += n;
+    addr += n;
+    len -= n;
+  }
+}
+
+void SparseHbm::fill(uint64_t addr, uint64_t len, uint8_t value) {
+  check(addr, len);
+  const std::vector<uint8_t> chunk(std::min<uint64_t>(len, kPage), value);
+  while (len > 0) {
+    const uint64_t n = std::min<uint64_t>(len, chunk.size());
+    write(addr, chunk.data(), n);
+    addr += n;
+    len -= n;
+  }
+}
+
+uint32_t SparseHbm::read32(uint64_t addr) const {
+  uint8_t b[4];
+  read(addr, b, 4);
+  return b[0] | b[1] << 8 | b[2] << 16 | static_cast<uint32_t>(b[3]) << 24;
+}
+
+void SparseHbm::write32(uint64_t addr, uint32_t v) {
+  const uint8_t b[4] = {static_cast<uint8_t>(v), static_cast<uint8_t>(v >> 8),
+                        static_cast<uint8_t>(v >> 16), static_cast<uint8_t>(v >> 24)};
+  write(addr, b, 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// RunResult
+
+std::string RunResult::describe() const {
+  switch (status) {
+    case RunStatus::kHalted:
+      return "halted after " + std::to_string(instructions) + " instructions";
+    case RunStatus::kWatchdog:
+      return "watchdog: " + std::to_string(instructions) + " instructions without HALT";
+    case RunStatus::kFaulted:
+      break;
+  }
+  return std::string("fault ") + fault_name(fault_code) + " at pc " + hex(fault_pc) + " (addr " +
+         hex(fault_addr) + ", info " + hex(fault_info) + ")";
+}
+
+// ---------------------------------------------------------------------------------------------
+// FunctionalModel
+
+FunctionalModel::FunctionalModel(const ChipConfig& config)
+    : config_(config), hbm_(config.hbm_bytes) {
+  const int n = config_.n;
+  if (n < 4 || n > 128 || (n & (n - 1)) != 0) {
+    throw std::invalid_argument("ChipConfig: n = " + std::to_string(n) +
+                                " is not a power of two in 4..128");
+  }
+  ub_.assign(config_.ub_bytes, 0);
+  acc_.assign(static_cast<size_t>(config_.acc_rows) * n, 0);
+  ub_written_.assign(config_.ub_bytes, false);
+  acc_written_.assign(config_.acc_rows, false);
+  for (auto& v : v_) v.assign(n, 0);
+}
+
+void FunctionalModel::load_program(uint64_t addr, const std::vector<Instruction>& program) {
+  std::vector<uint32_t> words;
+  for (const auto& i : program) {
+    const isa::Words w = isa::encode(i);
+    words.insert(words.end(), w.begin(), w.end());
+  }
+  load_program(addr, words);
+}
+
+void FunctionalModel::load_program(uint64_t addr, const std::vector<uint32_t>& words) {
+  for (size_t k = 0; k < words.size(); ++k) hbm_.write32(addr + 4 * k, words[k]);
+}
+
+bool FunctionalModel::ub_access_ok(int64_t addr, uint64_t len, uint64_t align, int64_t& bad) const {
+  const int64_t a = static_cast<int64_t>(align);
+  if (((addr % a) + a) % a != 0 || addr < 0) {
+    bad = addr;
+    return false;
+  }
+  if (static_cast<uint64_t>(addr) + len > config_.ub_bytes) {
+    bad = std::max<int64_t>(addr, static_cast<int64_t>(config_.ub_bytes));
+    return false;
+  }
+  return true;
+}
+
+void FunctionalModel::note_ub_read(uint64_t pc, uint64_t addr, uint64_t len, RunResult& r,
+                                   bool& noted) {
+  if (noted) return;
+  for (uint64_t b = addr; b < addr + len; ++b) {
+    if (!ub_written_[b]) {
+      r.undefined_reads.push_back({pc, UndefinedRead::Space::kUb, b});
+      noted = true;
+      return;
+    }
+  }
+}
+
+void FunctionalModel::note_acc_read(uint64_t pc, uint32_t row, RunResult& r, bool& noted) {
+  if (noted || acc_written_[row]) return;
+  r.undefined_reads.push_back({pc, UndefinedRead::Space::kAcc, row});
+  noted = true;
+}
+
+void FunctionalModel::mark_ub_written(uint64_t addr, uint64_t len) {
+  std::fill(ub_written_.begin() + addr, ub_written_.begin() + addr + len, true);
+}
+
+uint8_t FunctionalModel::mem_read8(isa::Space s, uint64_t addr) const {
+  return s == isa::Space::kHbm ? hbm_.read8(addr) : ub_[addr];
+}
+
+void FunctionalModel::mem_write8(isa::Space s, uint64_t addr, uint8_t v) {
+  if (s == isa::Space::kHbm) {
+    hbm_.write8(addr, v);
+  } else {
+    ub_[addr] = v;
+    ub_written_[addr] = true;
+  }
+}
+
+RunResult FunctionalModel::run(uint64_t prog_addr, uint64_t max_instructions) {
+  // The doorbell: contract 4 — nothing but HBM carries over (UB and ACC keep their bytes but
+  // are undefined: the written-tracking starts empty).
+  for (auto& v : v_) std::fill(v.begin(), v.end(), 0u);
+  sc_.fill(0);
+  signals_dispatched_.fill(0);
+  for (auto& walk : loops_) {
+    for (auto& loop : walk) loop = {1, 0};
+  }
+  tiles_.clear();
+  std::fill(ub_written_.begin(), ub_written_.end(), false);
+  std::fill(acc_written_.begin(), acc_written_.end(), false);
+  prog_addr_ = prog_addr;
+  status_ = isa::STATUS_RUNNING;
+  fault_code_ = fault_info_ = 0;
+  fault_pc_ = fault_addr_ = 0;
+  perf_macs_ = perf_instrs_ = 0;
+
+  RunResult r;
+  uint64_t pc = prog_addr;
+  while (true) {
+    if (r.instructions >= max_instructions) {
+      r.status = RunStatus::kWatchdog;
+      break;
+    }
+    fault_ = {};
+    bool faulted = false;
+    isa::Words w{};
+    if (pc % isa::kInstructionBytes != 0 || pc + isa::kInstructionBytes > config_.hbm_bytes) {
+      fault_.code = isa::FAULT_FETCH_RANGE;
+      faulted = true;
+    } else {
+      for (int k = 0; k < 4; ++k) w[k] = hbm_.read32(pc + 4 * k);
+      const isa::Decoded d = isa::decode(w, static_cast<uint32_t>(config_.n));
+      if (!d.ok()) {
+        fault_.code = isa::FAULT_ILLEGAL_INSTRUCTION;
+        fault_.info = w[0];
+        faulted = true;
+      } else {
+        if (trace_) trace_(pc, d.inst);
+        faulted = exec(pc, d.inst, w, r);
+        if (!faulted) {
+          ++r.instructions;
+          if (d.inst.op == Opcode::kHalt) {
+            r.status = RunStatus::kHalted;
+            status_ = isa::STATUS_HALTED;
+            irq_pending_ |= 1u;  // done
+            break;
+          }
+        }
+      }
+    }
+    if (faulted) {
+      r.status = RunStatus::kFaulted;
+      r.fault_code = fault_.code;
+      r.fault_pc = pc;
+      r.fault_addr = fault_.addr;
+      r.fault_info = fault_.info;
+      status_ = isa::STATUS_FAULTED;
+      fault_code_ = fault_.code;
+      fault_pc_ = pc;
+      fault_addr_ = fault_.addr;
+      fault_info_ = fault_.info;
+      irq_pending_ |= 2u;  // fault
+      break;
+    }
+    pc += isa::kInstructionBytes;
+  }
+  perf_instrs_ = r.instructions;
+  perf_macs_ = r.macs;
+  return r;
+}
+
+bool FunctionalModel::exec(uint64_t pc, const Instruction& i, const isa::Words& w, RunResult& r) {
+  switch (i.op) {
+    case Opcode::kNop:
+    case Opcode::kFence:  // every earlier instruction has completed: nothing to wait for here
+    case Opcode::kHalt:
+      return false;
+    case Opcode::kIrq:
+      irq_pending_ |= 4u;  // user
+      irq_code_ = i.code;
+      return false;
+    case Opcode::kSignal:
+      // Executed in program order, the signal's unit has completed everything before it.
+      ++signals_dispatched_[i.sc];
+      ++sc_[i.sc];
+      return false;
+    case Opcode::kWait:
+      // The wait rule: the SIGNALs to this counter dispatched before the WAIT must reach its
+      // value. In program order they have all executed, so a WAIT that passes is satisfied.
+      if (signals_dispatched_[i.sc] < i.value) {
+        fault_ = {isa::FAULT_SYNC_DEADLOCK, 0, i.sc};
+        return true;
+      }
+      return false;
+    case Opcode::kDmaLoop: {
+      LoopRegs& l = loops_[static_cast<int>(i.walk)];
+      const int lo = 2 * i.pair;
+      l[lo] = {i.c0, i.s0};
+      l[lo + 1] = {i.c1, i.s1};
+      return false;
+    }
+    case Opcode::kDmaCopy:
+      return exec_dma_copy(pc, i, r);
+    case Opcode::kMxuLdw:
+    case Opcode::kMxuMm:
+      return exec_mxu(pc, i, w, r);
+    case Opcode::kVpuLd:
+    case Opcode::kVpuSt:
+    case Opcode::kVpuOp:
+    case Opcode::kVpuLi:
+      return exec_vpu(pc, i, w, r);
+  }
+  return false;
+}
+
+// DMA.COPY with the DMA engine's fault rules (docs/memory.md, "DMA engine"): element size (4),
+// count mismatch (3), alignment (5, source walk first) before anything moves; then the walks
+// element by element, the first faulting element in element order wins (the source's at a tie)
+// and exactly the elements before it are moved.
+bool FunctionalModel::exec_dma_copy(uint64_t pc, const Instruction& i, RunResult& r) {
+  const unsigned e = i.elem_bytes;
+  if (e != 2 && e != 4) {
+    fault_ = {isa::FAULT_DMA, 0, 4};  // DMA_FAULT_ELEM_SIZE
+    return true;
+  }
+  const auto make = [&](int walk, uint32_t base, isa::Space space) {
+    dma::Descriptor d;
+    d.base = base;
+    d.elem_bytes = e;
+    d.limit = space == isa::Space::kHbm ? config_.hbm_bytes : config_.ub_bytes;
+    for (int k = 0; k < 4; ++k) {
+      d.loops[k].count = static_cast<uint32_t>(loops_[walk][k][0]);
+      d.loops[k].stride = loops_[walk][k][1];
+    }
+    return d;
+  };
+  const dma::Descriptor src = make(0, i.src, i.src_space);
+  const dma::Descriptor dst = make(1, i.dst, i.dst_space);
+  const auto elements = [](const dma::Descriptor& d) {
+    uint64_t n = 1;
+    for (const auto& l : d.loops) n *= l.count;
+    return n;
+  };
+  if (elements(src) != elements(dst)) {
+    fault_ = {isa::FAULT_DMA, 0, 3};  // DMA_FAULT_COUNT
+    return true;
+  }
+  // The first misaligned element of a walk: the base, else base + stride_k for the innermost
+  // loop k with a count above 1 whose stride is not a multiple of e.
+  const auto misaligned = [&](const dma::Descriptor& d, int64_t& addr) {
+    const int64_t base = static_cast<int64_t>(d.base);
+    if (base % e != 0) {
+      addr = base;
+      return true;
+    }
+    for (const auto& l : d.loops) {
+      if (l.count > 1 && l.stride % static_cast<int64_t>(e) != 0) {
+        addr = base + l.stride;
+        return true;
+      }
+    }
+    return false;
+  };
+  int64_t bad = 0;
+  if (misaligned(src, bad) || misaligned(dst, bad)) {
+    fault_ = {isa::FAULT_DMA, static_cast<uint64_t>(bad), 5};  // DMA_FAULT_ALIGN
+    return true;
+  }
+  const dma::Walk sw = dma::reference_walk(src);
+  const dma::Walk dw = dma::reference_walk(dst);
+  const uint64_t ns = sw.fault ? sw.addrs.size() : std::numeric_limits<uint64_t>::max();
+  const uint64_t nd = dw.fault ? dw.addrs.size() : std::numeric_limits<uint64_t>::max();
+  const uint64_t moved = std::min<uint64_t>({ns, nd, sw.addrs.size(), dw.addrs.size()});
+  bool noted = false;
+  for (uint64_t k = 0; k < moved; ++k) {
+    const uint64_t sa = sw.addrs[k], da = dw.addrs[k];
+    if (i.src_space == isa::Space::kUb) note_ub_read(pc, sa, e, r, noted);
+    for (unsigned b = 0; b < e; ++b)
+      mem_write8(i.dst_space, da + b, mem_read8(i.src_space, sa + b));
+  }
+  if (sw.fault && ns <= nd) {
+    fault_ = {isa::FAULT_DMA, static_cast<uint64_t>(sw.fault_addr), 1};  // DMA_FAULT_SRC_RANGE
+    return true;
+  }
+  if (dw.fault) {
+    fault_ = {isa::FAULT_DMA, static_cast<uint64_t>(dw.fault_addr), 2};  // DMA_FAULT_DST_RANGE
+    return true;
+  }
+  return false;
+}
+
+// MXU.LDW / MXU.MM. Checks in this order, before anything executes: UB rows (in row order),
+// then ACC rows, then (MXU.MM) a loaded tile.
+bool FunctionalModel::exec_mxu(uint64_t pc, const Instruction& i, const isa::Words&, RunResult& r) {
+  const int n = config_.n;
+  const uint64_t row_bytes = 2ull * n;
+  const uint32_t nrows = i.op == Opcode::kMxuLdw ? static_cast<uint32_t>(n) : i.rows;
+  for (uint32_t t = 0; t < nrows; ++t) {
+    int64_t bad;
+    const int64_t a = static_cast<int64_t>(i.addr) + static_cast<int64_t>(t) * i.stride;
+    if (!ub_access_ok(a, row_bytes, row_bytes, bad)) {
+      fault_ = {isa::FAULT_UB_RANGE, static_cast<uint64_t>(i.addr), 0};  // the instruction's addr
+      return true;
+    }
+  }
+  const auto read_rows = [&](uint32_t count) {
+    std::vector<uint16_t> m(static_cast<size_t>(count) * n);
+    bool noted = false;
+    for (uint32_t t = 0; t < count; ++t) {
+      const uint64_t a =
+          static_cast<uint64_t>(static_cast<int64_t>(i.addr) + static_cast<int64_t>(t) * i.stride);
+      note_ub_read(pc, a, row_bytes, r, noted);
+      for (int c = 0; c < n; ++c) {
+        m[static_cast<size_t>(t) * n + c] =
+            static_cast<uint16_t>(ub_[a + 2 * c] | ub_[a + 2 * c + 1] << 8);
+      }
+    }
+    return m;
+  };
+  if (i.op == Opcode::kMxuLdw) {
+    tiles_.push_back(read_rows(static_cast<uint32_t>(n)));
+    return false;
+  }
+  if (static_cast<uint64_t>(i.acc_row) + i.rows > config_.acc_rows) {
+    fault_ = {isa::FAULT_ACC_RANGE, std::max<uint64_t>(i.acc_row, config_.acc_rows), 0};
+    return true;
+  }
+  if (tiles_.empty()) {
+    fault_ = {isa::FAULT_MXU_NO_WEIGHTS, 0, 0};
+    return true;
+  }
+  const std::vector<uint16_t> w = std::move(tiles_.front());
+  tiles_.pop_front();
+  const std::vector<uint16_t> a = read_rows(i.rows);
+  // One K-tile: column sums from +0 in the order k = 0..N-1 (harness/mxu_ref, numerics.md).
+  const std::vector<uint32_t> c = mxu::reference_matmul(n, i.rows, n, n, a, w);
+  bool noted = false;
+  for (uint32_t t = 0; t < i.rows; ++t) {
+    const uint32_t row = i.acc_row + t;
+    uint32_t* dst = &acc_[static_cast<size_t>(row) * n];
+    if (i.acc_mode == isa::AccMode::kAcc) note_acc_read(pc, row, r, noted);
+    for (int col = 0; col < n; ++col) {
+      const uint32_t v = c[static_cast<size_t>(t) * n + col];
+      dst[col] = i.acc_mode == isa::AccMode::kAcc ? fp::add(dst[col], v) : v;
+    }
+    acc_written_[row] = true;
+  }
+  r.macs += static_cast<uint64_t>(i.rows) * n * n;
+  return false;
+}
+
+bool FunctionalModel::exec_vpu(uint64_t pc, const Instruction& i, const isa::Words&, RunResult& r) {
+  const int n = config_.n;
+  if (i.op == Opcode::kVpuLi) {
+    std::fill(v_[i.vd].begin(), v_[i.vd].end(), i.imm);
+    return false;
+  }
+  if (i.op == Opcode::kVpuOp) {
+    vpu_op(i);
+    return false;
+  }
+  const bool load = i.op == Opcode::kVpuLd;
+  std::vector<uint32_t>& reg = v_[load ? i.vd : i.vs];
+  if (i.kind == isa::Kind::kAcc) {
+    if (i.addr >= config_.acc_rows) {
+      fault_ = {isa::FAULT_ACC_RANGE, i.addr, 0};
+      return true;
+    }
+    uint32_t* row = &acc_[static_cast<size_t>(i.addr) * n];
+    if (load) {
+      bool noted = false;
+      note_acc_read(pc, i.addr, r, noted);
+      std::copy(row, row + n, reg.begin());
+    } else {
+      std::copy(reg.begin(), reg.end(), row);
+      acc_written_[i.addr] = true;
+    }
+    return false;
+  }
+  const uint64_t eb = i.kind == isa::Kind::kUbF32 ? 4 : 2;
+  const uint64_t len = eb * n;
+  int64_t bad;
+  if (!ub_access_ok(i.addr, len, len, bad)) {
+    fault_ = {isa::FAULT_UB_RANGE, static_cast<uint64_t>(bad), 0};
+    return true;
+  }
+  uint8_t* p = &ub_[i.addr];
+  if (load) {
+    bool noted = false;
+    note_ub_read(pc, i.addr, len, r, noted);
+    for (int l = 0; l < n; ++l) {
+      if (eb == 4) {
+        uint32_t v;
+        std::memcpy(&v, p + 4 * l, 4);  // little-endian host
+        reg[l] = v;
+      } else {
+        // bf16 widened exactly (a NaN becomes the canonical NaN, as bf16_to_fp32 does).
+        reg[l] = fp::bf16_to_fp32(static_cast<uint16_t>(p[2 * l] | p[2 * l + 1] << 8));
+      }
+    }
+  } else {
+    for (int l = 0; l < n; ++l) {
+      if (eb == 4) {
+        std::memcpy(p + 4 * l, &reg[l], 4);
+      } else {
+        const uint16_t h = fp::fp32_to_bf16(reg[l]);
+        p[2 * l] = static_cast<uint8_t>(h);
+        p[2 * l + 1] = static_cast<uint8_t>(h >> 8);
+      }
+    }
+    mark_ub_written(i.addr, len);
+  }
+  return false;
+}
+
+// VPU.OP, lane by lane with host binary32 arithmetic. Operands each funct reads
+// (isa::funct_operands; the others must be 0):
+//   va, vb:      add sub mul div min max cmpeq cmplt cmple iadd iand ior ixor shl shr sra
+//   va:          sqrt i2f f2i f2bf rsum rmax
+//   va, vb, vc:  sel
+//   va, imm:     bcast
+void FunctionalModel::vpu_op(const Instruction& i) {
+  const int n = config_.n;
+  const std::vector<uint32_t>& a = v_[i.va];
+  const std::vector<uint32_t>& b = v_[i.vb];
+  const std::vector<uint32_t>& c = v_[i.vc];
+  std::vector<uint32_t> d(n);
+  const auto f = [](uint32_t x) { return fp::f32(x); };
+  const auto out = [](float x) { return fp::canonical(fp::bits(x)); };
+  const auto mask = [](bool t) { return t ? 0xFFFFFFFFu : 0u; };
+  if (i.funct == Funct::kRSum || i.funct == Funct::kRMax || i.funct == Funct::kBcast) {
+    uint32_t v;
+    if (i.funct == Funct::kRSum) {
+      v = reduce_tree(a, [](uint32_t x, uint32_t y) { return fp::add(x, y); });
+    } else if (i.funct == Funct::kRMax) {
+      v = reduce_tree(a, f_max);
+    } else {
+      v = a[i.imm];  // imm < N: decode checked it
+    }
+    std::fill(d.begin(), d.end(), v);
+    v_[i.vd] = d;
+    return;
+  }
+  for (int l = 0; l < n; ++l) {
+    const uint32_t x = a[l], y = b[l];
+    uint32_t z = 0;
+    switch (i.funct) {
+      case Funct::kAdd:
+        z = out(f(x) + f(y));
+        break;
+      case Funct::kSub:
+        z = out(f(x) - f(y));
+        break;
+      case Funct::kMul:
+        z = out(f(x) * f(y));
+        break;
+      case Funct::kDiv:
+        z = out(f(x) / f(y));
+        break;
+      case Funct::kSqrt:
+        z = out(std::sqrt(f(x)));
+        break;
+      case Funct::kMin:
+        z = f_min(x, y);
+        break;
+      case Funct::kMax:
+        z = f_max(x, y);
+        break;
+      case Funct::kCmpEq:
+        z = mask(f(x) == f(y));
+        break;
+      case Funct::kCmpLt:
+        z = mask(f(x) < f(y));
+        break;
+      case Funct::kCmpLe:
+        z = mask(f(x) <= f(y));
+        break;
+      case Funct::kSel:
+        z = c[l] != 0 ? x : y;
+        break;
+      case Funct::kI2F:
+        z = out(static_cast<float>(static_cast<int32_t>(x)));
+        break;
+      case Funct::kF2I:
+        z = f2i(x);
+        break;
+      case Funct::kF2Bf:
+        z = static_cast<uint32_t>(fp::fp32_to_bf16(x)) << 16;
+        break;
+      case Funct::kIAdd:
+        z = x + y;
+        break;
+      case Funct::kIAnd:
+        z = x & y;
+        break;
+      case Funct::kIOr:
+        z = x | y;
+        break;
+      case Funct::kIXor:
+        z = x ^ y;
+        break;
+      case Funct::kShl:
+        z = x << (y & 31);
+        break;
+      case Funct::kShr:
+        z = x >> (y & 31);
+        break;
+      case Funct::kSra:
+        z = static_cast<uint32_t>(static_cast<int32_t>(x) >> (y & 31));
+        break;
+      default:
+        break;  // reductions and bcast above
+    }
+    d[l] = z;
+  }
+  v_[i.vd] = d;
+}
+
+uint32_t FunctionalModel::csr_read(uint32_t offset) const {
+  const uint64_t channels = std::max<uint64_t>(1, config_.hbm_bytes >> 28);
+  switch (offset) {
+    case isa::CSR_ID:
+      return isa::CSR_ID_VALUE;
+    case isa::CSR_CONFIG0:
+      return static_cast<uint32_t>(log2_floor(config_.n)) |
+             static_cast<uint32_t>(log2_floor(kQueueDepth)) << 8 |
+             static_cast<uint32_t>(log2_floor(channels)) << 16;
+    case isa::CSR_CONFIG1:
+      return static_cast<uint32_t>(config_.ub_bytes);
+    case isa::CSR_CONFIG2:
+      return config_.acc_rows;
+    case isa::CSR_PROG_ADDR:
+      return static_cast<uint32_t>(prog_addr_);
+    case isa::CSR_STATUS:
+      return status_;
+    case isa::CSR_FAULT_CODE:
+      return fault_code_;
+    case isa::CSR_FAULT_PC:
+      return static_cast<uint32_t>(fault_pc_);
+    case isa::CSR_FAULT_ADDR:
+      return static_cast<uint32_t>(fault_addr_);
+    case isa::CSR_FAULT_INFO:
+      return fault_info_;
+    case isa::CSR_IRQ_ENABLE:
+      return irq_enable_;
+    case isa::CSR_IRQ_PENDING:
+      return irq_pending_;
+    case isa::CSR_IRQ_CODE:
+      return irq_code_;
+    default:
+      break;
+  }
+  const uint32_t macs = isa::CSR_PERF_BASE + 8 * isa::PERF_MACS;
+  const uint32_t instrs = isa::CSR_PERF_BASE + 8 * isa::PERF_INSTRS;
+  if (offset == macs) return static_cast<uint32_t>(perf_macs_);
+  if (offset == macs + 4) return static_cast<uint32_t>(perf_macs_ >> 32);
+  if (offset == instrs) return static_cast<uint32_t>(perf_instrs_);
+  if (offset == instrs + 4) return static_cast<uint32_t>(perf_instrs_ >> 32);
+  return 0;  // DOORBELL (write-only), the timing counters, unmapped offsets
+}
+
+void FunctionalModel::csr_write(uint32_t offset, uint32_t value) {
+  switch (offset) {
+    case isa::CSR_PROG_ADDR:
+      prog_addr_ = value;
+      break;
+    case isa::CSR_IRQ_ENABLE:
+      irq_enable_ = value & 7u;
+      break;
+    case isa::CSR_IRQ_PENDING:
+      irq_pending_ &= ~value;
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace tessera::functional
