@@ -224,11 +224,11 @@ TEST(FunctionalModel, UbRangeFaults) {
       {"vpu.st f32, v1, 0x40000", 0x40000},   // beyond
       {"vpu.ld bf16, v1, 0x10", 0x10},        // misaligned (needs 32)
       {"vpu.st bf16, v1, 0x3ffe0", 0x3ffe0},  // last row: fine? no: see below
-      {"mxu.ldw 0x3fe20, 32", 0x40000},       // row 15 of the tile leaves the UB
+      {"mxu.ldw 0x3fe20, 32", 0x3fe20},       // row 15 leaves the UB: FAULT_ADDR = addr
       {"mxu.ldw 0x8, 32", 0x8},               // misaligned
       {"mxu.ldw 0x200, -32", 0},              // rows go down: all inside
-      {"mxu.ldw 0x40, -32", static_cast<uint64_t>(int64_t{-32})},  // row 3 at -32
-      {"mxu.ldw 0x0, 48", 48},                                     // row 1 misaligned
+      {"mxu.ldw 0x40, -32", 0x40},  // row 3 at -32: FAULT_ADDR = the instruction's addr
+      {"mxu.ldw 0x0, 48", 0},  // row 1 misaligned
   };
   for (const auto& c : cases) {
     const RunResult r = run(m, "nop\n" + c.line + "\nhalt\n");
@@ -242,9 +242,9 @@ TEST(FunctionalModel, UbRangeFaults) {
   RunResult r = run(m,
                     "vpu.st bf16, v0, 0x0\nvpu.st bf16, v0, 0x20\nmxu.ldw 0x0, 0\n"
                     "mxu.mm set, 0x0, 0x20, 9000, 0\nhalt\n");
-  expect_fault(r, isa::FAULT_UB_RANGE, kProg + 48, 0x40000, 0);
+  expect_fault(r, isa::FAULT_UB_RANGE, kProg + 48, 0x0, 0);
   EXPECT_EQ(m.loaded_tiles(), 1u);
-  EXPECT_EQ(m.csr_read(isa::CSR_FAULT_ADDR), 0x40000u);
+  EXPECT_EQ(m.csr_read(isa::CSR_FAULT_ADDR), 0x0u);
 }
 
 TEST(FunctionalModel, AccRangeFaults) {
