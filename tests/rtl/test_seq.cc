@@ -18,6 +18,7 @@
 #include "Vtpu_seq.h"
 #include "harness/sim_ctrl.h"
 #include "harness/vl_bits.h"
+#include "tessera/isa.h"
 #include "tessera/isa_gen.h"
 #include "tests/common/test_util.h"
 
@@ -372,6 +373,42 @@ TEST_F(Seq, StaticFaultsStopWithCodePcAndAddress) {
   // and the chip runs the next program
   load(0x9000, {copy_i(0, 32), halt_i()});
   EXPECT_EQ(run(0x9000).status, int(isa::STATUS_HALTED));
+}
+
+// The sequencer's decode and the C++ ISA (sw/isa, which the assembler and the functional model
+// use) agree on which instruction words are illegal: random words, biased towards real opcodes
+// and small field values, each run as a one-instruction program.
+TEST_F(Seq, DecodeAgreesWithTheCppIsaOnLegality) {
+  const uint32_t opcodes[] = {isa::OP_NOP,      isa::OP_HALT,     isa::OP_FENCE,  isa::OP_IRQ,
+                              isa::OP_WAIT,     isa::OP_SIGNAL,   isa::OP_DMA_LOOP,
+                              isa::OP_DMA_COPY, isa::OP_MXU_LDW,  isa::OP_MXU_MM, isa::OP_VPU_LD,
+                              isa::OP_VPU_ST,   isa::OP_VPU_OP,   isa::OP_VPU_LI, isa::OP_ICI_SEND,
+                              0x7F};
+  auto field = [&](int bits) -> uint32_t {  // mostly small values, sometimes anything
+    const uint32_t r = static_cast<uint32_t>(rng_());
+    if (rng_() % 4 == 0) return bits >= 32 ? r : r & ((1u << bits) - 1);
+    return static_cast<uint32_t>(rng_() % 3);
+  };
+  int illegal = 0, legal = 0;
+  for (int i = 0; i < 6000; ++i) {
+    Instr w{};
+    w[0] = opcodes[rng_() % 16] | field(8) << 8 | field(8) << 16 | field(8) << 24;
+    if (rng_() % 2) w[0] &= 0x0000FFFF;
+    if (rng_() % 3 == 0) w[0] &= 0x000F03FF;  // the fields most opcodes use
+    for (int k = 1; k < 4; ++k) w[k] = rng_() % 3 ? 0 : field(32);
+    const isa::Decoded d = isa::decode({w[0], w[1], w[2], w[3]}, kN);
+    const uint32_t base = 0x10000 + 0x40 * static_cast<uint32_t>(i);
+    load(base, {w, halt_i()});
+    const Outcome o = run(base);
+    const bool rtl_illegal = o.status == int(isa::STATUS_FAULTED) &&
+                             o.code == isa::FAULT_ILLEGAL_INSTRUCTION;
+    ASSERT_EQ(rtl_illegal, !d.ok()) << std::hex << "words " << w[0] << " " << w[1] << " " << w[2]
+                                    << " " << w[3] << ": C++ says '" << d.reason << "'";
+    (rtl_illegal ? illegal : legal)++;
+  }
+  std::cout << legal << " legal and " << illegal << " illegal words agreed\n";
+  EXPECT_GT(legal, 500);
+  EXPECT_GT(illegal, 500);
 }
 
 // A program address that is not a multiple of 16 faults FETCH_RANGE at once, with that PC.
