@@ -1,0 +1,161 @@
+// The chip (tpu_top at N = 4) end to end, against the functional model (sw/functional): the host
+// loads data and an assembled program into HBM through the host port, rings the doorbell and
+// waits; HBM after the program, the fault CSRs and the exact counters (instructions, MACs) must
+// equal the functional model's run of the same program on the same HBM. Programs: a matmul +
+// relu through every unit (DMA in, MXU, VPU epilogue, DMA out, with SIGNAL/WAIT between them);
+// faults (illegal instruction, UB range, sync deadlock, a DMA range fault) with their PC; and
+// the identity CSRs.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "Vtpu_top_n4.h"
+#include "harness/chip/chip_sim.h"
+#include "harness/fp_ref.h"
+#include "tessera/asm.h"
+#include "tessera/functional_model.h"
+#include "tests/common/test_util.h"
+
+namespace tessera {
+namespace {
+
+constexpr int kN = 4;
+constexpr uint64_t kUbBytes = 8192, kAccRows = 64, kHbmBytes = 256ull << 20;
+constexpr uint32_t kProg = 0x100000;
+
+class Chip : public ::testing::Test {
+ protected:
+  Chip()
+      : chip_(1, hbm::HbmTiming{}, test::current_test_name()),
+        model_(functional::ChipConfig{kN, kUbBytes, kAccRows, kHbmBytes}),
+        rng_(test::test_seed()) {}
+
+  std::vector<uint8_t> assemble(const std::string& text) {
+    const auto r = assembler::assemble(text, {static_cast<uint32_t>(kN)});
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : assembler::format_error("prog", r.errors[0]));
+    return r.bytes();
+  }
+
+  // The same bytes into both HBMs.
+  void load(uint64_t addr, const std::vector<uint8_t>& bytes) {
+    chip_.hbm_write(addr, bytes);
+    model_.hbm().write(addr, bytes.data(), bytes.size());
+  }
+
+  std::vector<uint8_t> random_bf16(size_t n) {
+    std::vector<uint8_t> b(2 * n);
+    for (size_t i = 0; i < n; ++i) {
+      // bf16 values in [-4, 4): random sign/exponent near 1, random fraction
+      const float f = (static_cast<int>(rng_() % 2001) - 1000) / 250.0f;
+      const uint16_t h = fp::fp32_to_bf16(fp::bits(f));
+      b[2 * i] = static_cast<uint8_t>(h);
+      b[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+    }
+    return b;
+  }
+
+  // Runs the program on both and compares everything architectural.
+  void run_both(const std::string& text, uint64_t out_addr, size_t out_bytes) {
+    run_both(assemble(text), out_addr, out_bytes);
+  }
+  void run_both(const std::vector<uint8_t>& program, uint64_t out_addr, size_t out_bytes) {
+    load(kProg, program);
+    const chip::ChipRun c = chip_.run(kProg, 2'000'000);
+    const functional::RunResult f = model_.run(kProg);
+    ASSERT_FALSE(c.timed_out) << "the chip did not finish";
+    const bool f_faulted = f.status == functional::RunStatus::kFaulted;
+    EXPECT_EQ(c.status, f_faulted ? uint32_t(isa::STATUS_FAULTED) : uint32_t(isa::STATUS_HALTED))
+        << f.describe();
+    EXPECT_EQ(c.fault_code, f.fault_code);
+    EXPECT_EQ(c.fault_pc, static_cast<uint32_t>(f.fault_pc));
+    EXPECT_EQ(c.fault_addr, static_cast<uint32_t>(f.fault_addr));
+    EXPECT_EQ(c.fault_info, f.fault_info);
+    if (!f_faulted) {
+      EXPECT_EQ(chip_.perf(isa::PERF_INSTRS), f.instructions);
+      EXPECT_EQ(chip_.perf(isa::PERF_MACS), f.macs);
+      EXPECT_TRUE(f.undefined_reads.empty()) << "the program reads memory it never wrote";
+    }
+    if (out_bytes) {
+      const auto got = chip_.hbm_read(out_addr, out_bytes);
+      std::vector<uint8_t> want(out_bytes);
+      model_.hbm().read(out_addr, want.data(), out_bytes);
+      EXPECT_EQ(got, want) << "HBM result differs from the functional model";
+    }
+    std::cout << "chip: " << c.cycles << " cycles; functional model: " << f.describe() << "\n";
+  }
+
+  chip::ChipSim<Vtpu_top_n4> chip_;
+  functional::FunctionalModel model_;
+  std::mt19937_64 rng_;
+};
+
+TEST_F(Chip, IdentityAndConfiguration) {
+  EXPECT_EQ(chip_.csr_read(isa::CSR_ID), 0x7E550001u);
+  EXPECT_EQ(chip_.csr_read(isa::CSR_CONFIG1), uint32_t(kUbBytes));
+  EXPECT_EQ(chip_.csr_read(isa::CSR_CONFIG2), uint32_t(kAccRows));
+  EXPECT_EQ(chip_.csr_read(isa::CSR_STATUS), uint32_t(isa::STATUS_IDLE));
+}
+
+// A = 6 x 4 bf16 at 0x10000, W = 4 x 4 at 0x11000; relu(A W) as bf16 to 0x12000.
+TEST_F(Chip, MatmulReluThroughEveryUnitMatchesTheFunctionalModel) {
+  load(0x10000, random_bf16(24));
+  load(0x11000, random_bf16(16));
+  std::string prog = R"(
+    dma.loop  src, 0, 24, 2, 1, 0
+    dma.loop  dst, 0, 24, 2, 1, 0
+    dma.copy  hbm, ub, 2, 0x10000, 0x0
+    dma.loop  src, 0, 16, 2, 1, 0
+    dma.loop  dst, 0, 16, 2, 1, 0
+    dma.copy  hbm, ub, 2, 0x11000, 0x100
+    signal    dma, sc0
+    wait      mxu, sc0, 1
+    mxu.ldw   0x100, 8
+    mxu.mm    set, 0x0, 8, 6, 0
+    signal    mxu, sc1
+    wait      vpu, sc1, 1
+  )";
+  for (int r = 0; r < 6; ++r) {
+    prog += "vpu.ld acc, v1, " + std::to_string(r) + "\n";
+    prog += "vpu.op max, v2, v1, v0, v0\n";
+    prog += "vpu.st bf16, v2, " + std::to_string(0x200 + 8 * r) + "\n";
+  }
+  prog += R"(
+    signal    vpu, sc2
+    wait      dma, sc2, 1
+    dma.copy  ub, hbm, 2, 0x200, 0x12000
+    halt
+  )";
+  run_both(prog, 0x12000, 48);
+}
+
+TEST_F(Chip, FaultsMatchTheFunctionalModel) {
+  {
+    SCOPED_TRACE("illegal instruction (the reserved ICI.SEND opcode)");
+    std::vector<uint8_t> p = assemble("nop\n");
+    std::vector<uint8_t> ici(16, 0);
+    ici[0] = 0x50;
+    p.insert(p.end(), ici.begin(), ici.end());
+    const auto h = assemble("halt\n");
+    p.insert(p.end(), h.begin(), h.end());
+    run_both(p, 0, 0);
+  }
+  {
+    SCOPED_TRACE("UB range");
+    run_both("nop\nvpu.ld f32, v1, 0x2000\nhalt\n", 0, 0);
+  }
+  {
+    SCOPED_TRACE("sync deadlock");
+    run_both("signal dma, sc1\nwait vpu, sc3, 1\nhalt\n", 0, 0);
+  }
+  {
+    SCOPED_TRACE("DMA destination beyond the UB");
+    load(0x20000, random_bf16(4096));
+    run_both("dma.loop src, 0, 4096, 2, 1, 0\ndma.loop dst, 0, 4096, 2, 1, 0\n"
+             "dma.copy hbm, ub, 2, 0x20000, 0x1000\nhalt\n", 0, 0);
+  }
+}
+
+}  // namespace
+}  // namespace tessera
