@@ -11,9 +11,10 @@
 // activation row per cycle with 2N <= UbWordBytes and the UB granting every cycle (2N /
 // UbWordBytes cycles a row above that). The sequencer has checked every range, alignment and
 // the tile count, so the unit never faults; it queues up to LdwDepth LDWs beyond the one being
-// read, so a program may leave at most LdwDepth + 1 tiles loaded and unused before an MM (more
-// would hold the instruction port forever). idle_o: no instruction in progress and every result
-// written to the accumulator memory. The accumulator ports pass through for the VPU.
+// read, so a program may leave at most LdwDepth + 1 tiles loaded and unused before an MM (one
+// more at N = 4, where the row FIFO holds a whole tile); more hold the instruction port forever
+// (the ISA allows more: the sequencer must limit them). idle_o: no instruction in progress and
+// every result written to the accumulator memory. The accumulator ports pass through.
 `include "tpu_assert.svh"
 
 module tpu_mxu_unit #(

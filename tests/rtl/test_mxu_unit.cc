@@ -7,7 +7,8 @@
 // the read port and compared bit for bit with harness/mxu_ref's order (accumulate = fp32 RNE
 // add of the new sum to the old row). Also: the external accumulator write port (writes land,
 // are read back and accumulated onto, and yield exactly once per array result written),
-// idle_o low until the last result is written, and activation rows per cycle of a long MM.
+// idle_o low until the last result is written, activation rows per cycle of a long MM, and
+// five tiles loaded before their MMs (the most the unit queues).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -454,6 +455,27 @@ TYPED_TEST(MxuUnit, IdleLowUntilLastResultWritten) {
         << "idle_o at cycle " << c << " (start " << start << ", last row " << b.last_mac() << ")";
   }
   EXPECT_EQ(b.cycle(), idle_at) << "run_until_idle stops the first idle cycle";
+  b.check_acc();
+}
+
+TYPED_TEST(MxuUnit, FiveTilesLoadedBeforeTheirMatmuls) {
+  constexpr int N = TestFixture::N;
+  constexpr int kAccRows = TypeParam::kAccRows;
+  auto& b = this->bench_;
+  // The most unused tiles the unit takes before an MM (LdwDepth + 1 = 5): one loads into the
+  // shadow bank, one waits on the weight port, three queue. Each MM must use its own tile.
+  b.set_grant_percent(70);
+  const int rows = 1 + N / 2;
+  for (int t = 0; t < 5; ++t) {
+    const int32_t s = b.random_stride();
+    b.push(ldw(b.random_addr(N, s), s));
+  }
+  for (int t = 0; t < 5; ++t) {
+    const int32_t s = b.random_stride();
+    b.push(mm(t % 2 == 1, b.random_addr(rows, s), s, rows,
+              static_cast<uint32_t>((t / 2) * rows) % (kAccRows - rows)));
+  }
+  b.run_until_idle();
   b.check_acc();
 }
 
