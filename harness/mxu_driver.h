@@ -46,6 +46,8 @@ class MxuDriver {
     m.a_acc_addr_i = 0;
     m.acc_rd_valid_i = 0;
     m.acc_rd_addr_i = 0;
+    m.acc_wr_valid_i = 0;
+    m.acc_wr_addr_i = 0;
     sim_.eval();
   }
 

@@ -21,5 +21,7 @@ rtl/mxu/tpu_mxu_pe.sv
 rtl/mxu/tpu_mxu_array.sv
 rtl/mxu/tpu_mxu_acc_mem.sv
 rtl/mxu/tpu_mxu.sv
+rtl/mxu/tpu_mxu_ub_rows.sv
+rtl/mxu/tpu_mxu_unit.sv
 rtl/vpu/tpu_vpu_pkg.sv
 rtl/vpu/tpu_vpu.sv

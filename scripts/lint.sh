@@ -32,6 +32,9 @@ tops=(
   "tpu_mxu -GN=4 -GAccRows=16"
   "tpu_mxu -GN=16 -GAccRows=256"
   "tpu_mxu -GN=128 -GAccRows=512"
+  "tpu_mxu_unit -GN=4 -GUbBytes=8192 -GAccRows=64"
+  "tpu_mxu_unit -GN=16 -GUbBytes=65536 -GAccRows=256"
+  "tpu_mxu_unit -GN=128 -GUbBytes=262144 -GAccRows=1024"
 )
 fail=0
 for t in "${tops[@]}"; do

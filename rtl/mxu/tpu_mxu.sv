@@ -14,6 +14,9 @@
 //   * Read port: one accumulator row per accepted cycle, data the cycle after; it yields to
 //     the accumulate path's reads (acc_rd_ready_o low), and returns the contents before any
 //     write in the same cycle.
+//   * Write port (the VPU's VPU.ST acc): one accumulator row per accepted cycle, written at the
+//     end of that cycle. The array's result writes have fixed timing and always win: the port
+//     is not ready (acc_wr_ready_o low, a registered condition) in a cycle a result is written.
 `include "tpu_assert.svh"
 
 module tpu_mxu #(
@@ -40,6 +43,11 @@ module tpu_mxu #(
   input  logic [AccAddrW-1:0] acc_rd_addr_i,
   output logic                acc_rd_data_valid_o,    // acc_rd_data_o holds a requested row
   output logic [32*N-1:0]   acc_rd_data_o,          // fp32 word n at bits 32n
+  // accumulator write port
+  input  logic                acc_wr_valid_i,         // write acc_wr_data_i to acc_wr_addr_i
+  output logic                acc_wr_ready_o,         // written this cycle if valid
+  input  logic [AccAddrW-1:0] acc_wr_addr_i,
+  input  logic [32*N-1:0]     acc_wr_data_i,          // fp32 word n at bits 32n
   // status
   output logic                busy_o                  // rows or weights still in flight
 );
@@ -168,11 +176,16 @@ module tpu_mxu #(
   assign acc_rd_ready_o = !rmw_rd_en;
   assign host_rd_fire   = acc_rd_valid_i && acc_rd_ready_o;
 
+  // The external write takes the memory's write port in cycles the array writes no result.
+  logic ext_wr_fire;
+  assign acc_wr_ready_o = !wr_en;
+  assign ext_wr_fire    = acc_wr_valid_i && acc_wr_ready_o;
+
   tpu_mxu_acc_mem #(.N(N), .Rows(AccRows)) u_acc_mem (
     .clk_i,
-    .wr_en_i   (wr_en),
-    .wr_addr_i (wr_addr),
-    .wr_row_i  (wr_row),
+    .wr_en_i   (wr_en || ext_wr_fire),
+    .wr_addr_i (wr_en ? wr_addr : acc_wr_addr_i),
+    .wr_row_i  (wr_en ? wr_row : acc_wr_data_i),
     .rd_en_i   ((rmw_rd_en && !rmw_bypass) || host_rd_fire),
     .rd_addr_i (rmw_rd_en ? rmw_rd_addr : acc_rd_addr_i),
     .rd_row_o  (mem_rd_row)
@@ -188,4 +201,5 @@ module tpu_mxu #(
 
   `TPU_ASSERT(FirstTileNeedsFirstFlag, a_valid_i |-> (a_first_i || weights_valid_q))
   `TPU_ASSERT(InflightBounded, inflight_q <= CntW'(Latency))
+  `TPU_ASSERT(ExtWriteYieldsToResults, wr_en |-> !ext_wr_fire)
 endmodule

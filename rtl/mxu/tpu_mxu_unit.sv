@@ -1,0 +1,211 @@
+// tpu_mxu_unit: the MXU as an instruction unit (docs/isa.md, "MXU"; docs/architecture.md, "MXU
+// unit"). It takes MXU.LDW and MXU.MM from the sequencer in program order and runs them on a
+// tpu_mxu. An LDW becomes a command of N rows for the weight row reader, an MM a command of
+// `rows` rows for the activation row reader (tpu_mxu_ub_rows each); the two readers share one
+// UB read port (round-robin when both request, a request held until granted) and feed the
+// MXU's weight and activation ports, so a tile loads while the previous MM's rows stream, as
+// far as the weight port's back-pressure (one shadow tile) allows. Every MM's first row carries
+// a_first, so it uses the tile of the LDW before it. Latency: an MM's first row reaches the
+// array 3 cycles after its instruction is taken (UB granting at once), its result lands in
+// the accumulator 2N - 1 cycles after that. Throughput: one UB word per granted cycle, so one
+// activation row per cycle with 2N <= UbWordBytes and the UB granting every cycle (2N /
+// UbWordBytes cycles a row above that). The sequencer has checked every range, alignment and
+// the tile count, so the unit never faults; it queues up to LdwDepth LDWs beyond the one being
+// read, so a program may leave at most LdwDepth + 1 tiles loaded and unused before an MM (one
+// more at N = 4, where the row FIFO holds a whole tile); more hold the instruction port forever
+// (the ISA allows more: the sequencer must limit them). idle_o: no instruction in progress and
+// every result written to the accumulator memory. The accumulator ports pass through.
+`include "tpu_assert.svh"
+
+module tpu_mxu_unit #(
+  parameter int unsigned N           = 16,            // array dimension, 4 .. 128
+  parameter int unsigned UbBytes     = 262144,        // unified buffer bytes, a power of two
+  parameter int unsigned AccRows     = 1024,          // accumulator rows, a power of two
+  parameter int unsigned UbWordBytes = 32,            // bytes per UB word
+  parameter int unsigned LdwDepth    = 4,             // LDWs queued behind the one being read
+  localparam int unsigned UbWordAddrW = $clog2(UbBytes / UbWordBytes),
+  localparam int unsigned UbAddrW     = $clog2(UbBytes),
+  localparam int unsigned AccAddrW    = $clog2(AccRows)
+) (
+  input  logic                     clk_i,
+  input  logic                     rst_ni,
+  // instructions (from the sequencer)
+  input  logic                     instr_valid_i,     // instr_i holds an MXU.LDW or MXU.MM
+  output logic                     instr_ready_o,     // taken this cycle if valid
+  input  logic [127:0]             instr_i,
+  output logic                     idle_o,            // nothing in progress, all results written
+  // unified buffer read port (one requester port of tpu_sram_banked)
+  output logic                     ub_req_o,          // a word read (held until granted)
+  input  logic                     ub_gnt_i,          // the read happens this cycle
+  output logic [UbWordAddrW-1:0]   ub_addr_o,         // UB word index
+  input  logic                     ub_rvalid_i,       // ub_rdata_i: the word granted last cycle
+  input  logic [8*UbWordBytes-1:0] ub_rdata_i,
+  // accumulator read port (VPU.LD acc), tpu_mxu's
+  input  logic                     acc_rd_valid_i,
+  output logic                     acc_rd_ready_o,
+  input  logic [AccAddrW-1:0]      acc_rd_addr_i,
+  output logic                     acc_rd_data_valid_o,
+  output logic [32*N-1:0]          acc_rd_data_o,     // fp32 word n at bits 32n
+  // accumulator write port (VPU.ST acc), waits while array results are written
+  input  logic                     acc_wr_valid_i,
+  output logic                     acc_wr_ready_o,
+  input  logic [AccAddrW-1:0]      acc_wr_addr_i,
+  input  logic [32*N-1:0]          acc_wr_data_i,     // fp32 word n at bits 32n
+  // activity
+  output logic                     mac_row_o          // a row entered the array: N*N MACs
+);
+  localparam int unsigned TagW = AccAddrW + 1;       // activation rows: {acc_mode, acc_row}
+
+  // ---------------------------------------------------------------- decode
+  logic [7:0]  opc;
+  logic        is_ldw, is_mm, w_cmd_ready, a_cmd_ready;
+  logic [31:0] w0, w1, w2, w3;
+
+  assign {w3, w2, w1, w0} = instr_i;
+  assign opc    = w0[7:0];
+  assign is_ldw = opc == tpu_isa_pkg::OP_MXU_LDW;
+  assign is_mm  = opc == tpu_isa_pkg::OP_MXU_MM;
+  // Anything else never comes (the sequencer routes only these here); it would be dropped.
+  assign instr_ready_o = is_ldw ? w_cmd_ready : (is_mm ? a_cmd_ready : 1'b1);
+
+  // ---------------------------------------------------------------- row readers
+  logic                   w_req, a_req, w_gnt, a_gnt, w_rvalid, a_rvalid;
+  logic [UbWordAddrW-1:0] w_addr, a_addr;
+  logic                   w_row_valid, w_row_ready, a_row_valid, a_row_ready;
+  logic [16*N-1:0]        w_row, a_row;
+  logic [15:0]            w_row_idx, a_row_idx;
+  logic [0:0]             w_row_tag;
+  logic [TagW-1:0]        a_row_tag;
+  logic                   w_idle, a_idle;
+
+  tpu_mxu_ub_rows #(
+    .N(N), .UbBytes(UbBytes), .UbWordBytes(UbWordBytes), .CmdDepth(LdwDepth), .RowDepth(4),
+    .TagW(1)
+  ) u_w_rows (
+    .clk_i,
+    .rst_ni,
+    .cmd_valid_i  (instr_valid_i && is_ldw),
+    .cmd_ready_o  (w_cmd_ready),
+    .cmd_addr_i   (w1[UbAddrW-1:0]),
+    .cmd_stride_i (w2[UbAddrW-1:0]),
+    .cmd_rows_i   (16'(N)),
+    .cmd_tag_i    (1'b0),
+    .rd_req_o     (w_req),
+    .rd_addr_o    (w_addr),
+    .rd_gnt_i     (w_gnt),
+    .rd_valid_i   (w_rvalid),
+    .rd_data_i    (ub_rdata_i),
+    .row_valid_o  (w_row_valid),
+    .row_ready_i  (w_row_ready),
+    .row_o        (w_row),
+    .row_idx_o    (w_row_idx),
+    .row_tag_o    (w_row_tag),
+    .idle_o       (w_idle)
+  );
+
+  tpu_mxu_ub_rows #(
+    .N(N), .UbBytes(UbBytes), .UbWordBytes(UbWordBytes), .CmdDepth(2), .RowDepth(4),
+    .TagW(TagW)
+  ) u_a_rows (
+    .clk_i,
+    .rst_ni,
+    .cmd_valid_i  (instr_valid_i && is_mm),
+    .cmd_ready_o  (a_cmd_ready),
+    .cmd_addr_i   (w1[UbAddrW-1:0]),
+    .cmd_stride_i (w2[UbAddrW-1:0]),
+    .cmd_rows_i   (w3[15:0]),
+    .cmd_tag_i    ({w0[8], w3[16 +: AccAddrW]}),
+    .rd_req_o     (a_req),
+    .rd_addr_o    (a_addr),
+    .rd_gnt_i     (a_gnt),
+    .rd_valid_i   (a_rvalid),
+    .rd_data_i    (ub_rdata_i),
+    .row_valid_o  (a_row_valid),
+    .row_ready_i  (a_row_ready),
+    .row_o        (a_row),
+    .row_idx_o    (a_row_idx),
+    .row_tag_o    (a_row_tag),
+    .idle_o       (a_idle)
+  );
+
+  // ---------------------------------------------------------------- UB port arbitration
+  // Round-robin between the readers when both request; a request not granted keeps the port
+  // (its reader holds it unchanged), so the port's request is never withdrawn or altered.
+  logic sel, sel_q, hold_q, last_q, ret_sel_q, gnt_q;   // sel: 1 = activation reader
+
+  always_comb begin
+    if (hold_q)              sel = sel_q;
+    else if (w_req && a_req) sel = !last_q;
+    else                     sel = a_req;
+  end
+  assign ub_req_o  = w_req || a_req;
+  assign ub_addr_o = sel ? a_addr : w_addr;
+  assign w_gnt     = ub_gnt_i && !sel;
+  assign a_gnt     = ub_gnt_i && sel;
+  assign w_rvalid  = ub_rvalid_i && !ret_sel_q;
+  assign a_rvalid  = ub_rvalid_i && ret_sel_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      sel_q     <= 1'b0;
+      hold_q    <= 1'b0;
+      last_q    <= 1'b0;
+      ret_sel_q <= 1'b0;
+      gnt_q     <= 1'b0;
+    end else begin
+      sel_q  <= sel;
+      hold_q <= ub_req_o && !ub_gnt_i;
+      gnt_q  <= ub_gnt_i;
+      if (ub_gnt_i) begin
+        last_q    <= sel;
+        ret_sel_q <= sel;
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------- the MXU
+  logic                mxu_busy, a_fire;
+  logic [AccAddrW-1:0] a_acc_addr;
+
+  assign a_acc_addr = a_row_tag[AccAddrW-1:0] + AccAddrW'(a_row_idx);
+  assign a_fire     = a_row_valid && a_row_ready;
+  assign mac_row_o  = a_fire;
+
+  tpu_mxu #(.N(N), .AccRows(AccRows)) u_mxu (
+    .clk_i,
+    .rst_ni,
+    .w_valid_i           (w_row_valid),
+    .w_ready_o           (w_row_ready),
+    .w_row_i             (w_row),
+    .a_valid_i           (a_row_valid),
+    .a_ready_o           (a_row_ready),
+    .a_row_i             (a_row),
+    .a_first_i           (a_row_idx == '0),
+    .a_acc_addr_i        (a_acc_addr),
+    .a_accumulate_i      (a_row_tag[AccAddrW]),
+    .acc_rd_valid_i,
+    .acc_rd_ready_o,
+    .acc_rd_addr_i,
+    .acc_rd_data_valid_o,
+    .acc_rd_data_o,
+    .acc_wr_valid_i,
+    .acc_wr_ready_o,
+    .acc_wr_addr_i,
+    .acc_wr_data_i,
+    .busy_o              (mxu_busy)
+  );
+
+  assign idle_o = w_idle && a_idle && !mxu_busy;
+
+  // Fields the unit does not read: opcode bits beyond the two MXU opcodes' decode, reserved
+  // bits (zero), the high address/stride bits (the sequencer checked the range), the weight
+  // reader's row index and tag.
+  logic unused_fields;
+  assign unused_fields = ^{w0[31:9], w1[31:UbAddrW], w2[31:UbAddrW], w3[31:16+AccAddrW],
+                           w_row_idx, w_row_tag};
+
+  `TPU_ASSERT(OnlyMxuInstructions, instr_valid_i |-> (is_ldw || is_mm))
+  `TPU_ASSERT(ReadDataOnlyAfterGrant, ub_rvalid_i == gnt_q)
+  `TPU_ASSERT(HeldRequestKeepsPort, hold_q |-> (sel ? a_req : w_req))
+  `TPU_ASSERT(MacRowMeansArrayBusy, mac_row_o |=> !idle_o)
+endmodule
