@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   auto m = std::make_unique<Vtpu_mxu>(ctx.get(), "TOP");
   m->clk_i = 0;
   m->w_valid_i = 0;
+  m->clear_i = 0;
+  m->acc_wr_valid_i = 0;
   m->a_valid_i = 0;
   m->a_accumulate_i = 0;
   m->a_acc_addr_i = 0;

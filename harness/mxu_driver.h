@@ -47,6 +47,7 @@ class MxuDriver {
     m.acc_rd_valid_i = 0;
     m.acc_rd_addr_i = 0;
     m.acc_wr_valid_i = 0;
+    m.clear_i = 0;
     m.acc_wr_addr_i = 0;
     sim_.eval();
   }

@@ -25,3 +25,4 @@ rtl/mxu/tpu_mxu_ub_rows.sv
 rtl/mxu/tpu_mxu_unit.sv
 rtl/vpu/tpu_vpu_pkg.sv
 rtl/vpu/tpu_vpu.sv
+rtl/top/tpu_top.sv

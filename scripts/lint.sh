@@ -16,6 +16,8 @@ tops=(
   "tpu_hbm_ctrl -GIdW=9 -GOrderById=0"
   "tpu_seq"
   "tpu_csr"
+  "tpu_top -GN=4 -GUbBytes=8192 -GAccRows=64"
+  "tpu_top"
   "tpu_vpu"
   "tpu_vpu -GN=4 -GUbBytes=4096 -GAccRows=64"
   "tpu_seq -GN=4 -GQDepth=2 -GFetchDepth=4"

@@ -117,7 +117,7 @@ module tpu_seq #(
   assign all_quiet = (q_empty == '1) && (unit_idle_i == '1);
 
   // Static checks of the instruction at the head of the fetch buffer.
-  logic        illegal, ub_bad, acc_bad, no_tiles, deadlock;
+  logic        illegal, ub_bad, acc_bad, no_tiles, too_many, deadlock;
   logic [31:0] acc_bad_row;
   logic [1:0]  target;                                  // unit of a queued instruction
   logic        to_unit;                                 // goes into a unit queue
@@ -130,6 +130,7 @@ module tpu_seq #(
     ub_bad      = 1'b0;
     acc_bad     = 1'b0;
     no_tiles    = 1'b0;
+    too_many    = 1'b0;
     deadlock    = 1'b0;
     acc_bad_row = '0;
     target      = 2'd0;
@@ -161,8 +162,9 @@ module tpu_seq #(
       end
       tpu_isa_pkg::OP_MXU_LDW, tpu_isa_pkg::OP_MXU_MM: begin
         if (w0[7:0] == tpu_isa_pkg::OP_MXU_LDW) begin
-          illegal = w0[31:8] != '0 || w3 != '0;
-          rows    = N;
+          illegal   = w0[31:8] != '0 || w3 != '0;
+          rows      = N;
+          too_many  = tiles_q != '0;                    // one tile may wait for its MXU.MM
         end else begin
           illegal  = w0[31:9] != '0 || w3[15:0] == '0;
           rows     = {16'd0, w3[15:0]};
@@ -246,6 +248,9 @@ module tpu_seq #(
     end else if (no_tiles) begin
       dec_fault = 1'b1;
       dec_code  = tpu_isa_pkg::FAULT_MXU_NO_WEIGHTS;
+    end else if (too_many) begin
+      dec_fault = 1'b1;
+      dec_code  = tpu_isa_pkg::FAULT_MXU_TILES;
     end else if (deadlock) begin
       dec_fault = 1'b1;
       dec_code  = tpu_isa_pkg::FAULT_SYNC_DEADLOCK;
@@ -263,21 +268,32 @@ module tpu_seq #(
   logic [Units*QDepth*EntW-1:0] q_q;
   logic [Units*QW-1:0]          q_wp_q, q_rp_q;
   logic [Units-1:0]             head_pop, head_hand;
+  // The head of each queue (a block of its own: what a unit sees must not depend on its ready).
   always_comb begin
-    head_pop  = '0;
-    head_hand = '0;
     for (int u = 0; u < Units; u++) begin
       logic [EntW-1:0] e;
       e = q_q[EntW*(QDepth*u + 32'(q_rp_q[QW*u +: QW])) +: EntW];
       unit_instr_o[128*u +: 128] = e[127:0];
       unit_pc_o[32*u +: 32]      = e[159:128];
+    end
+  end
+  always_comb begin
+    head_pop  = '0;
+    head_hand = '0;
+    for (int u = 0; u < Units; u++) begin
+      logic [7:0]  opc;
+      logic [3:0]  sc;
+      logic [31:0] value;
+      opc   = unit_instr_o[128*u +: 8];
+      sc    = unit_instr_o[128*u + 12 +: 4];
+      value = unit_instr_o[128*u + 32 +: 32];
       unit_valid_o[u] = 1'b0;
       unit_stall_o[u] = 1'b0;
       if (!q_empty[u] && state_q == RunS) begin
-        if (e[7:0] == tpu_isa_pkg::OP_WAIT) begin
-          head_pop[u]     = sc_q[32*e[15:12] +: 32] >= e[63:32];
+        if (opc == tpu_isa_pkg::OP_WAIT) begin
+          head_pop[u]     = sc_q[32*sc +: 32] >= value;
           unit_stall_o[u] = !head_pop[u];
-        end else if (e[7:0] == tpu_isa_pkg::OP_SIGNAL) begin
+        end else if (opc == tpu_isa_pkg::OP_SIGNAL) begin
           head_pop[u]     = unit_idle_i[u];
         end else begin
           unit_valid_o[u] = 1'b1;

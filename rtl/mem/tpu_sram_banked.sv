@@ -13,6 +13,7 @@ module tpu_sram_banked #(
   parameter int unsigned Elems = 16,                  // write-enable granules per word
   parameter int unsigned ElemW = 16,                  // bits per granule
   parameter int unsigned Ports = 3,                   // requesters
+  parameter bit          CheckUnwritten = 1'b1,       // the macros' never-written-read check
   localparam int unsigned AddrW = $clog2(Words),
   localparam int unsigned Width = Elems * ElemW
 ) (
@@ -105,7 +106,9 @@ module tpu_sram_banked #(
   end
 
   for (genvar b = 0; b < Banks; b++) begin : g_bank
-    tpu_sram_sp #(.Words(Words / Banks), .Elems(Elems), .ElemW(ElemW)) u_macro (
+    tpu_sram_sp #(
+      .Words(Words / Banks), .Elems(Elems), .ElemW(ElemW), .CheckUnwritten(CheckUnwritten)
+    ) u_macro (
       .clk_i   (clk_i),
       .req_i   (bank_req[b]),
       .we_i    (bank_we[b]),

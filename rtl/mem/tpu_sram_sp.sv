@@ -8,6 +8,7 @@ module tpu_sram_sp #(
   parameter int unsigned Words = 256,                 // depth
   parameter int unsigned Elems = 4,                   // write-enable granules per word
   parameter int unsigned ElemW = 16,                  // bits per granule
+  parameter bit          CheckUnwritten = 1'b1,       // report reads of never-written elements
   localparam int unsigned AddrW = $clog2(Words),
   localparam int unsigned Width = Elems * ElemW
 ) (
@@ -41,7 +42,7 @@ module tpu_sram_sp #(
   end
   always_ff @(posedge clk_i) begin
     if (req_i && we_i) written_q[addr_i] <= written_q[addr_i] | wmask_i;
-    if (req_i && !we_i && (written_q[addr_i] != {Elems{1'b1}})) begin
+    if (CheckUnwritten && req_i && !we_i && (written_q[addr_i] != {Elems{1'b1}})) begin
       $error("%m: read of never-written data at address %0d (written elements %b) at time %0t",
              addr_i, written_q[addr_i], $time);
     end

@@ -26,6 +26,7 @@ module tpu_mxu #(
 ) (
   input  logic                clk_i,
   input  logic                rst_ni,
+  input  logic                clear_i,                // program start: no weight tile loaded
   // weight tile rows
   input  logic                w_valid_i,              // w_row_i holds the next weight row
   output logic                w_ready_o,              // shadow bank can take a row
@@ -77,6 +78,12 @@ module tpu_mxu #(
       weights_valid_q <= 1'b0;
       wload_row_q     <= '0;
       wload_cycles_q   <= '0;
+    end else if (clear_i) begin
+      // Only between programs, with the array idle: a tile loaded and never used is dropped.
+      shadow_full_q   <= 1'b0;
+      weights_valid_q <= 1'b0;
+      wload_row_q     <= '0;
+      wload_cycles_q  <= '0;
     end else begin
       if (w_fire) begin
         wload_row_q   <= (wload_row_q == RowIdxW'(N - 1)) ? '0 : wload_row_q + 1'b1;

@@ -29,6 +29,7 @@ module tpu_mxu_unit #(
 ) (
   input  logic                     clk_i,
   input  logic                     rst_ni,
+  input  logic                     clear_i,           // program start (the doorbell)
   // instructions (from the sequencer)
   input  logic                     instr_valid_i,     // instr_i holds an MXU.LDW or MXU.MM
   output logic                     instr_ready_o,     // taken this cycle if valid
@@ -174,6 +175,7 @@ module tpu_mxu_unit #(
   tpu_mxu #(.N(N), .AccRows(AccRows)) u_mxu (
     .clk_i,
     .rst_ni,
+    .clear_i             (clear_i),
     .w_valid_i           (w_row_valid),
     .w_ready_o           (w_row_ready),
     .w_row_i             (w_row),

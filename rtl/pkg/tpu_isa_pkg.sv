@@ -69,6 +69,7 @@ package tpu_isa_pkg;
   localparam logic [3:0] FAULT_SYNC_DEADLOCK       = 4'h5;
   localparam logic [3:0] FAULT_FETCH_RANGE         = 4'h6;
   localparam logic [3:0] FAULT_MXU_NO_WEIGHTS      = 4'h7;
+  localparam logic [3:0] FAULT_MXU_TILES           = 4'h8;  // an LDW while a tile is unused
 
   // CSR byte offsets.
   localparam logic [11:0] CSR_ID          = 12'h000;

@@ -252,8 +252,12 @@ module tpu_top #(
   logic [UbPorts*32-1:0]       ub_wmask;
   logic [UbPorts*256-1:0]      ub_wdata, ub_rdata;
 
+  // Units read whole 32-byte words of which they use a part (an MXU row of 2N bytes, a DMA
+  // element), so the macros' word-level never-written check is off here; the functional model
+  // checks undefined reads byte by byte (docs/isa.md: UB contents are undefined until written).
   tpu_sram_banked #(
-    .Banks(4), .Words(UbBytes / 32), .Elems(32), .ElemW(8), .Ports(UbPorts)
+    .Banks(4), .Words(UbBytes / 32), .Elems(32), .ElemW(8), .Ports(UbPorts),
+    .CheckUnwritten(1'b0)
   ) u_ub (
     .clk_i    (clk_i),
     .rst_ni   (rst_ni),
@@ -336,6 +340,7 @@ module tpu_top #(
   tpu_mxu_unit #(.N(N), .UbBytes(UbBytes), .AccRows(AccRows)) u_mxu (
     .clk_i               (clk_i),
     .rst_ni              (rst_ni),
+    .clear_i             (start),
     .instr_valid_i       (u_valid[1]),
     .instr_ready_o       (u_ready[1]),
     .instr_i             (u_instr[128 +: 128]),
@@ -426,5 +431,5 @@ module tpu_top #(
   logic unused;
   assign unused = ^{hbm_busy, abort, m_rd_id[3:0], m_rd_last[1:0], m_rd_err[1],
                     m_wr_done_valid[0], m_wr_done_id[7:0], m_wr_done_err[1:0], ub_rvalid[1:0],
-                    ub_rdata[256 +: 256], u_busy};
+                    ub_rdata[256 +: 256], u_pc[32 +: 64]};
 endmodule

@@ -39,8 +39,8 @@ int log2_floor(uint64_t v) {
 const char* fault_name(uint32_t code) {
   static const char* const kNames[] = {
       "NONE", "ILLEGAL_INSTRUCTION", "UB_RANGE",    "ACC_RANGE",
-      "DMA",  "SYNC_DEADLOCK",       "FETCH_RANGE", "MXU_NO_WEIGHTS"};
-  return code < 8 ? kNames[code] : "?";
+      "DMA",  "SYNC_DEADLOCK",       "FETCH_RANGE", "MXU_NO_WEIGHTS", "MXU_TILES"};
+  return code < 9 ? kNames[code] : "?";
 }
 
 // VPU lane operations (docs/isa.md, VPU). Float results go through fp::canonical so that every
@@ -480,6 +480,10 @@ bool FunctionalModel::exec_mxu(uint64_t pc, const Instruction& i, const isa::Wor
     return m;
   };
   if (i.op == Opcode::kMxuLdw) {
+    if (!tiles_.empty()) {  // one loaded tile may wait for its MXU.MM, no more
+      fault_ = {isa::FAULT_MXU_TILES, 0, 0};
+      return true;
+    }
     tiles_.push_back(read_rows(static_cast<uint32_t>(n)));
     return false;
   }

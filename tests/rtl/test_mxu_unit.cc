@@ -84,6 +84,7 @@ class MxuUnitBench {
     m.acc_rd_valid_i = 0;
     m.acc_rd_addr_i = 0;
     m.acc_wr_valid_i = 0;
+    m.clear_i = 0;
     m.acc_wr_addr_i = 0;
     for (int i = 0; i < N; ++i) put_elem<32>(m.acc_wr_data_i, i, 0);
     sim_.eval();

@@ -245,7 +245,7 @@ std::vector<Instr> random_program(std::mt19937_64& rng, int len) {
       p.push_back(rng() % 2 ? copy_i(rng() % 4096, rng() % 4096)
                             : loop_i(static_cast<int>(rng() % 2), 1 + rng() % 100, 4));
     } else if (u == kMxu) {
-      if (tiles == 0 || rng() % 2) {
+      if (tiles == 0) {
         p.push_back(ldw_i(8 * (rng() % 64), 8));
         ++tiles;
       } else {
@@ -340,6 +340,7 @@ TEST_F(Seq, StaticFaultsStopWithCodePcAndAddress) {
       {"VPU.LD UB beyond", vld_i(0, 1, kUbBytes), isa::FAULT_UB_RANGE, kUbBytes},
       {"VPU.LD ACC row", vld_i(2, 1, kAccRows), isa::FAULT_ACC_RANGE, kAccRows},
       {"MM without a tile", mm_i(0, 8, 4, 0), isa::FAULT_MXU_NO_WEIGHTS, 0},
+      {"second LDW before its MM", ldw_i(0, 8), isa::FAULT_MXU_TILES, 0},
       {"WAIT nothing can meet", wait_i(kVpu, 3, 1), isa::FAULT_SYNC_DEADLOCK, 0},
   };
   uint32_t base = 0x2000;
@@ -349,6 +350,7 @@ TEST_F(Seq, StaticFaultsStopWithCodePcAndAddress) {
     // some legal work first, then the bad instruction, then more work that must not run
     std::vector<Instr> prog = {copy_i(0, 64), vop_i(isa::VF_ADD, 1, 2, 3), fc.bad,
                                copy_i(128, 256), halt_i()};
+    if (fc.code == isa::FAULT_MXU_TILES) prog[1] = ldw_i(64, 8);
     load(base, prog);
     const Outcome o = run(base);
     EXPECT_EQ(o.status, int(isa::STATUS_FAULTED));

@@ -478,6 +478,14 @@ RunResult mxu_program(FunctionalModel& m, const std::vector<uint16_t>& a,
   return run(m, prog);
 }
 
+TEST(FunctionalModel, SecondTileBeforeItsMatmulFaults) {
+  FunctionalModel m;
+  std::vector<uint16_t> a(16 * 16, 0x3F80), w(16 * 16, 0x3F80);
+  const RunResult r = mxu_program(m, a, w, 16, "mxu.ldw 0x8000, 32\nmxu.mm set, 0x0, 32, 16, 0\n");
+  EXPECT_EQ(r.status, RunStatus::kFaulted);
+  EXPECT_EQ(r.fault_code, uint32_t(isa::FAULT_MXU_TILES));
+}
+
 TEST(FunctionalModel, MxuMatmulMatchesFloat64OnExactInputs) {
   FunctionalModel m;
   const int n = 16, rows = 5;
@@ -520,12 +528,13 @@ TEST(FunctionalModel, MxuMatmulMatchesMxuRefOnRandomBf16AndAccumulates) {
     const std::vector<uint32_t> ref = mxu::reference_matmul(n, rows, n, n, a, w);
     const std::vector<uint32_t> ref2 = mxu::reference_matmul(n, rows, n, n, a, w2);
     write_bf16(m, 0x30000, w2);
-    // Two tiles loaded ahead: the first MM uses the oldest (w), the second w2, accumulating.
+    // The first MM uses w; the second tile (w2) is loaded after it (one tile may wait for its
+    // MM: docs/isa.md, MXU_TILES) and the second MM accumulates with it.
     const std::string ld2 =
         "dma.copy hbm, ub, 2, 0x30000, 0x9000\nsignal dma, sc1\nwait mxu, sc1, 1\nmxu.ldw "
         "0x9000, " +
         std::to_string(2 * n) + "\n";
-    const std::string mm = ld2 + "mxu.mm set, 0x0, " + std::to_string(2 * n) + ", 37, 3\n" +
+    const std::string mm = "mxu.mm set, 0x0, " + std::to_string(2 * n) + ", 37, 3\n" + ld2 +
                            "mxu.mm acc, 0x0, " + std::to_string(2 * n) + ", 37, 3\n";
     const RunResult r = mxu_program(m, a, w, rows, mm);
     ASSERT_EQ(r.status, RunStatus::kHalted) << r.describe();
