@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -58,7 +59,7 @@ class ChipSim {
   // One clock cycle with the inputs set so far.
   void step() {
     sim_.eval();
-    hbm::exchange_hbm_pins(sim_.top(), dev_, sim_.cycle(), [](int, const hbm::HbmPinsIn&) {});
+    hbm::exchange_hbm_pins(sim_.top(), dev_, sim_.cycle(), counter_);
     sim_.eval();
     sim_.tick();
   }
@@ -111,7 +112,7 @@ class ChipSim {
       }
       m.host_wr_done_ready_i = 1;
       sim_.eval();
-      hbm::exchange_hbm_pins(sim_.top(), dev_, sim_.cycle(), [](int, const hbm::HbmPinsIn&) {});
+      hbm::exchange_hbm_pins(sim_.top(), dev_, sim_.cycle(), counter_);
       sim_.eval();
       if (m.host_req_valid_i && m.host_req_ready_o) {
         sent += len;
@@ -146,7 +147,7 @@ class ChipSim {
       m.host_req_len_i = static_cast<uint8_t>(len == 0 ? 0 : len - 1);
       m.host_rd_ready_i = 1;
       sim_.eval();
-      hbm::exchange_hbm_pins(sim_.top(), dev_, sim_.cycle(), [](int, const hbm::HbmPinsIn&) {});
+      hbm::exchange_hbm_pins(sim_.top(), dev_, sim_.cycle(), counter_);
       sim_.eval();
       if (m.host_req_valid_i && m.host_req_ready_o) sent += len;
       if (m.host_rd_valid_o) {
@@ -164,6 +165,7 @@ class ChipSim {
   // Runs the program at prog_addr to its end (HALT or a fault), at most max_cycles.
   ChipRun run(uint32_t prog_addr, uint64_t max_cycles = 10'000'000) {
     csr_write(isa::CSR_PROG_ADDR, prog_addr);
+    acts_ = cols_ = 0;
     csr_write(isa::CSR_DOORBELL, 1);
     const uint64_t start = sim_.cycle();
     ChipRun r;
@@ -190,6 +192,10 @@ class ChipSim {
     return r;
   }
 
+  // HBM commands seen on the pins since the last doorbell (for checking the counters).
+  uint64_t acts_seen() const { return acts_; }
+  uint64_t column_commands_seen() const { return cols_; }
+
   uint64_t perf(int counter) {
     const uint64_t lo = csr_read(isa::CSR_PERF_BASE + 8 * counter);
     const uint64_t hi = csr_read(isa::CSR_PERF_BASE + 8 * counter + 4);
@@ -199,6 +205,12 @@ class ChipSim {
  private:
   SimCtrl<Model> sim_;
   hbm::HbmDevice dev_;
+  uint64_t acts_ = 0, cols_ = 0;
+  std::function<void(int, const hbm::HbmPinsIn&)> counter_ = [this](int, const hbm::HbmPinsIn& in) {
+    if (!in.cmd_valid) return;
+    if (in.cmd == hbm::HbmCmd::kAct) ++acts_;
+    if (in.cmd == hbm::HbmCmd::kRd || in.cmd == hbm::HbmCmd::kWr) ++cols_;
+  };
   hbm::HbmAddressMap map_;
 };
 

@@ -41,8 +41,8 @@ module tpu_csr #(
   input  logic        mxu_row_i,                    // an activation row entered the array
   input  logic [7:0]  hbm_rd_bursts_i,              // 32-byte bursts read this cycle
   input  logic [7:0]  hbm_wr_bursts_i,              // written
-  input  logic [7:0]  row_hits_i,                   // column commands that hit an open row
-  input  logic [7:0]  row_misses_i,                 // ACTs
+  input  logic [7:0]  col_cmds_i,                   // HBM RD/WR commands this cycle
+  input  logic [7:0]  acts_i,                       // HBM ACT commands (row misses)
   input  logic        instr_retired_i,
   // interrupt
   output logic        irq_o
@@ -69,8 +69,8 @@ module tpu_csr #(
     inc[64*7 +: 64]  = mxu_row_i ? 64'(N * N) : 64'd0;
     inc[64*8 +: 64]  = 64'(hbm_rd_bursts_i) * 64'd32;
     inc[64*9 +: 64]  = 64'(hbm_wr_bursts_i) * 64'd32;
-    inc[64*10 +: 64] = 64'(row_hits_i);
-    inc[64*11 +: 64] = 64'(row_misses_i);
+    inc[64*10 +: 64] = 64'(col_cmds_i);           // read back as column commands - ACTs
+    inc[64*11 +: 64] = 64'(acts_i);
     inc[64*12 +: 64] = 64'(instr_retired_i);
   end
 
@@ -107,11 +107,21 @@ module tpu_csr #(
     end
   end
 
+  // Row hits are the column commands that needed no ACT: every ACT opens a row for at least one
+  // column command, so hits = column commands - ACTs (never negative once the ACT's column
+  // command has issued; clamped at 0 for the cycles in between).
+  logic [32'(Perf)*64-1:0] perf_view;
+  always_comb begin
+    perf_view = perf_q;
+    perf_view[64*10 +: 64] = (perf_q[64*10 +: 64] > perf_q[64*11 +: 64]) ?
+                             perf_q[64*10 +: 64] - perf_q[64*11 +: 64] : 64'd0;
+  end
+
   always_comb begin
     csr_rdata_o = '0;
     if (csr_addr_i >= tpu_isa_pkg::CSR_PERF_BASE &&
         csr_addr_i < tpu_isa_pkg::CSR_PERF_BASE + 12'(8 * Perf)) begin
-      csr_rdata_o = perf_q[32*(32'(12'(csr_addr_i - tpu_isa_pkg::CSR_PERF_BASE)) / 4) +: 32];
+      csr_rdata_o = perf_view[32*(32'(12'(csr_addr_i - tpu_isa_pkg::CSR_PERF_BASE)) / 4) +: 32];
     end else begin
       unique case (csr_addr_i)
         tpu_isa_pkg::CSR_ID:          csr_rdata_o = tpu_isa_pkg::CSR_ID_VALUE;

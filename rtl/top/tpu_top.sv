@@ -239,8 +239,8 @@ module tpu_top #(
     .mxu_row_i       (mac_row),
     .hbm_rd_bursts_i (rd_bursts),
     .hbm_wr_bursts_i (wr_bursts),
-    .row_hits_i      (col_cmds),
-    .row_misses_i    (acts),
+    .col_cmds_i      (col_cmds),
+    .acts_i          (acts),
     .instr_retired_i (retired),
     .irq_o           (irq_o)
   );

@@ -75,6 +75,12 @@ class Chip : public ::testing::Test {
     if (!f_faulted) {
       EXPECT_EQ(chip_.perf(isa::PERF_INSTRS), f.instructions);
       EXPECT_EQ(chip_.perf(isa::PERF_MACS), f.macs);
+      // HBM row counters against the commands on the device pins during the run
+      EXPECT_EQ(chip_.perf(isa::PERF_ROW_MISSES), chip_.acts_seen());
+      EXPECT_EQ(chip_.perf(isa::PERF_ROW_HITS),
+                chip_.column_commands_seen() - chip_.acts_seen());
+      EXPECT_GT(chip_.perf(isa::PERF_CYCLES), 0u);
+      EXPECT_GT(chip_.perf(isa::PERF_HBM_RD), 0u);
       EXPECT_TRUE(f.undefined_reads.empty()) << "the program reads memory it never wrote";
     }
     if (out_bytes) {
