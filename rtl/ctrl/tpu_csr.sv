@@ -44,6 +44,7 @@ module tpu_csr #(
   input  logic [7:0]  col_cmds_i,                   // HBM RD/WR commands this cycle
   input  logic [7:0]  acts_i,                       // HBM ACT commands (row misses)
   input  logic        instr_retired_i,
+  input  logic [11:0]  unit_state_i,                // tpu_seq's per-unit state (UNIT_STATE)
   // interrupt
   output logic        irq_o
 );
@@ -138,6 +139,7 @@ module tpu_csr #(
         tpu_isa_pkg::CSR_IRQ_ENABLE:  csr_rdata_o = {29'd0, irq_en_q};
         tpu_isa_pkg::CSR_IRQ_PENDING: csr_rdata_o = {29'd0, irq_pend_q};
         tpu_isa_pkg::CSR_IRQ_CODE:    csr_rdata_o = irq_code_i;
+        tpu_isa_pkg::CSR_UNIT_STATE:  csr_rdata_o = {20'd0, unit_state_i};
         default:                      csr_rdata_o = '0;
       endcase
     end

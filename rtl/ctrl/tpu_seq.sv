@@ -60,7 +60,8 @@ module tpu_seq #(
   output logic                 running_o,            // a program is running
   output logic [Units-1:0]     unit_busy_o,          // unit u is not idle
   output logic [Units-1:0]     unit_stall_o,         // unit u's queue head cannot proceed
-  output logic                 instr_retired_o       // an instruction was decoded this cycle
+  output logic                 instr_retired_o,      // an instruction was decoded this cycle
+  output logic [Units*4-1:0]   unit_state_o          // per unit: {blocked, on WAIT, busy, queued}
 );
   localparam int unsigned QW   = $clog2(QDepth);
   localparam int unsigned FW   = $clog2(FetchDepth);
@@ -503,6 +504,15 @@ module tpu_seq #(
   assign running_o     = state_q == RunS || state_q == DrainS;
   assign unit_busy_o   = ~unit_idle_i;
   assign unused_qw     = '0;
+
+  // What each unit is doing, for the host's watchdog (CSR UNIT_STATE): instructions queued, the
+  // unit busy, its queue head a WAIT whose counter is not reached, its head refused by the unit.
+  always_comb begin
+    for (int u = 0; u < Units; u++) begin
+      unit_state_o[4*u +: 4] = {unit_valid_o[u] && !unit_ready_i[u],
+                                unit_stall_o[u] && !unit_valid_o[u], !unit_idle_i[u], !q_empty[u]};
+    end
+  end
 
   `TPU_ASSERT(FetchBufferNeverOverflows, fb_cnt_q <= (FW+1)'(FetchDepth))
   `TPU_ASSERT(HandOnlyWhenValid, head_hand == (unit_valid_o & unit_ready_i))

@@ -143,6 +143,7 @@ module tpu_top #(
   logic [3*32-1:0]  u_pc, u_fault_pc, u_fault_addr, u_fault_info;
   logic [3*4-1:0]   u_fault_code;
   logic        fetch_req_valid, fetch_rd_ready;
+  logic [11:0] unit_state;
   logic [31:0] fetch_req_addr;
 
   tpu_seq #(.N(N), .UbBytes(UbBytes), .AccRows(AccRows), .QDepth(QDepth)) u_seq (
@@ -180,7 +181,8 @@ module tpu_top #(
     .running_o         (running),
     .unit_busy_o       (u_busy),
     .unit_stall_o      (u_stall),
-    .instr_retired_o   (retired)
+    .instr_retired_o   (retired),
+    .unit_state_o      (unit_state)
   );
 
   // Port 0: instruction fetch (reads only).
@@ -242,6 +244,7 @@ module tpu_top #(
     .col_cmds_i      (col_cmds),
     .acts_i          (acts),
     .instr_retired_i (retired),
+    .unit_state_i    (unit_state),
     .irq_o           (irq_o)
   );
 

@@ -44,6 +44,7 @@ class Csr : public ::testing::Test {
     m.col_cmds_i = 0;
     m.acts_i = 0;
     m.instr_retired_i = 0;
+    m.unit_state_i = 0;
     sim_.reset();
   }
   uint32_t read(uint32_t addr) {
@@ -113,6 +114,8 @@ TEST_F(Csr, StatusAndFaultMirrorTheSequencer) {
   EXPECT_EQ(read(isa::CSR_FAULT_PC), 0x1230u);
   EXPECT_EQ(read(isa::CSR_FAULT_ADDR), 0xBEEFu);
   EXPECT_EQ(read(isa::CSR_FAULT_INFO), 7u);
+  m.unit_state_i = 0xA53;
+  EXPECT_EQ(read(isa::CSR_UNIT_STATE), 0xA53u);
 }
 
 TEST_F(Csr, InterruptsPendingEnableAndClear) {
