@@ -45,6 +45,7 @@ module tpu_csr #(
   input  logic [7:0]  acts_i,                       // HBM ACT commands (row misses)
   input  logic        instr_retired_i,
   input  logic [11:0]  unit_state_i,                // tpu_seq's per-unit state (UNIT_STATE)
+  input  logic [31:0]  pc_i,                        // tpu_seq's decode PC (PC)
   // interrupt
   output logic        irq_o
 );
@@ -140,6 +141,7 @@ module tpu_csr #(
         tpu_isa_pkg::CSR_IRQ_PENDING: csr_rdata_o = {29'd0, irq_pend_q};
         tpu_isa_pkg::CSR_IRQ_CODE:    csr_rdata_o = irq_code_i;
         tpu_isa_pkg::CSR_UNIT_STATE:  csr_rdata_o = {20'd0, unit_state_i};
+        tpu_isa_pkg::CSR_PC:          csr_rdata_o = pc_i;
         default:                      csr_rdata_o = '0;
       endcase
     end

@@ -61,7 +61,8 @@ module tpu_seq #(
   output logic [Units-1:0]     unit_busy_o,          // unit u is not idle
   output logic [Units-1:0]     unit_stall_o,         // unit u's queue head cannot proceed
   output logic                 instr_retired_o,      // an instruction was decoded this cycle
-  output logic [Units*4-1:0]   unit_state_o          // per unit: {blocked, on WAIT, busy, queued}
+  output logic [Units*4-1:0]   unit_state_o,         // per unit: {blocked, on WAIT, busy, queued}
+  output logic [31:0]          pc_o                  // the next instruction to decode
 );
   localparam int unsigned QW   = $clog2(QDepth);
   localparam int unsigned FW   = $clog2(FetchDepth);
@@ -336,6 +337,13 @@ module tpu_seq #(
   assign fault_now = state_q == RunS && (unit_fault_any || (ins_valid && dec_fault));
 
   // ---------------------------------------------------------------- state
+  // The PC decode is at (or waits for): the program address at start, then each decoded + 16.
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) pc_o <= '0;
+    else if (start_i && state_q != RunS && state_q != DrainS) pc_o <= prog_addr_i;
+    else if (dec_go) pc_o <= ins_pc + 32'd16;
+  end
+
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       state_q      <= IdleS;

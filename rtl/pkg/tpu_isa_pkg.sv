@@ -87,6 +87,7 @@ package tpu_isa_pkg;
   localparam logic [11:0] CSR_IRQ_PENDING = 12'h030;
   localparam logic [11:0] CSR_IRQ_CODE    = 12'h034;
   localparam logic [11:0] CSR_UNIT_STATE  = 12'h038;  // per unit: queued, busy, WAIT, blocked
+  localparam logic [11:0] CSR_PC          = 12'h03C;  // the next instruction to decode
   localparam logic [11:0] CSR_PERF_BASE   = 12'h040;  // + 8 * counter, low word first
   localparam logic [31:0] CSR_ID_VALUE    = 32'h7E55_0001;
 

@@ -144,6 +144,7 @@ module tpu_top #(
   logic [3*4-1:0]   u_fault_code;
   logic        fetch_req_valid, fetch_rd_ready;
   logic [11:0] unit_state;
+  logic [31:0] seq_pc;
   logic [31:0] fetch_req_addr;
 
   tpu_seq #(.N(N), .UbBytes(UbBytes), .AccRows(AccRows), .QDepth(QDepth)) u_seq (
@@ -182,7 +183,8 @@ module tpu_top #(
     .unit_busy_o       (u_busy),
     .unit_stall_o      (u_stall),
     .instr_retired_o   (retired),
-    .unit_state_o      (unit_state)
+    .unit_state_o      (unit_state),
+    .pc_o              (seq_pc)
   );
 
   // Port 0: instruction fetch (reads only).
@@ -245,6 +247,7 @@ module tpu_top #(
     .acts_i          (acts),
     .instr_retired_i (retired),
     .unit_state_i    (unit_state),
+    .pc_i            (seq_pc),
     .irq_o           (irq_o)
   );
 

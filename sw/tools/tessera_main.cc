@@ -7,12 +7,15 @@
 //                                                  HBM2 memory system; bandwidth and latency
 //   asm IN.s -o OUT.bin [--n N]                     assemble a program (docs/isa.md syntax)
 //   disasm IN.bin [--n N]                           print a program image as canonical text
+//   run PROGRAM [--backend rtl|functional] [--load ADDR=FILE ...] [--dump ADDR:BYTES=FILE ...]
+//                                                  run a program to HALT; print the counters
 #include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "sw/tools/asm_tool.h"
 #include "sw/tools/fpu_check.h"
 #include "sw/tools/hbm_replay.h"
+#include "sw/tools/run_tool.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera: a TPU-style training accelerator, simulated cycle by cycle"};
@@ -55,7 +58,23 @@ int main(int argc, char** argv) {
   dis->add_option("input", disasm_in, "binary program image")->required();
   dis->add_option("--n", asm_opts.n, "array size N")->capture_default_str();
 
+  tessera::tools::RunOptions run_opt;
+  auto* run = app.add_subcommand("run", "run a program (.s assembled, else binary) to HALT");
+  run->add_option("program", run_opt.program, "program: assembly (.s, .asm) or binary image")
+      ->required();
+  run->add_option("--backend", run_opt.backend, "rtl (cycle-accurate) or functional")
+      ->check(CLI::IsMember({"rtl", "functional"}))
+      ->capture_default_str();
+  run->add_option("--load", run_opt.loads, "ADDR=FILE: copy FILE into HBM at ADDR first");
+  run->add_option("--dump", run_opt.dumps, "ADDR:BYTES=FILE: write HBM to FILE after HALT");
+  run->add_option("--prog-addr", run_opt.prog_addr, "HBM address of the program")
+      ->capture_default_str();
+  run->add_option("--timeout", run_opt.timeout, "watchdog: cycles (rtl) or instructions")
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
+
+  if (run->parsed()) return tessera::tools::run_program(run_opt, std::cout, std::cerr);
 
   if (as->parsed()) return tessera::tools::run_asm(asm_in, asm_out, asm_opts, std::cerr);
   if (dis->parsed()) return tessera::tools::run_disasm(disasm_in, asm_opts, std::cout, std::cerr);

@@ -45,6 +45,7 @@ class Csr : public ::testing::Test {
     m.acts_i = 0;
     m.instr_retired_i = 0;
     m.unit_state_i = 0;
+    m.pc_i = 0;
     sim_.reset();
   }
   uint32_t read(uint32_t addr) {
@@ -116,6 +117,8 @@ TEST_F(Csr, StatusAndFaultMirrorTheSequencer) {
   EXPECT_EQ(read(isa::CSR_FAULT_INFO), 7u);
   m.unit_state_i = 0xA53;
   EXPECT_EQ(read(isa::CSR_UNIT_STATE), 0xA53u);
+  m.pc_i = 0x1230;
+  EXPECT_EQ(read(isa::CSR_PC), 0x1230u);
 }
 
 TEST_F(Csr, InterruptsPendingEnableAndClear) {

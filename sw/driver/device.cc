@@ -1,0 +1,120 @@
+// Device: the backend-independent part of the driver (allocation, program loading, fault
+// reports) and the functional backend. The rtl backend is in rtl_device.cc.
+#include <algorithm>
+#include <sstream>
+
+#include "tessera/driver.h"
+#include "tessera/functional_model.h"
+#include "tessera/isa_gen.h"
+
+namespace tessera::driver {
+
+Backend parse_backend(const std::string& name) {
+  if (name == "rtl") return Backend::kRtl;
+  if (name == "functional") return Backend::kFunctional;
+  throw std::invalid_argument("unknown backend '" + name + "' (expected rtl or functional)");
+}
+const char* backend_name(Backend b) { return b == Backend::kRtl ? "rtl" : "functional"; }
+
+const char* fault_name(uint32_t code) {
+  static const char* const kNames[] = {"NONE",          "ILLEGAL_INSTRUCTION", "UB_RANGE",
+                                       "ACC_RANGE",     "DMA",                 "SYNC_DEADLOCK",
+                                       "FETCH_RANGE",   "MXU_NO_WEIGHTS",      "MXU_TILES"};
+  return code < 9 ? kNames[code] : "UNKNOWN";
+}
+
+namespace {
+std::string hex(uint64_t v) {
+  std::ostringstream s;
+  s << "0x" << std::hex << v;
+  return s.str();
+}
+}  // namespace
+
+uint64_t Device::alloc(uint64_t bytes) {
+  const uint64_t size = std::max<uint64_t>(32, (bytes + 31) / 32 * 32);
+  uint64_t at = 0;
+  for (const auto& [a, n] : allocated_) {
+    if (a >= at + size) break;
+    at = std::max(at, a + n);
+  }
+  if (at + size > hbm_bytes()) {
+    throw std::runtime_error("HBM allocation of " + std::to_string(bytes) + " bytes failed: " +
+                             std::to_string(hbm_bytes()) + " bytes, fragmented or full");
+  }
+  allocated_[at] = size;
+  return at;
+}
+
+void Device::free(uint64_t addr) {
+  if (allocated_.erase(addr) == 0) {
+    throw std::invalid_argument("free of " + hex(addr) + ": not an address alloc returned");
+  }
+}
+
+uint64_t Device::load_program(const std::vector<uint8_t>& program) {
+  if (program.empty() || program.size() % 16 != 0) {
+    throw std::invalid_argument("a program is a whole number of 16-byte instructions, got " +
+                                std::to_string(program.size()) + " bytes");
+  }
+  const uint64_t addr = alloc(program.size());
+  write(addr, program);
+  return addr;
+}
+
+void Device::throw_fault(uint64_t cycle) {
+  const uint32_t code = csr_read(isa::CSR_FAULT_CODE), pc = csr_read(isa::CSR_FAULT_PC);
+  const uint32_t addr = csr_read(isa::CSR_FAULT_ADDR), info = csr_read(isa::CSR_FAULT_INFO);
+  std::ostringstream s;
+  s << "chip fault " << fault_name(code) << " at pc " << hex(pc) << " (address " << hex(addr)
+    << ", info " << hex(info) << ")";
+  if (config_.backend == Backend::kRtl) s << " at cycle " << cycle;
+  throw DeviceFault(s.str(), code, pc, addr, info, cycle);
+}
+
+namespace {
+
+// The functional backend: the ISA-level model, untimed.
+class FunctionalDevice : public Device {
+ public:
+  explicit FunctionalDevice(const DeviceConfig& c)
+      : Device(c), model_(functional::ChipConfig{c.n, c.ub_bytes, c.acc_rows,
+                                                 static_cast<uint64_t>(c.channels) << 28}) {}
+  void write(uint64_t addr, const std::vector<uint8_t>& bytes) override {
+    model_.hbm().write(addr, bytes.data(), bytes.size());
+  }
+  std::vector<uint8_t> read(uint64_t addr, size_t n) override {
+    std::vector<uint8_t> out(n);
+    model_.hbm().read(addr, out.data(), n);
+    return out;
+  }
+  uint32_t csr_read(uint32_t offset) override { return model_.csr_read(offset); }
+  RunReport run(uint64_t prog_addr, uint64_t timeout) override {
+    const functional::RunResult r = model_.run(prog_addr, timeout);
+    if (r.status == functional::RunStatus::kWatchdog) {
+      throw DeviceTimeout("no HALT after " + std::to_string(timeout) +
+                          " instructions (functional backend)");
+    }
+    if (r.status == functional::RunStatus::kFaulted) throw_fault(0);
+    RunReport rep;
+    for (int i = 0; i < kPerfCounters; ++i) {
+      rep.perf[i] = uint64_t(model_.csr_read(isa::CSR_PERF_BASE + 8 * i)) |
+                    uint64_t(model_.csr_read(isa::CSR_PERF_BASE + 8 * i + 4)) << 32;
+    }
+    return rep;
+  }
+
+ private:
+  functional::FunctionalModel model_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_rtl_device(const DeviceConfig& config);  // rtl_device.cc
+
+std::unique_ptr<Device> Device::open(const DeviceConfig& config) {
+  if (config.backend == Backend::kRtl) return make_rtl_device(config);
+  return std::make_unique<FunctionalDevice>(config);
+}
+
+}  // namespace tessera::driver

@@ -1,0 +1,98 @@
+// The rtl backend: the verilated chip (tpu_top) on the HBM2 device model, through ChipSim.
+// Each supported configuration is one Verilator model (sim/CMakeLists.txt).
+#include <sstream>
+
+#include "Vtpu_top_n4.h"
+#include "harness/chip/chip_sim.h"
+#include "tessera/driver.h"
+#include "tessera/isa_gen.h"
+
+namespace tessera::driver {
+
+std::vector<DeviceConfig> rtl_configurations() {
+  DeviceConfig c;
+  c.backend = Backend::kRtl;
+  c.n = 4;
+  c.ub_bytes = 8192;
+  c.acc_rows = 64;
+  c.channels = 1;
+  return {c};
+}
+
+namespace {
+
+template <class Model>
+class RtlDevice : public Device {
+ public:
+  explicit RtlDevice(const DeviceConfig& c) : Device(c), chip_(c.channels) {}
+
+  // The host port moves whole 32-byte bursts: a write that does not cover them merges with
+  // what HBM holds.
+  void write(uint64_t addr, const std::vector<uint8_t>& bytes) override {
+    const uint64_t lo = addr / 32 * 32, hi = (addr + bytes.size() + 31) / 32 * 32;
+    std::vector<uint8_t> buf;
+    if (lo != addr || hi != addr + bytes.size()) {
+      buf = chip_.hbm_read(lo, hi - lo);
+    } else {
+      buf.resize(hi - lo);
+    }
+    std::copy(bytes.begin(), bytes.end(), buf.begin() + static_cast<long>(addr - lo));
+    chip_.hbm_write(lo, buf);
+  }
+  std::vector<uint8_t> read(uint64_t addr, size_t n) override {
+    const uint64_t lo = addr / 32 * 32;
+    std::vector<uint8_t> buf = chip_.hbm_read(lo, n + (addr - lo));
+    return std::vector<uint8_t>(buf.begin() + static_cast<long>(addr - lo), buf.end());
+  }
+  uint32_t csr_read(uint32_t offset) override { return chip_.csr_read(offset); }
+
+  RunReport run(uint64_t prog_addr, uint64_t timeout) override {
+    const chip::ChipRun r = chip_.run(static_cast<uint32_t>(prog_addr), timeout);
+    if (r.timed_out) throw DeviceTimeout(timeout_report(timeout));
+    if (r.status == isa::STATUS_FAULTED) throw_fault(r.cycles);
+    RunReport rep;
+    rep.cycles = r.cycles;
+    for (int i = 0; i < kPerfCounters; ++i) rep.perf[i] = chip_.perf(i);
+    return rep;
+  }
+
+ private:
+  std::string timeout_report(uint64_t timeout) {
+    const uint32_t st = chip_.csr_read(isa::CSR_UNIT_STATE), pc = chip_.csr_read(isa::CSR_PC);
+    std::ostringstream s;
+    s << "no HALT after " << timeout << " cycles; decode at pc 0x" << std::hex << pc << std::dec
+      << ";";
+    const char* names[] = {"DMA", "MXU", "VPU"};
+    for (int u = 0; u < 3; ++u) {
+      const uint32_t b = st >> (4 * u) & 15;
+      s << " " << names[u] << ": ";
+      if (b == 0) s << "idle";
+      if (b & 1) s << "queued ";
+      if (b & 2) s << "busy ";
+      if (b & 4) s << "held by a WAIT ";
+      if (b & 8) s << "refusing its next instruction ";
+      s << ";";
+    }
+    return s.str();
+  }
+
+  chip::ChipSim<Model> chip_;
+};
+
+bool same(const DeviceConfig& a, const DeviceConfig& b) {
+  return a.n == b.n && a.ub_bytes == b.ub_bytes && a.acc_rows == b.acc_rows &&
+         a.channels == b.channels;
+}
+
+}  // namespace
+
+std::unique_ptr<Device> make_rtl_device(const DeviceConfig& config) {
+  if (same(config, rtl_configurations()[0])) return std::make_unique<RtlDevice<Vtpu_top_n4>>(config);
+  std::ostringstream s;
+  s << "the rtl backend is built for N = 4, UB 8192 bytes, 64 ACC rows, 1 pseudo-channel; "
+    << "asked for N = " << config.n << ", UB " << config.ub_bytes << ", ACC " << config.acc_rows
+    << ", " << config.channels << " pseudo-channel(s)";
+  throw std::invalid_argument(s.str());
+}
+
+}  // namespace tessera::driver

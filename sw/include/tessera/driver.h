@@ -1,0 +1,89 @@
+// The host driver: one interface to a Tessera device, with two backends — `rtl` (the verilated
+// chip, cycle-accurate, on the HBM2 device model) and `functional` (the ISA-level model, untimed,
+// bit-exact). A program run is: allocate HBM, copy data and the program in, launch (PROG_ADDR +
+// doorbell), wait for HALT. A chip fault becomes a DeviceFault naming the cause, the PC, the
+// address and the cycle; a run that does not end within its timeout becomes a DeviceTimeout that
+// says what each unit was doing (queued work, busy, held by a WAIT, refused) and where decode
+// stood. State between runs lives in HBM only (contract 4).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tessera::driver {
+
+enum class Backend { kRtl, kFunctional };
+Backend parse_backend(const std::string& name);  // "rtl" | "functional"; throws otherwise
+const char* backend_name(Backend b);
+
+struct DeviceConfig {
+  Backend backend = Backend::kFunctional;
+  int n = 4;                 // MXU size = VPU lanes
+  uint64_t ub_bytes = 8192;  // unified buffer
+  uint32_t acc_rows = 64;    // accumulator rows
+  int channels = 1;          // HBM pseudo-channels (256 MiB each)
+};
+// The configurations the rtl backend is built for (one Verilator model each).
+std::vector<DeviceConfig> rtl_configurations();
+
+constexpr int kPerfCounters = 13;  // docs/isa.md, CSRs: PERF[0..12]
+struct RunReport {
+  uint64_t cycles = 0;  // doorbell to HALT (rtl); 0 on the functional backend (untimed)
+  std::array<uint64_t, kPerfCounters> perf{};
+};
+
+class DeviceFault : public std::runtime_error {
+ public:
+  DeviceFault(const std::string& what, uint32_t code, uint32_t pc, uint32_t addr, uint32_t info,
+              uint64_t cycle)
+      : std::runtime_error(what), code(code), pc(pc), addr(addr), info(info), cycle(cycle) {}
+  uint32_t code, pc, addr, info;
+  uint64_t cycle;
+};
+
+class DeviceTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Device {
+ public:
+  // Throws std::invalid_argument for a configuration the backend cannot provide.
+  static std::unique_ptr<Device> open(const DeviceConfig& config);
+  virtual ~Device() = default;
+  const DeviceConfig& config() const { return config_; }
+  uint64_t hbm_bytes() const { return static_cast<uint64_t>(config_.channels) << 28; }
+
+  // HBM allocation: first fit, 32-byte granules; free takes an address alloc returned.
+  uint64_t alloc(uint64_t bytes);
+  void free(uint64_t addr);
+
+  // Copies through the host port (rtl: cycle by cycle through the memory system).
+  virtual void write(uint64_t addr, const std::vector<uint8_t>& bytes) = 0;
+  virtual std::vector<uint8_t> read(uint64_t addr, size_t bytes) = 0;
+  virtual uint32_t csr_read(uint32_t offset) = 0;
+
+  // Allocates and writes a program (16-byte instructions); returns its address.
+  uint64_t load_program(const std::vector<uint8_t>& program);
+  // Launches the program and waits for HALT; throws DeviceFault or DeviceTimeout. The timeout is
+  // in cycles (rtl) or instructions (functional).
+  virtual RunReport run(uint64_t prog_addr, uint64_t timeout) = 0;
+
+ protected:
+  explicit Device(const DeviceConfig& config) : config_(config) {}
+  // The fault CSRs as an exception with context.
+  [[noreturn]] void throw_fault(uint64_t cycle);
+
+  DeviceConfig config_;
+  std::map<uint64_t, uint64_t> allocated_;  // address -> bytes
+};
+
+// "ILLEGAL_INSTRUCTION", ... for a fault code.
+const char* fault_name(uint32_t code);
+
+}  // namespace tessera::driver

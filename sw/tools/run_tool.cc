@@ -1,0 +1,141 @@
+#include "sw/tools/run_tool.h"
+
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "tessera/asm.h"
+#include "tessera/driver.h"
+
+namespace tessera::tools {
+namespace {
+
+bool read_file(const std::string& path, std::vector<uint8_t>& bytes) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  return true;
+}
+
+bool parse_u64(const std::string& s, uint64_t& v) {
+  try {
+    size_t used = 0;
+    v = std::stoull(s, &used, 0);
+    return used == s.size() && !s.empty();
+  } catch (...) {
+    return false;
+  }
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+const char* kCounterNames[driver::kPerfCounters] = {
+    "cycles",        "dma_busy",       "mxu_busy",       "vpu_busy",  "dma_stall",
+    "mxu_stall",     "vpu_stall",      "macs",           "hbm_bytes_read", "hbm_bytes_written",
+    "hbm_row_hits",  "hbm_row_misses", "instructions"};
+
+}  // namespace
+
+int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err) {
+  driver::DeviceConfig cfg;
+  try {
+    cfg.backend = driver::parse_backend(opt.backend);
+  } catch (const std::exception& e) {
+    err << "tessera run: " << e.what() << "\n";
+    return 2;
+  }
+  std::vector<uint8_t> program;
+  if (!read_file(opt.program, program)) {
+    err << "tessera run: cannot read " << opt.program << "\n";
+    return 2;
+  }
+  if (ends_with(opt.program, ".s") || ends_with(opt.program, ".asm")) {
+    const auto r = assembler::assemble(std::string(program.begin(), program.end()),
+                                       {static_cast<uint32_t>(cfg.n)});
+    if (!r.ok()) {
+      for (const auto& e : r.errors) err << assembler::format_error(opt.program, e) << "\n";
+      return 2;
+    }
+    program = r.bytes();
+  } else if (program.empty() || program.size() % 16 != 0) {
+    err << "tessera run: " << opt.program << ": " << program.size()
+        << " bytes is not a whole number of 16-byte instructions\n";
+    return 2;
+  }
+  struct Load {
+    uint64_t addr;
+    std::vector<uint8_t> bytes;
+  };
+  struct Dump {
+    uint64_t addr, bytes;
+    std::string file;
+  };
+  std::vector<Load> loads;
+  std::vector<Dump> dumps;
+  for (const auto& l : opt.loads) {
+    const size_t eq = l.find('=');
+    Load ld;
+    if (eq == std::string::npos || !parse_u64(l.substr(0, eq), ld.addr)) {
+      err << "tessera run: --load '" << l << "': expected ADDR=FILE\n";
+      return 2;
+    }
+    if (!read_file(l.substr(eq + 1), ld.bytes)) {
+      err << "tessera run: cannot read " << l.substr(eq + 1) << "\n";
+      return 2;
+    }
+    loads.push_back(std::move(ld));
+  }
+  for (const auto& d : opt.dumps) {
+    const size_t colon = d.find(':'), eq = d.find('=');
+    Dump dp;
+    if (colon == std::string::npos || eq == std::string::npos || eq < colon ||
+        !parse_u64(d.substr(0, colon), dp.addr) ||
+        !parse_u64(d.substr(colon + 1, eq - colon - 1), dp.bytes)) {
+      err << "tessera run: --dump '" << d << "': expected ADDR:BYTES=FILE\n";
+      return 2;
+    }
+    dp.file = d.substr(eq + 1);
+    dumps.push_back(dp);
+  }
+
+  std::unique_ptr<driver::Device> dev;
+  try {
+    dev = driver::Device::open(cfg);
+    for (const auto& l : loads) dev->write(l.addr, l.bytes);
+    dev->write(opt.prog_addr, program);
+  } catch (const std::exception& e) {
+    err << "tessera run: " << e.what() << "\n";
+    return 2;
+  }
+  driver::RunReport rep;
+  try {
+    rep = dev->run(opt.prog_addr, opt.timeout);
+  } catch (const driver::DeviceFault& e) {
+    err << "tessera run: " << e.what() << "\n";
+    return 1;
+  } catch (const driver::DeviceTimeout& e) {
+    err << "tessera run: " << e.what() << "\n";
+    return 3;
+  }
+  out << "halted (" << driver::backend_name(cfg.backend) << " backend)";
+  if (cfg.backend == driver::Backend::kRtl) out << " after " << rep.cycles << " cycles";
+  out << "\n";
+  for (int i = 0; i < driver::kPerfCounters; ++i) {
+    out << "  " << kCounterNames[i] << " " << rep.perf[i] << "\n";
+  }
+  for (const auto& d : dumps) {
+    const auto bytes = dev->read(d.addr, d.bytes);
+    std::ofstream f(d.file, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!f) {
+      err << "tessera run: cannot write " << d.file << "\n";
+      return 2;
+    }
+  }
+  return 0;
+}
+
+}  // namespace tessera::tools

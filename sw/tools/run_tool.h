@@ -1,0 +1,26 @@
+// tessera run: assemble (a .s/.asm file) or take a binary program, load it and data files into
+// a device's HBM, run it to HALT on the rtl or functional backend, dump memory regions to files
+// and print the performance counters. Exit status: 0 halted; 1 a chip fault (cause, PC, address,
+// cycle on stderr); 3 the watchdog (what each unit was doing); 2 bad input (assembler errors
+// with line and column, unreadable files, malformed --load/--dump, unsupported configuration).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace tessera::tools {
+
+struct RunOptions {
+  std::string program;               // path: .s / .asm assembled, anything else raw binary
+  std::string backend = "functional";
+  std::vector<std::string> loads;    // "ADDR=FILE"
+  std::vector<std::string> dumps;    // "ADDR:BYTES=FILE"
+  uint64_t prog_addr = 0x0F000000;   // where the program is loaded in HBM
+  uint64_t timeout = 10'000'000;     // cycles (rtl) or instructions (functional)
+};
+
+int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err);
+
+}  // namespace tessera::tools
