@@ -25,4 +25,5 @@ rtl/mxu/tpu_mxu_ub_rows.sv
 rtl/mxu/tpu_mxu_unit.sv
 rtl/vpu/tpu_vpu_pkg.sv
 rtl/vpu/tpu_vpu.sv
+rtl/vpu/tpu_vpu_lane.sv
 rtl/top/tpu_top.sv

@@ -19,6 +19,7 @@ tops=(
   "tpu_top -GN=4 -GUbBytes=8192 -GAccRows=64"
   "tpu_top"
   "tpu_vpu"
+  "tpu_vpu_lane"
   "tpu_vpu -GN=4 -GUbBytes=4096 -GAccRows=64"
   "tpu_seq -GN=4 -GQDepth=2 -GFetchDepth=4"
   "tpu_hbm"

@@ -88,36 +88,13 @@ module tpu_vpu #(
           tpu_fp_pkg::fp32_add(tree[32*(2*j) +: 32], tree[32*(2*j + 1) +: 32]);
     end
     for (int l = 0; l < N; l++) begin
-      logic [31:0] a, b, c, r;
-      a = va[32*l +: 32];
-      b = vb[32*l +: 32];
-      c = vc[32*l +: 32];
       unique case (funct)
-        tpu_isa_pkg::VF_ADD:   r = tpu_fp_pkg::fp32_add(a, b);
-        tpu_isa_pkg::VF_SUB:   r = tpu_fp_pkg::fp32_add(a, {~b[31], b[30:0]});
-        tpu_isa_pkg::VF_MUL:   r = tpu_fp_pkg::fp32_mul(a, b);
-        tpu_isa_pkg::VF_MIN:   r = tpu_vpu_pkg::fp32_min(a, b);
-        tpu_isa_pkg::VF_MAX:   r = tpu_vpu_pkg::fp32_max(a, b);
-        tpu_isa_pkg::VF_CMPEQ: r = {32{tpu_vpu_pkg::fp32_eq(a, b)}};
-        tpu_isa_pkg::VF_CMPLT: r = {32{tpu_vpu_pkg::fp32_lt(a, b)}};
-        tpu_isa_pkg::VF_CMPLE: r = {32{tpu_vpu_pkg::fp32_le(a, b)}};
-        tpu_isa_pkg::VF_SEL:   r = (c != '0) ? a : b;
-        tpu_isa_pkg::VF_I2F:   r = tpu_vpu_pkg::i2f(a);
-        tpu_isa_pkg::VF_F2I:   r = tpu_vpu_pkg::f2i(a);
-        tpu_isa_pkg::VF_F2BF:  r = {tpu_fp_pkg::fp32_to_bf16(a), 16'd0};
-        tpu_isa_pkg::VF_IADD:  r = a + b;
-        tpu_isa_pkg::VF_IAND:  r = a & b;
-        tpu_isa_pkg::VF_IOR:   r = a | b;
-        tpu_isa_pkg::VF_IXOR:  r = a ^ b;
-        tpu_isa_pkg::VF_SHL:   r = a << b[4:0];
-        tpu_isa_pkg::VF_SHR:   r = a >> b[4:0];
-        tpu_isa_pkg::VF_SRA:   r = $signed(a) >>> b[4:0];
         tpu_isa_pkg::VF_RSUM,
-        tpu_isa_pkg::VF_RMAX:  r = tree[32*(2*N - 2) +: 32];
-        tpu_isa_pkg::VF_BCAST: r = va[32*imm[Levels-1:0] +: 32];
-        default:               r = '0;          // div, sqrt: the divider units
+        tpu_isa_pkg::VF_RMAX:  op_res[32*l +: 32] = tree[32*(2*N - 2) +: 32];
+        tpu_isa_pkg::VF_BCAST: op_res[32*l +: 32] = va[32*imm[Levels-1:0] +: 32];
+        default: op_res[32*l +: 32] = tpu_vpu_pkg::lane_op(funct, va[32*l +: 32], vb[32*l +: 32],
+                                                           vc[32*l +: 32]);
       endcase
-      op_res[32*l +: 32] = r;
     end
   end
 

@@ -76,4 +76,33 @@ package tpu_vpu_pkg;
     else                       f2i = a[31] ? (~mag + 32'd1) : mag;
   endfunction
 
+  // One lane of every element-wise VPU.OP funct (docs/isa.md): the vector unit applies it to
+  // each lane, and tpu_vpu_lane exposes it for verification. div and sqrt (tpu_fp_divsqrt) and
+  // the cross-lane functs (rsum, rmax, bcast) are not here; they return 0.
+  function automatic logic [31:0] lane_op(input logic [7:0] funct, input logic [31:0] a,
+                                          input logic [31:0] b, input logic [31:0] c);
+    unique case (funct)
+      tpu_isa_pkg::VF_ADD:   lane_op = tpu_fp_pkg::fp32_add(a, b);
+      tpu_isa_pkg::VF_SUB:   lane_op = tpu_fp_pkg::fp32_add(a, {~b[31], b[30:0]});
+      tpu_isa_pkg::VF_MUL:   lane_op = tpu_fp_pkg::fp32_mul(a, b);
+      tpu_isa_pkg::VF_MIN:   lane_op = fp32_min(a, b);
+      tpu_isa_pkg::VF_MAX:   lane_op = fp32_max(a, b);
+      tpu_isa_pkg::VF_CMPEQ: lane_op = {32{fp32_eq(a, b)}};
+      tpu_isa_pkg::VF_CMPLT: lane_op = {32{fp32_lt(a, b)}};
+      tpu_isa_pkg::VF_CMPLE: lane_op = {32{fp32_le(a, b)}};
+      tpu_isa_pkg::VF_SEL:   lane_op = (c != '0) ? a : b;
+      tpu_isa_pkg::VF_I2F:   lane_op = i2f(a);
+      tpu_isa_pkg::VF_F2I:   lane_op = f2i(a);
+      tpu_isa_pkg::VF_F2BF:  lane_op = {tpu_fp_pkg::fp32_to_bf16(a), 16'd0};
+      tpu_isa_pkg::VF_IADD:  lane_op = a + b;
+      tpu_isa_pkg::VF_IAND:  lane_op = a & b;
+      tpu_isa_pkg::VF_IOR:   lane_op = a | b;
+      tpu_isa_pkg::VF_IXOR:  lane_op = a ^ b;
+      tpu_isa_pkg::VF_SHL:   lane_op = a << b[4:0];
+      tpu_isa_pkg::VF_SHR:   lane_op = a >> b[4:0];
+      tpu_isa_pkg::VF_SRA:   lane_op = $signed(a) >>> b[4:0];
+      default:               lane_op = '0;
+    endcase
+  endfunction
+
 endpackage

@@ -7,6 +7,8 @@
 
 #include "Vtpu_fp_divsqrt.h"
 #include "Vtpu_fpu.h"
+#include "Vtpu_vpu_lane.h"
+#include "tessera/isa_gen.h"
 #include "harness/fp_ref.h"
 #include "harness/sim_ctrl.h"
 
@@ -161,6 +163,7 @@ int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ost
   }
   CombSim<Vtpu_fpu> sim;
   Vtpu_fpu& m = sim.top();
+  CombSim<Vtpu_vpu_lane> lane;
   std::optional<DivSqrtRunner> divsqrt;
   if (op == FpuOp::kDiv || op == FpuOp::kSqrt) divsqrt.emplace();
   const int rbits = result_bits(op), obits = operand_bits(op);
@@ -190,11 +193,13 @@ int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ost
         sim.eval();
         got = m.bf2f_o;
         break;
-      case FpuOp::kMul:
-        m.fmul_a_i = c.a;
-        m.fmul_b_i = c.b;
-        sim.eval();
-        got = m.fmul_o;
+      case FpuOp::kMul:  // through the vector unit's lane (the function every VPU lane runs)
+        lane.top().funct_i = static_cast<uint8_t>(isa::VF_MUL);
+        lane.top().a_i = c.a;
+        lane.top().b_i = c.b;
+        lane.top().c_i = 0;
+        lane.eval();
+        got = lane.top().r_o;
         break;
       case FpuOp::kDiv:
       case FpuOp::kSqrt:

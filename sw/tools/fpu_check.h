@@ -1,7 +1,7 @@
 // fpu-check: replays a TestFloat-style vector file through the arithmetic RTL: tpu_fpu for
-// add, bf16mul, mul (fp32), f2bf and bf2f; tpu_fp_divsqrt for div and sqrt (one operation at a
-// time through the iterative unit). Once the vector unit exists, mul, div and sqrt will be
-// routed through its lanes' RTL instead (each lane instances fp32_mul and tpu_fp_divsqrt).
+// add, bf16mul, f2bf and bf2f; the vector unit's datapath for mul (fp32 x fp32: tpu_vpu_lane,
+// the lane function every VPU lane runs) and for div and sqrt (tpu_fp_divsqrt, the unit each
+// VPU lane instances; one operation at a time).
 // One case a line, hex words separated by blanks: the operand(s), the expected result, then
 // optional flags (ignored). '#' starts a comment; blank lines are skipped. The whole file is
 // parsed before anything runs: any malformed line is reported with its number and nothing is

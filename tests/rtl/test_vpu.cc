@@ -21,35 +21,13 @@
 #include "harness/vl_bits.h"
 #include "tessera/isa_gen.h"
 #include "tests/common/test_util.h"
+#include "tests/common/vpu_ref.h"
 
 namespace tessera {
 namespace {
 
 constexpr int kN = 4, kUbBytes = 4096, kAccRows = 64;  // the Vtpu_vpu_n4 build
 using Vec = std::array<uint32_t, kN>;
-
-// ---- the reference, lane by lane (docs/isa.md VPU table)
-bool nan32(uint32_t x) { return fp::is_nan32(x); }
-bool lt(uint32_t a, uint32_t b) { return !nan32(a) && !nan32(b) && fp::f32(a) < fp::f32(b); }
-bool eq(uint32_t a, uint32_t b) { return !nan32(a) && !nan32(b) && fp::f32(a) == fp::f32(b); }
-uint32_t fmin_ref(uint32_t a, uint32_t b) {
-  if (nan32(a) || nan32(b)) return fp::kFp32CanonicalNan;
-  if ((a & 0x7FFFFFFF) == 0 && (b & 0x7FFFFFFF) == 0) return a | b;
-  return lt(b, a) ? b : a;
-}
-uint32_t fmax_ref(uint32_t a, uint32_t b) {
-  if (nan32(a) || nan32(b)) return fp::kFp32CanonicalNan;
-  if ((a & 0x7FFFFFFF) == 0 && (b & 0x7FFFFFFF) == 0) return a & b;
-  return lt(a, b) ? b : a;
-}
-uint32_t i2f_ref(uint32_t a) { return fp::bits(static_cast<float>(static_cast<int32_t>(a))); }
-uint32_t f2i_ref(uint32_t a) {
-  if (nan32(a)) return 0;
-  const double d = std::trunc(static_cast<double>(fp::f32(a)));
-  if (d >= 2147483648.0) return 0x7FFFFFFF;
-  if (d < -2147483648.0) return 0x80000000u;
-  return static_cast<uint32_t>(static_cast<int32_t>(d));
-}
 
 Vec reference(uint32_t funct, const Vec& a, const Vec& b, const Vec& c, uint32_t imm) {
   Vec r{};
@@ -59,7 +37,7 @@ Vec reference(uint32_t funct, const Vec& a, const Vec& b, const Vec& c, uint32_t
       std::vector<uint32_t> next;
       for (size_t i = 0; i < level.size(); i += 2) {
         next.push_back(funct == isa::VF_RSUM ? fp::add(level[i], level[i + 1])
-                                             : fmax_ref(level[i], level[i + 1]));
+                                             : test::fmax_ref(level[i], level[i + 1]));
       }
       level = next;
     }
@@ -67,34 +45,7 @@ Vec reference(uint32_t funct, const Vec& a, const Vec& b, const Vec& c, uint32_t
     return r;
   }
   for (int l = 0; l < kN; ++l) {
-    const uint32_t x = a[l], y = b[l];
-    uint32_t v = 0;
-    switch (funct) {
-      case isa::VF_ADD: v = fp::add(x, y); break;
-      case isa::VF_SUB: v = fp::add(x, y ^ 0x80000000u); break;
-      case isa::VF_MUL: v = fp::mul(x, y); break;
-      case isa::VF_DIV: v = fp::div(x, y); break;
-      case isa::VF_SQRT: v = fp::sqrt(x); break;
-      case isa::VF_MIN: v = fmin_ref(x, y); break;
-      case isa::VF_MAX: v = fmax_ref(x, y); break;
-      case isa::VF_CMPEQ: v = eq(x, y) ? 0xFFFFFFFFu : 0; break;
-      case isa::VF_CMPLT: v = lt(x, y) ? 0xFFFFFFFFu : 0; break;
-      case isa::VF_CMPLE: v = (lt(x, y) || eq(x, y)) ? 0xFFFFFFFFu : 0; break;
-      case isa::VF_SEL: v = c[l] != 0 ? x : y; break;
-      case isa::VF_I2F: v = i2f_ref(x); break;
-      case isa::VF_F2I: v = f2i_ref(x); break;
-      case isa::VF_F2BF: v = uint32_t(fp::fp32_to_bf16(x)) << 16; break;
-      case isa::VF_IADD: v = x + y; break;
-      case isa::VF_IAND: v = x & y; break;
-      case isa::VF_IOR: v = x | y; break;
-      case isa::VF_IXOR: v = x ^ y; break;
-      case isa::VF_SHL: v = x << (y & 31); break;
-      case isa::VF_SHR: v = x >> (y & 31); break;
-      case isa::VF_SRA: v = static_cast<uint32_t>(static_cast<int32_t>(x) >> (y & 31)); break;
-      case isa::VF_BCAST: v = a[imm]; break;
-      default: ADD_FAILURE() << "funct " << funct;
-    }
-    r[l] = v;
+    r[l] = funct == isa::VF_BCAST ? a[imm] : test::vpu_lane_ref(funct, a[l], b[l], c[l]);
   }
   return r;
 }
