@@ -35,6 +35,7 @@ case "$(basename "$bin")" in
   test_mxu_*) layout=waves/mxu.gtkw ;;
   test_hbm_ctrl) layout=waves/hbm_ctrl.gtkw ;;
   test_hbm) layout=waves/hbm.gtkw ;;
+  test_chip) layout=waves/chip.gtkw ;;
   *) layout=waves/fpu.gtkw ;;
 esac
 
