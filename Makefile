@@ -54,7 +54,7 @@ test-long: build
 
 soak: configure
 	cmake --build $(BUILD) -j $(JOBS) --target test_chip_diff
-	TESSERA_DIFF_PROGRAMS=3000 $(BUILD)/tests/test_chip_diff
+	TESSERA_DIFF_PROGRAMS=3000 $(BUILD)/tests/test_chip_diff --gtest_filter='ChipDiff.Random*'
 
 waves: build
 	@scripts/ensure_packages.sh $(WAVES_PACKAGES)
