@@ -9,7 +9,7 @@ SIM_PACKAGES   := verilator cmake ninja-build g++ ccache libgtest-dev libcli11-d
 SYNTH_PACKAGES := yosys
 WAVES_PACKAGES := gtkwave
 
-.PHONY: help deps configure build lint sim test-long waves bench bench-hbm synth format clean
+.PHONY: help deps configure build lint sim test-long soak waves bench bench-hbm synth format clean
 
 help:
 	@echo "Tessera targets:"
@@ -17,6 +17,8 @@ help:
 	@echo "                    every Verilator model and test, runs them all through ctest"
 	@echo "  make lint         verilator --lint-only -Wall on every RTL top (waivers: rtl/lint.vlt)"
 	@echo "  make test-long    the arithmetic tests with 2*10^7 random vectors per operation"
+	@echo "  make soak         differential testing: 3000 random legal programs on the chip"
+	@echo "                    against the functional model (test_chip_diff; make sim runs 200)"
 	@echo "  make waves TEST=Suite.Name   rerun one test with an FST dump and open it in GTKWave"
 	@echo "  make bench        MXU simulation speed and Verilator build time, N = 8 .. 128"
 	@echo "                    (results: $(BUILD)/bench/mxu.json); then HBM2 trace replay:"
@@ -49,6 +51,10 @@ sim: lint build
 test-long: build
 	TESSERA_FP_VECTORS=20000000 $(BUILD)/tests/test_fpu
 	TESSERA_FP_VECTORS=20000000 $(BUILD)/tests/test_fp_divsqrt
+
+soak: configure
+	cmake --build $(BUILD) -j $(JOBS) --target test_chip_diff
+	TESSERA_DIFF_PROGRAMS=3000 $(BUILD)/tests/test_chip_diff --gtest_filter='ChipDiff.Random*'
 
 waves: build
 	@scripts/ensure_packages.sh $(WAVES_PACKAGES)
