@@ -9,7 +9,7 @@
 // keeps the program race-free itself: it records, per ordered pair of units (V, U), the UB bytes
 // and ACC rows V touched since U last synchronised with V, and before an instruction of U that
 // conflicts with them emits `SIGNAL V, scK` + `WAIT U, scK, <signals to scK so far>`, each
-// counter signalled by one unit only (docs/architecture.md, "Differential testing"). It also
+// counter signalled by one unit only (see KnownFailureWaitMetByALaterSignalOfAnotherUnit). It also
 // models which UB bytes / ACC rows the program has written and reads only those (the functional
 // model's undefined-read list must stay empty: a non-empty one is a generator bug).
 //
@@ -1041,6 +1041,64 @@ TEST_F(ChipDiff, MxuProductOverflow) {
   directed_data_ = bytes;
   const std::string report = run_program(1, prog, true);
   EXPECT_TRUE(report.empty()) << report;
+}
+
+// KNOWN FAILURE, kept visible on purpose (found by the random programs, seed 3659588748 of the
+// first generator, which used any counter for any unit): a program that is race-free by the
+// letter of docs/isa.md ("Race-free programs": a SIGNAL of I's unit after I, a WAIT of J's unit
+// before J with v at least the count that signal brings the counter to) but whose WAIT is met by
+// a SIGNAL of another unit that comes LATER in program order. The DMA's `signal dma, sc0` brings
+// sc0 to 1 in program order; the VPU, idle, executes its later `signal vpu, sc0` at once, sc0
+// reaches 1 while the DMA is still copying, the MXU's `wait mxu, sc0, 1` passes and MXU.LDW
+// reads UB bytes the copy has not written yet. The functional model (program order) and the
+// RTL (WAIT = "SC >= value", as docs/isa.md specifies) each do what the ISA says; the definition
+// of race-free is too weak. The random generator avoids it by letting only one unit signal a
+// given counter. Resolving it is a decision about the contract (tighten the definition in
+// docs/isa.md, or make the sequencer count SIGNALs in program order); until then this test
+// fails.
+TEST_F(ChipDiff, KnownFailureWaitMetByALaterSignalOfAnotherUnit) {
+  std::vector<uint8_t> bytes(kDataBytes);
+  test::Bf16Gen g(7);
+  for (size_t i = 0; i < bytes.size(); i += 2) {
+    uint16_t h;
+    do h = g(); while (((h >> 7) & 0xFF) < 118 || ((h >> 7) & 0xFF) > 135);  // near 1
+    bytes[i] = static_cast<uint8_t>(h), bytes[i + 1] = static_cast<uint8_t>(h >> 8);
+  }
+  std::string text = R"(
+    dma.loop src, 0, 512, 4, 1, 0
+    dma.loop dst, 0, 512, 4, 1, 0
+    dma.copy hbm, ub, 4, 0x0, 0x0        # 2 KiB into UB 0x0 .. 0x7ff
+    signal   dma, sc0                    # brings sc0 to 1 (in program order)
+    wait     mxu, sc0, 1                 # meant: the copy has finished
+    mxu.ldw  0x7e0, 8                    # the copy's last 32 bytes
+    signal   vpu, sc0                    # later in program order, but the VPU is idle
+    mxu.mm   set, 0x7e0, 8, 1, 0
+    signal   mxu, sc1
+    wait     vpu, sc1, 1
+    vpu.ld   acc, v1, 0
+    vpu.st   f32, v1, 0x800
+    signal   vpu, sc2
+    wait     dma, sc2, 1
+    dma.loop src, 0, 4, 4, 1, 0
+    dma.loop dst, 0, 4, 4, 1, 0
+    dma.copy ub, hbm, 4, 0x800, 0x4000
+    halt
+  )";
+  auto run = [&](const std::string& t) {
+    const auto r = assembler::assemble(t, {static_cast<uint32_t>(kN)});
+    EXPECT_TRUE(r.ok()) << assembler::format_error("prog", r.errors[0]);
+    std::vector<isa::Words> prog;
+    for (const auto& i : r.instructions) prog.push_back(isa::encode(i));
+    directed_data_ = bytes;
+    return run_program(1, prog, true);
+  };
+  // First (the UB still holds none of the data): fails.
+  const std::string report = run(text);
+  EXPECT_TRUE(report.empty()) << report;
+  // Without the VPU's later SIGNAL the same program agrees.
+  std::string without = text;
+  without.replace(without.find("signal   vpu, sc0"), 17, "nop              ");
+  EXPECT_EQ(run(without), "");
 }
 
 }  // namespace
