@@ -107,6 +107,8 @@ module tpu_seq #(
   logic [Units*(QW+1)-1:0]   q_cnt_q;
   logic [16*32-1:0]          sc_q;                      // sync counters, c at [32c +: 32]
   logic [16*32-1:0]          sig_disp_q;                // SIGNALs dispatched per counter
+  logic [15:0]               sc_owned_q;                // counter c has been signalled ...
+  logic [16*2-1:0]           sc_owner_q;                // ... by this unit (one per program)
   logic [15:0]               tiles_q;                   // MXU.LDW dispatched - MXU.MM dispatched
   logic                      all_quiet;                 // queues empty and units idle
 
@@ -150,7 +152,11 @@ module tpu_seq #(
                   (w0[7:0] == tpu_isa_pkg::OP_SIGNAL && w1 != '0);
         target  = w0[9:8];
         to_unit = 1'b1;
-        deadlock = w0[7:0] == tpu_isa_pkg::OP_WAIT && sig_disp_q[32*w0[15:12] +: 32] < w1;
+        // The wait rule, and one signalling unit per counter: a SIGNAL of another unit could
+        // meet a WAIT before the SIGNAL the program orders it after (docs/isa.md, Sync).
+        deadlock = (w0[7:0] == tpu_isa_pkg::OP_WAIT && sig_disp_q[32*w0[15:12] +: 32] < w1) ||
+                   (w0[7:0] == tpu_isa_pkg::OP_SIGNAL && sc_owned_q[w0[15:12]] &&
+                    sc_owner_q[2*w0[15:12] +: 2] != w0[9:8]);
       end
       tpu_isa_pkg::OP_DMA_LOOP: begin
         illegal = w0[15:10] != '0 || w0[31:16] == '0 || w2[31:16] != '0 || w2[15:0] == '0;
@@ -367,6 +373,8 @@ module tpu_seq #(
       irq_code_o   <= '0;
       sc_q         <= '0;
       sig_disp_q   <= '0;
+      sc_owned_q   <= '0;
+      sc_owner_q   <= '0;
     end else begin
       // fetch requests and responses (responses after a stop are dropped)
       if (fetch_req_valid_o && fetch_req_ready_i) fetch_addr_q <= fetch_addr_q + 32'd32;
@@ -405,6 +413,8 @@ module tpu_seq #(
       for (int c = 0; c < 16; c++) sc_q[32*c +: 32] <= sc_q[32*c +: 32] + 32'(sc_add[2*c +: 2]);
       if (dec_go && w0[7:0] == tpu_isa_pkg::OP_SIGNAL) begin
         sig_disp_q[32*w0[15:12] +: 32] <= sig_disp_q[32*w0[15:12] +: 32] + 32'd1;
+        sc_owned_q[w0[15:12]]          <= 1'b1;
+        sc_owner_q[2*w0[15:12] +: 2]   <= w0[9:8];
       end
       if (dec_go && w0[7:0] == tpu_isa_pkg::OP_MXU_LDW) tiles_q <= tiles_q + 16'd1;
       if (dec_go && w0[7:0] == tpu_isa_pkg::OP_MXU_MM)  tiles_q <= tiles_q - 16'd1;
@@ -441,6 +451,7 @@ module tpu_seq #(
             fault_info_o <= '0;
             sc_q         <= '0;
             sig_disp_q   <= '0;
+            sc_owned_q   <= '0;
           end
         end
         RunS: begin

@@ -264,6 +264,7 @@ RunResult FunctionalModel::run(uint64_t prog_addr, uint64_t max_instructions) {
   for (auto& v : v_) std::fill(v.begin(), v.end(), 0u);
   sc_.fill(0);
   signals_dispatched_.fill(0);
+  signal_unit_.fill(-1);
   for (auto& walk : loops_) {
     for (auto& loop : walk) loop = {1, 0};
   }
@@ -342,6 +343,13 @@ bool FunctionalModel::exec(uint64_t pc, const Instruction& i, const isa::Words& 
       irq_code_ = i.code;
       return false;
     case Opcode::kSignal:
+      // One signalling unit per counter in a program: another unit's SIGNAL could meet a WAIT
+      // before the SIGNAL the program orders it after (docs/isa.md, Sync).
+      if (signal_unit_[i.sc] >= 0 && signal_unit_[i.sc] != static_cast<int>(i.unit)) {
+        fault_ = {isa::FAULT_SYNC_DEADLOCK, 0, i.sc};
+        return true;
+      }
+      signal_unit_[i.sc] = static_cast<int>(i.unit);
       // Executed in program order, the signal's unit has completed everything before it.
       ++signals_dispatched_[i.sc];
       ++sc_[i.sc];

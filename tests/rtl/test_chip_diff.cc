@@ -9,7 +9,7 @@
 // keeps the program race-free itself: it records, per ordered pair of units (V, U), the UB bytes
 // and ACC rows V touched since U last synchronised with V, and before an instruction of U that
 // conflicts with them emits `SIGNAL V, scK` + `WAIT U, scK, <signals to scK so far>`, each
-// counter signalled by one unit only (see KnownFailureWaitMetByALaterSignalOfAnotherUnit). It also
+// counter signalled by one unit only (docs/isa.md, Sync). It also
 // models which UB bytes / ACC rows the program has written and reads only those (the functional
 // model's undefined-read list must stay empty: a non-empty one is a generator bug).
 //
@@ -1043,20 +1043,13 @@ TEST_F(ChipDiff, MxuProductOverflow) {
   EXPECT_TRUE(report.empty()) << report;
 }
 
-// KNOWN FAILURE, kept visible on purpose (found by the random programs, seed 3659588748 of the
-// first generator, which used any counter for any unit): a program that is race-free by the
-// letter of docs/isa.md ("Race-free programs": a SIGNAL of I's unit after I, a WAIT of J's unit
-// before J with v at least the count that signal brings the counter to) but whose WAIT is met by
-// a SIGNAL of another unit that comes LATER in program order. The DMA's `signal dma, sc0` brings
-// sc0 to 1 in program order; the VPU, idle, executes its later `signal vpu, sc0` at once, sc0
-// reaches 1 while the DMA is still copying, the MXU's `wait mxu, sc0, 1` passes and MXU.LDW
-// reads UB bytes the copy has not written yet. The functional model (program order) and the
-// RTL (WAIT = "SC >= value", as docs/isa.md specifies) each do what the ISA says; the definition
-// of race-free is too weak. The random generator avoids it by letting only one unit signal a
-// given counter. Resolving it is a decision about the contract (tighten the definition in
-// docs/isa.md, or make the sequencer count SIGNALs in program order); until then this test
-// fails.
-TEST_F(ChipDiff, KnownFailureWaitMetByALaterSignalOfAnotherUnit) {
+// Found by the random programs (seed 3659588748 of the first generator, which let any unit
+// signal any counter): `signal dma, sc0; wait mxu, sc0, 1; mxu.ldw ...; signal vpu, sc0`. On the
+// chip the idle VPU's later SIGNAL met the MXU's WAIT while the DMA was still copying, and
+// MXU.LDW read bytes not yet written; the functional model (program order) read them written.
+// docs/isa.md now allows one signalling unit per counter: the second unit's SIGNAL is fault
+// SYNC_DEADLOCK at its PC on both, and the same program without it agrees.
+TEST_F(ChipDiff, SignalFromASecondUnitToACounterFaults) {
   std::vector<uint8_t> bytes(kDataBytes);
   test::Bf16Gen g(7);
   for (size_t i = 0; i < bytes.size(); i += 2) {
@@ -1084,21 +1077,21 @@ TEST_F(ChipDiff, KnownFailureWaitMetByALaterSignalOfAnotherUnit) {
     dma.copy ub, hbm, 4, 0x800, 0x4000
     halt
   )";
-  auto run = [&](const std::string& t) {
+  auto run = [&](const std::string& t, bool legal) {
     const auto r = assembler::assemble(t, {static_cast<uint32_t>(kN)});
     EXPECT_TRUE(r.ok()) << assembler::format_error("prog", r.errors[0]);
     std::vector<isa::Words> prog;
     for (const auto& i : r.instructions) prog.push_back(isa::encode(i));
     directed_data_ = bytes;
-    return run_program(1, prog, true);
+    return run_program(1, prog, legal);
   };
-  // First (the UB still holds none of the data): fails.
-  const std::string report = run(text);
+  // Both stop at the VPU's SIGNAL with SYNC_DEADLOCK (run_program compares the fault CSRs).
+  const std::string report = run(text, false);
   EXPECT_TRUE(report.empty()) << report;
   // Without the VPU's later SIGNAL the same program agrees.
   std::string without = text;
   without.replace(without.find("signal   vpu, sc0"), 17, "nop              ");
-  EXPECT_EQ(run(without), "");
+  EXPECT_EQ(run(without, true), "");
 }
 
 }  // namespace

@@ -228,13 +228,16 @@ bool is_sync(const Instr& i) {
 std::vector<Instr> random_program(std::mt19937_64& rng, int len) {
   std::vector<Instr> p;
   std::array<uint32_t, 16> signals{};
+  std::array<int, 16> owner;  // one signalling unit per counter (docs/isa.md)
+  owner.fill(-1);
   int tiles = 0;
   while (static_cast<int>(p.size()) < len) {
     const int k = static_cast<int>(rng() % 10);
     const int u = static_cast<int>(rng() % 3);
     if (k == 0) {
       const int sc = static_cast<int>(rng() % 4);
-      p.push_back(signal_i(u, sc));
+      if (owner[sc] < 0) owner[sc] = u;
+      p.push_back(signal_i(owner[sc], sc));
       ++signals[sc];
     } else if (k == 1) {
       const int sc = static_cast<int>(rng() % 4);
@@ -342,6 +345,7 @@ TEST_F(Seq, StaticFaultsStopWithCodePcAndAddress) {
       {"MM without a tile", mm_i(0, 8, 4, 0), isa::FAULT_MXU_NO_WEIGHTS, 0},
       {"second LDW before its MM", ldw_i(0, 8), isa::FAULT_MXU_TILES, 0},
       {"WAIT nothing can meet", wait_i(kVpu, 3, 1), isa::FAULT_SYNC_DEADLOCK, 0},
+      {"SIGNAL from a second unit", signal_i(kMxu, 2), isa::FAULT_SYNC_DEADLOCK, 0},
   };
   uint32_t base = 0x2000;
   for (const auto& fc : cases) {
@@ -351,6 +355,7 @@ TEST_F(Seq, StaticFaultsStopWithCodePcAndAddress) {
     std::vector<Instr> prog = {copy_i(0, 64), vop_i(isa::VF_ADD, 1, 2, 3), fc.bad,
                                copy_i(128, 256), halt_i()};
     if (fc.code == isa::FAULT_MXU_TILES) prog[1] = ldw_i(64, 8);
+    if (fc.name == std::string("SIGNAL from a second unit")) prog[1] = signal_i(kVpu, 2);
     load(base, prog);
     const Outcome o = run(base);
     EXPECT_EQ(o.status, int(isa::STATUS_FAULTED));

@@ -287,10 +287,13 @@ TEST(FunctionalModel, SyncDeadlockByTheWaitRule) {
   expect_fault(r, isa::FAULT_SYNC_DEADLOCK, kProg, 0, 1);
   // Satisfied waits, on any unit; a wait for 0 always passes.
   r = run(m,
-          "wait dma, sc0, 0\nsignal dma, sc5\nsignal mxu, sc5\nwait vpu, sc5, 2\n"
-          "wait vpu, sc5, 1\nhalt\n");
+          "wait dma, sc0, 0\nsignal mxu, sc5\nsignal mxu, sc5\nwait vpu, sc5, 2\n"
+          "wait dma, sc5, 1\nhalt\n");
   EXPECT_EQ(r.status, RunStatus::kHalted) << r.describe();
   EXPECT_EQ(m.sync_counter(5), 2u);
+  // One signalling unit per counter: a second unit's SIGNAL faults (docs/isa.md, Sync).
+  r = run(m, "signal dma, sc5\nsignal mxu, sc5\nhalt\n");
+  expect_fault(r, isa::FAULT_SYNC_DEADLOCK, kProg + 16, 0, 5);
 }
 
 TEST(FunctionalModel, DmaFaultsWithCodeAndAddress) {
