@@ -296,17 +296,17 @@ module tpu_hbm #(
         end
         // reorder buffer: a slot per read burst sent, filled by its channel, freed in order
         r = rob_wp_q[RobW*p +: RobW];
-        if (emit[p] && !head_w_q[p]) begin
-          rob_wp_q[RobW*p +: RobW] <= r + RobW'(1);
-          if (oor[p]) rob_vld_q[RobDepth*p + 32'(r)] <= 1'b1;
-        end
-        if (rsp_any[p]) begin
-          c = rsp_sel[PcW*p +: PcW];
-          rob_vld_q[RobDepth*p + 32'(RobW'(pc_rd_tag[TagW*c +: SlotW]))] <= 1'b1;
-        end
-        if (rd_pop[p]) begin
-          rob_vld_q[RobDepth*p + 32'(rob_rp_q[RobW*p +: RobW])] <= 1'b0;
-          rob_rp_q[RobW*p +: RobW] <= rob_rp_q[RobW*p +: RobW] + RobW'(1);
+        c = rsp_sel[PcW*p +: PcW];
+        if (emit[p] && !head_w_q[p]) rob_wp_q[RobW*p +: RobW] <= r + RobW'(1);
+        if (rd_pop[p]) rob_rp_q[RobW*p +: RobW] <= rob_rp_q[RobW*p +: RobW] + RobW'(1);
+        for (int e = 0; e < RobDepth; e++) begin  // slot valid bits, constant indices
+          if (emit[p] && !head_w_q[p] && oor[p] && r == RobW'(e)) begin
+            rob_vld_q[RobDepth*p + e] <= 1'b1;
+          end
+          if (rsp_any[p] && RobW'(pc_rd_tag[TagW*c +: SlotW]) == RobW'(e)) begin
+            rob_vld_q[RobDepth*p + e] <= 1'b1;
+          end
+          if (rd_pop[p] && rob_rp_q[RobW*p +: RobW] == RobW'(e)) rob_vld_q[RobDepth*p + e] <= 1'b0;
         end
         rob_cnt_q[(RobW+1)*p +: RobW+1] <= rob_cnt_q[(RobW+1)*p +: RobW+1] +
                                           (RobW+1)'(emit[p] && !head_w_q[p]) - (RobW+1)'(rd_pop[p]);
@@ -346,23 +346,30 @@ module tpu_hbm #(
   end
 
   // Reorder-buffer data and metadata, write-tracker ids (not reset: read only where valid).
+  // Written slot by slot with constant indices (a decoded enable per slot, as a register file
+  // is built), not at a computed offset into the whole vector.
   always_ff @(posedge clk_i) begin
     for (int p = 0; p < Ports; p++) begin
-      logic [RobW-1:0] r;
+      logic [RobW-1:0] r, t;
       logic [PcW-1:0]  c;
       r = rob_wp_q[RobW*p +: RobW];
-      if (emit[p] && !head_w_q[p]) begin
-        rob_meta_q[RobMW*(RobDepth*p + 32'(r)) +: RobMW] <=
-            {oor[p], head_rem_q[4*p +: 4] == '0, head_id_q[4*p +: 4]};
-        if (oor[p]) rob_data_q[256*(RobDepth*p + 32'(r)) +: 256] <= '0;
+      c = rsp_sel[PcW*p +: PcW];
+      t = RobW'(pc_rd_tag[TagW*c +: SlotW]);
+      for (int e = 0; e < RobDepth; e++) begin
+        if (emit[p] && !head_w_q[p] && r == RobW'(e)) begin
+          rob_meta_q[RobMW*(RobDepth*p + e) +: RobMW] <=
+              {oor[p], head_rem_q[4*p +: 4] == '0, head_id_q[4*p +: 4]};
+          if (oor[p]) rob_data_q[256*(RobDepth*p + e) +: 256] <= '0;
+        end
+        if (rsp_any[p] && t == RobW'(e)) begin
+          rob_data_q[256*(RobDepth*p + e) +: 256] <= pc_rd_data[256*c +: 256];
+        end
       end
-      if (rsp_any[p]) begin
-        c = rsp_sel[PcW*p +: PcW];
-        rob_data_q[256*(RobDepth*p + 32'(RobW'(pc_rd_tag[TagW*c +: SlotW]))) +: 256] <=
-            pc_rd_data[256*c +: 256];
-      end
-      if (req_valid_i[p] && req_ready_o[p] && req_write_i[p]) begin
-        wt_id_q[4*(WtDepth*p + 32'(wt_wp_q[WtW*p +: WtW])) +: 4] <= req_id_i[4*p +: 4];
+      for (int e = 0; e < WtDepth; e++) begin
+        if (req_valid_i[p] && req_ready_o[p] && req_write_i[p] &&
+            wt_wp_q[WtW*p +: WtW] == WtW'(e)) begin
+          wt_id_q[4*(WtDepth*p + e) +: 4] <= req_id_i[4*p +: 4];
+        end
       end
     end
   end
