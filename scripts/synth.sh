@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make synth: Yosys (generic gates, `synth`) on the arithmetic block, the divide / square-root
 # unit, the processing element,
-# the SRAM macros (64 x 64 bits), the DMA (default parameters) and the whole MXU at N = 4 (AccRows 16). Fails on a parse
+# the SRAM macros (64 x 64 bits), the DMA (default parameters), the whole MXU at N = 4 (AccRows 16)
+# and the chip top at N = 4 (latch check after proc). Fails on a parse
 # error, on any latch, or on an undriven signal. Cell counts: <out>/<top>.stat; a summary is printed at the end.
 # -defer: elaborate only at the requested parameters (without it Yosys first builds every module
 # at its defaults, the array at N = 16, which takes minutes). -noshare: the resource-sharing
@@ -41,4 +42,23 @@ run tpu_sram_dp tpu_sram_dp "-set Words 64 -set Elems 4 -set ElemW 16" rtl/mem/t
 run tpu_dma tpu_dma "" rtl/dma/tpu_dma_agen.sv rtl/dma/tpu_dma_fifo.sv rtl/dma/tpu_dma.sv
 run tpu_mxu_n4 tpu_mxu "-set N 4 -set AccRows 16" \
   rtl/mem/tpu_sram_dp.sv rtl/mxu/tpu_mxu_array.sv rtl/mxu/tpu_mxu_acc_mem.sv rtl/mxu/tpu_mxu.sv
+# The whole chip at N = 4 (small memories: UB 1 KiB, 16 ACC rows, queues of 2): elaborated and
+# processed (`proc`) with every module, checked for latches and undriven signals. Full gate-level
+# synthesis of the top is not part of make synth yet (docs/performance.md).
+top_check() {
+  local start=$(date +%s)
+  if ! yosys -q -l "$out/tpu_top_n4.log" -p "
+      read_verilog -defer -sv -Irtl/pkg -DSYNTHESIS $(grep ^rtl/ rtl/tpu.f | tr '\n' ' ');
+      chparam -set N 4 -set UbBytes 1024 -set AccRows 16 -set QDepth 2 tpu_top;
+      hierarchy -check -top tpu_top;
+      proc; opt_clean;
+      select -assert-none t:\$dlatch* t:\$_DLATCH*;
+      check -assert" >/dev/null; then
+    echo "synth FAILED: tpu_top_n4 (log: $out/tpu_top_n4.log)" >&2
+    grep -E "ERROR|Assert|latch" "$out/tpu_top_n4.log" | head -5 >&2
+    return 1
+  fi
+  printf '%-16s %9s        %4s s  no latches (proc level)\n' tpu_top_n4 "-" "$(( $(date +%s) - start ))"
+}
+top_check
 echo "cell breakdowns: $out/*.stat"
