@@ -11,6 +11,7 @@
 #include "Vtpu_dma_unit.h"
 #include "harness/dma_ref.h"
 #include "harness/hbm/hbm_port_model.h"
+#include "harness/hbm/hbm_port_pins.h"
 #include "harness/sim_ctrl.h"
 #include "harness/sram_port_model.h"
 #include "harness/vl_bits.h"
@@ -53,14 +54,7 @@ class DmaUnit : public ::testing::Test {
   void step() {
     auto& m = sim_.top();
     const auto h = hbm_.drive();
-    m.hbm_req_ready_i = h.req_ready;
-    m.hbm_wd_ready_i = h.wd_ready;
-    m.hbm_rd_valid_i = h.rd_valid;
-    m.hbm_rd_id_i = h.rd_id;
-    sram::put_bytes(m.hbm_rd_data_i, h.rd_data);
-    m.hbm_rd_last_i = h.rd_last;
-    m.hbm_wr_done_valid_i = h.wr_done_valid;
-    m.hbm_wr_done_id_i = h.wr_done_id;
+    hbm::drive_hbm_port(m, h);
     const auto s = ub_.drive();
     m.ub_rgnt_i = s.rgnt;
     m.ub_wgnt_i = s.wgnt;
@@ -70,18 +64,7 @@ class DmaUnit : public ::testing::Test {
       ++faults_;
       last_fault_ = {m.fault_code_o, m.fault_pc_o, m.fault_addr_o, m.fault_info_o};
     }
-    hbm::HbmMasterOut o;
-    o.req_valid = m.hbm_req_valid_o;
-    o.req_write = m.hbm_req_write_o;
-    o.req_addr = m.hbm_req_addr_o;
-    o.req_len = m.hbm_req_len_o;
-    o.req_id = m.hbm_req_id_o;
-    o.wd_valid = m.hbm_wd_valid_o;
-    o.wd_data = sram::get_bytes(m.hbm_wd_data_o);
-    o.wd_strb = m.hbm_wd_strb_o;
-    o.rd_ready = m.hbm_rd_ready_o;
-    o.wr_done_ready = m.hbm_wr_done_ready_o;
-    hbm_.edge(o);
+    hbm_.edge(hbm::hbm_master_out(m));
     ub_.edge(m.ub_rreq_o, m.ub_raddr_o, m.ub_wreq_o, m.ub_waddr_o, m.ub_wmask_o,
              sram::get_bytes(m.ub_wdata_o), sim_.cycle());
     sim_.tick();
