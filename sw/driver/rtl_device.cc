@@ -2,6 +2,7 @@
 // Each supported configuration is one Verilator model (sim/CMakeLists.txt).
 #include <sstream>
 
+#include "Vtpu_top_n16.h"
 #include "Vtpu_top_n4.h"
 #include "harness/chip/chip_sim.h"
 #include "tessera/driver.h"
@@ -10,13 +11,16 @@
 namespace tessera::driver {
 
 std::vector<DeviceConfig> rtl_configurations() {
-  DeviceConfig c;
-  c.backend = Backend::kRtl;
-  c.n = 4;
-  c.ub_bytes = 8192;
-  c.acc_rows = 64;
-  c.channels = 1;
-  return {c};
+  DeviceConfig c4, c16;
+  c4.backend = c16.backend = Backend::kRtl;
+  c4.n = 4;
+  c4.ub_bytes = 8192;
+  c4.acc_rows = 64;
+  c16.n = 16;
+  c16.ub_bytes = 65536;
+  c16.acc_rows = 256;
+  c4.channels = c16.channels = 1;
+  return {c4, c16};
 }
 
 namespace {
@@ -87,11 +91,14 @@ bool same(const DeviceConfig& a, const DeviceConfig& b) {
 }  // namespace
 
 std::unique_ptr<Device> make_rtl_device(const DeviceConfig& config) {
-  if (same(config, rtl_configurations()[0])) return std::make_unique<RtlDevice<Vtpu_top_n4>>(config);
+  const auto built = rtl_configurations();
+  if (same(config, built[0])) return std::make_unique<RtlDevice<Vtpu_top_n4>>(config);
+  if (same(config, built[1])) return std::make_unique<RtlDevice<Vtpu_top_n16>>(config);
   std::ostringstream s;
-  s << "the rtl backend is built for N = 4, UB 8192 bytes, 64 ACC rows, 1 pseudo-channel; "
-    << "asked for N = " << config.n << ", UB " << config.ub_bytes << ", ACC " << config.acc_rows
-    << ", " << config.channels << " pseudo-channel(s)";
+  s << "the rtl backend is built for N = 4 (UB 8192 bytes, 64 ACC rows) and N = 16 (UB 65536 "
+    << "bytes, 256 ACC rows), 1 pseudo-channel; asked for N = " << config.n << ", UB "
+    << config.ub_bytes << ", ACC " << config.acc_rows << ", " << config.channels
+    << " pseudo-channel(s)";
   throw std::invalid_argument(s.str());
 }
 

@@ -131,6 +131,73 @@ TEST(Programs, TiledMatmulBiasReluMatchesFloat64) {
   EXPECT_LT(err, 1e-5);
 }
 
+// The same kind of program on the N = 16 chip: a 32 x 32 by 32 x 32 matmul (two K tiles, two
+// column tiles) + relu, rtl against the functional model and float64.
+TEST(Programs, MatmulReluAtN16) {
+  std::mt19937_64 rng(test::test_seed());
+  const int n = 16, M = 32, K = 32, O = 32;
+  std::vector<uint16_t> A(M * K), W(K * O);
+  auto bf = [&](double lo, double hi) {
+    return fp::fp32_to_bf16(fp::bits(static_cast<float>(lo + (hi - lo) * (rng() % 10000) / 1e4)));
+  };
+  for (auto& x : A) x = bf(-2, 2);
+  for (auto& x : W) x = bf(-1, 1);
+  std::ostringstream p;
+  p << "dma.loop src, 0, 1024, 2, 1, 0\ndma.loop dst, 0, 1024, 2, 1, 0\n"
+    << "dma.copy hbm, ub, 2, 0x10000, 0x0\n"      // A: 64 bytes a row
+    << "dma.copy hbm, ub, 2, 0x11000, 0x800\n"    // W: 64 bytes a row
+    << "signal dma, sc0\nwait mxu, sc0, 1\n";
+  for (int j = 0; j < 2; ++j) {
+    for (int k = 0; k < 2; ++k) {
+      p << "mxu.ldw 0x" << std::hex << (0x800 + 64 * n * k + 32 * j) << std::dec << ", 64\n";
+      p << "mxu.mm " << (k ? "acc" : "set") << ", 0x" << std::hex << 32 * k << std::dec
+        << ", 64, " << M << ", " << M * j << "\n";
+    }
+  }
+  p << "signal mxu, sc1\nwait vpu, sc1, 1\n";
+  for (int j = 0; j < 2; ++j) {
+    for (int r = 0; r < M; ++r) {
+      p << "vpu.ld acc, v1, " << M * j + r << "\nvpu.op max, v2, v1, v0, v0\n"
+        << "vpu.st f32, v2, 0x" << std::hex << 0x1000 + 128 * r + 64 * j << std::dec << "\n";
+    }
+  }
+  p << "signal vpu, sc2\nwait dma, sc2, 1\n"
+    << "dma.loop src, 0, 1024, 4, 1, 0\ndma.loop dst, 0, 1024, 4, 1, 0\n"
+    << "dma.copy ub, hbm, 4, 0x1000, 0x20000\nhalt\n";  // 1024 fp32
+  const auto a = assembler::assemble(p.str(), {static_cast<uint32_t>(n)});
+  ASSERT_TRUE(a.ok()) << assembler::format_error("prog", a.errors[0]);
+  std::vector<uint8_t> result[2];
+  for (int b = 0; b < 2; ++b) {
+    driver::DeviceConfig c;
+    c.backend = b == 0 ? driver::Backend::kFunctional : driver::Backend::kRtl;
+    c.n = 16;
+    c.ub_bytes = 65536;
+    c.acc_rows = 256;
+    auto dev = driver::Device::open(c);
+    dev->write(0x10000, bytes_of(A));
+    dev->write(0x11000, bytes_of(W));
+    const driver::RunReport r = dev->run(dev->load_program(a.bytes()), 5'000'000);
+    if (b == 1) std::cout << "rtl N = 16: " << r.cycles << " cycles, " << r.perf[7] << " MACs\n";
+    result[b] = dev->read(0x20000, 4 * M * O);
+  }
+  EXPECT_EQ(result[0], result[1]) << "the rtl and functional backends disagree";
+  const auto out = floats_of(result[1]);
+  std::vector<double> ref(M * O);
+  for (int m = 0; m < M; ++m) {
+    for (int o = 0; o < O; ++o) {
+      double s = 0;
+      for (int k = 0; k < K; ++k) {
+        s += double(fp::f32(fp::bf16_to_fp32(A[m * K + k]))) *
+             double(fp::f32(fp::bf16_to_fp32(W[k * O + o])));
+      }
+      ref[m * O + o] = std::max(0.0, s);
+    }
+  }
+  const double err = rel_norm_error(out, ref);
+  std::cout << "N = 16 matmul + relu: relative error " << err << "\n";
+  EXPECT_LT(err, 1e-5);
+}
+
 TEST(Programs, RowSoftmaxMatchesFloat64) {
   std::mt19937_64 rng(test::test_seed());
   const int rows = 6;

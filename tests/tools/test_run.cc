@@ -146,7 +146,7 @@ TEST(Driver, AllocationAndUnalignedWrites) {
   EXPECT_EQ(got[0x1E], 9);
   EXPECT_EQ(got[0x21], 9);
   EXPECT_EQ(got[8], 0);
-  c.n = 16;
+  c.n = 8;
   EXPECT_THROW(driver::Device::open(c), std::invalid_argument);
 }
 
