@@ -306,7 +306,7 @@ class HbmPortDriver {
     if (r.write && static_cast<int>(r.data.size()) != r.bursts) {
       throw std::invalid_argument("a write needs one data burst per burst");
     }
-    ports_.at(static_cast<size_t>(port)).todo.push_back(std::move(r));
+    ports_.at(static_cast<size_t>(port)).to_send.push_back(std::move(r));
   }
   // Memory contents known to the scoreboard (e.g. after a poke).
   void preload(uint64_t addr, const Burst& data) {
@@ -315,13 +315,13 @@ class HbmPortDriver {
   }
   bool idle() const {
     for (const auto& p : ports_) {
-      if (!p.todo.empty() || !p.reads.empty() || !p.writes.empty() || !p.wdata.empty()) {
+      if (!p.to_send.empty() || !p.reads.empty() || !p.writes.empty() || !p.wdata.empty()) {
         return false;
       }
     }
     return true;
   }
-  size_t pending(int port) const { return ports_.at(static_cast<size_t>(port)).todo.size(); }
+  size_t pending(int port) const { return ports_.at(static_cast<size_t>(port)).to_send.size(); }
 
   // One cycle of every port.
   void cycle() {
@@ -329,10 +329,10 @@ class HbmPortDriver {
     const uint64_t now = sys_.cycle();
     for (int p = 0; p < sys_.ports(); ++p) {
       Port& st = ports_[static_cast<size_t>(p)];
-      const bool req = !st.todo.empty() && st.todo.front().not_before <= now;
+      const bool req = !st.to_send.empty() && st.to_send.front().not_before <= now;
       HbmSystem<Model>::set_bit(m.req_valid_i, p, req);
       if (req) {
-        const HbmRequest& r = st.todo.front();
+        const HbmRequest& r = st.to_send.front();
         HbmSystem<Model>::set_bit(m.req_write_i, p, r.write);
         put_bits(m.req_addr_i, 32 * p, 32, r.addr);
         put_bits(m.req_len_i, 4 * p, 4, static_cast<uint64_t>(r.bursts - 1));
@@ -386,7 +386,7 @@ class HbmPortDriver {
     bool err;
   };
   struct Port {
-    std::deque<HbmRequest> todo;
+    std::deque<HbmRequest> to_send;
     std::deque<PendingRead> reads;
     std::deque<PendingWrite> writes;
     std::deque<std::pair<Burst, uint32_t>> wdata;  // beats still to send
@@ -403,9 +403,9 @@ class HbmPortDriver {
     auto& m = sys_.top();
     Port& st = ports_[static_cast<size_t>(p)];
     using S = HbmSystem<Model>;
-    if (!st.todo.empty() && S::bit(m.req_valid_i, p) && S::bit(m.req_ready_o, p)) {
-      HbmRequest r = std::move(st.todo.front());
-      st.todo.pop_front();
+    if (!st.to_send.empty() && S::bit(m.req_valid_i, p) && S::bit(m.req_ready_o, p)) {
+      HbmRequest r = std::move(st.to_send.front());
+      st.to_send.pop_front();
       results_.first_accept = std::min(results_.first_accept, now);
       bool err = false;
       for (int b = 0; b < r.bursts; ++b) err |= !sys_.map().in_range(r.addr + 32ull * b);
@@ -507,7 +507,7 @@ class HbmPortDriver {
   std::string where() const {
     std::ostringstream s;
     for (size_t p = 0; p < ports_.size(); ++p) {
-      s << "port " << p << ": " << ports_[p].todo.size() << " to send, " << ports_[p].reads.size()
+      s << "port " << p << ": " << ports_[p].to_send.size() << " to send, " << ports_[p].reads.size()
         << " reads and " << ports_[p].writes.size() << " writes outstanding, "
         << ports_[p].wdata.size() << " data beats to send; ";
     }
