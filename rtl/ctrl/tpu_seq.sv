@@ -150,8 +150,6 @@ module tpu_seq #(
       tpu_isa_pkg::OP_WAIT, tpu_isa_pkg::OP_SIGNAL: begin
         illegal = (w0 & 32'hFFFF_0C00) != '0 || w0[9:8] == 2'd3 || w2 != '0 || w3 != '0 ||
                   (w0[7:0] == tpu_isa_pkg::OP_SIGNAL && w1 != '0);
-        target  = w0[9:8];
-        to_unit = 1'b1;
         // The wait rule, and one signalling unit per counter: a SIGNAL of another unit could
         // meet a WAIT before the SIGNAL the program orders it after (docs/isa.md, Sync).
         deadlock = (w0[7:0] == tpu_isa_pkg::OP_WAIT && sig_disp_q[32*w0[15:12] +: 32] < w1) ||
@@ -160,13 +158,9 @@ module tpu_seq #(
       end
       tpu_isa_pkg::OP_DMA_LOOP: begin
         illegal = w0[15:10] != '0 || w0[31:16] == '0 || w2[31:16] != '0 || w2[15:0] == '0;
-        target  = tpu_isa_pkg::UNIT_DMA;
-        to_unit = 1'b1;
       end
       tpu_isa_pkg::OP_DMA_COPY: begin
         illegal = (w0 & 32'hFFFF_0C00) != '0 || w3 != '0;
-        target  = tpu_isa_pkg::UNIT_DMA;
-        to_unit = 1'b1;
       end
       tpu_isa_pkg::OP_MXU_LDW, tpu_isa_pkg::OP_MXU_MM: begin
         if (w0[7:0] == tpu_isa_pkg::OP_MXU_LDW) begin
@@ -187,8 +181,6 @@ module tpu_seq #(
         span  = 64'(2 * N);
         ub_bad = (w1 % (2 * N)) != 0 || (rows > 1 && (w2 % (2 * N)) != 0) ||
                  first + span > 64'(UbBytes) || last[63] || last + span > 64'(UbBytes);
-        target  = tpu_isa_pkg::UNIT_MXU;
-        to_unit = 1'b1;
       end
       tpu_isa_pkg::OP_VPU_LD, tpu_isa_pkg::OP_VPU_ST: begin
         if (w0[7:0] == tpu_isa_pkg::OP_VPU_LD) illegal = (w0 & 32'hFFF0_FC00) != '0;
@@ -201,8 +193,6 @@ module tpu_seq #(
           span   = (w0[9:8] == tpu_isa_pkg::KIND_UB_F32) ? 64'(4 * N) : 64'(2 * N);
           ub_bad = ({32'd0, w1} % span) != 0 || {32'd0, w1} + span > 64'(UbBytes);
         end
-        target  = tpu_isa_pkg::UNIT_VPU;
-        to_unit = 1'b1;
       end
       tpu_isa_pkg::OP_VPU_OP: begin
         f = w0[15:8];
@@ -217,15 +207,20 @@ module tpu_seq #(
         end else begin
           illegal = illegal || w0[31:28] != '0 || w1 != '0;
         end
-        target  = tpu_isa_pkg::UNIT_VPU;
-        to_unit = 1'b1;
       end
       tpu_isa_pkg::OP_VPU_LI: begin
         illegal = (w0 & 32'hFFF0_FF00) != '0 || w2 != '0 || w3 != '0;
-        target  = tpu_isa_pkg::UNIT_VPU;
-        to_unit = 1'b1;
       end
       default: illegal = 1'b1;                           // unknown, or ICI (reserved)
+    endcase
+    // The queue an instruction goes to: WAIT/SIGNAL name it; DMA, MXU, VPU opcodes are 0x2*,
+    // 0x3*, 0x4*; control instructions (0x0*) go to none.
+    unique case (w0[7:4])
+      4'h1:    begin to_unit = 1'b1; target = w0[9:8];                  end
+      4'h2:    begin to_unit = 1'b1; target = tpu_isa_pkg::UNIT_DMA;    end
+      4'h3:    begin to_unit = 1'b1; target = tpu_isa_pkg::UNIT_MXU;    end
+      4'h4:    begin to_unit = 1'b1; target = tpu_isa_pkg::UNIT_VPU;    end
+      default: begin to_unit = 1'b0; target = 2'd0;                     end
     endcase
   end
 

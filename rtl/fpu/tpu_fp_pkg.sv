@@ -168,7 +168,7 @@ package tpu_fp_pkg;
     sb      = {b[30:23] != 8'd0, b[22:0]} << lzb;
     prod    = 48'(sa * sb);
     prod_n  = prod[47] ? prod : {prod[46:0], 1'b0};
-    // Biased exponent of prod_n read as 1.xxx: a subnormal counts as exponent 1.
+    // Biased exponent of prod_n read as 1.f (one integer bit): a subnormal counts as exponent 1.
     exp_res = $signed({3'd0, (a[30:23] == 8'd0) ? 8'd1 : a[30:23]}) - $signed({6'd0, lza}) +
               $signed({3'd0, (b[30:23] == 8'd0) ? 8'd1 : b[30:23]}) - $signed({6'd0, lzb}) -
               11'sd127 + $signed({10'd0, prod[47]});
