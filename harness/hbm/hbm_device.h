@@ -18,15 +18,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "harness/hbm/hbm_burst.h"
 #include "harness/hbm/hbm_timing.h"
 #include "harness/hbm/hbm_timing_checker.h"
 
 namespace tessera::hbm {
 
-constexpr int kBeatBytes = 16;   // one data-bus cycle: 64 bits, double data rate
-constexpr int kBurstBytes = 32;  // BL4
-using Beat = std::array<uint8_t, kBeatBytes>;
-using Burst = std::array<uint8_t, kBurstBytes>;
 
 class HbmProtocolError : public std::runtime_error {
  public:

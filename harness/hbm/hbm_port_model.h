@@ -22,10 +22,10 @@
 #include <string>
 #include <unordered_map>
 
+#include "harness/hbm/hbm_burst.h"
+
 namespace tessera::hbm {
 
-constexpr int kBurstBytes = 32;
-using Burst = std::array<uint8_t, kBurstBytes>;
 
 struct HbmSlaveOut {  // slave -> master
   bool req_ready = false;

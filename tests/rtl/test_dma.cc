@@ -168,14 +168,7 @@ class Dma : public ::testing::Test {
     m.dst_base_i = 0;
     m.dst_count_i = 0;
     m.dst_stride_i = {};
-    m.hbm_req_ready_i = 0;
-    m.hbm_wd_ready_i = 0;
-    m.hbm_rd_valid_i = 0;
-    m.hbm_rd_id_i = 0;
-    m.hbm_rd_data_i = {};
-    m.hbm_rd_last_i = 0;
-    m.hbm_wr_done_valid_i = 0;
-    m.hbm_wr_done_id_i = 0;
+    hbm::drive_hbm_port(m, hbm::HbmSlaveOut{});  // the HBM port idle
     m.sram_rgnt_i = 0;
     m.sram_rdata_i = {};
     m.sram_wgnt_i = 0;

@@ -15,6 +15,7 @@
 #include "Vtpu_dma.h"
 #include "Vtpu_hbm_c2.h"
 #include "harness/dma_ref.h"
+#include "harness/hbm/hbm_port_pins.h"
 #include "harness/hbm/hbm_system.h"
 #include "harness/sram_port_model.h"
 #include "tests/common/test_util.h"
@@ -46,14 +47,7 @@ class DmaOnHbm : public ::testing::Test {
     m.dst_base_i = 0;
     m.dst_count_i = 0;
     m.dst_stride_i = {};
-    m.hbm_req_ready_i = 0;
-    m.hbm_wd_ready_i = 0;
-    m.hbm_rd_valid_i = 0;
-    m.hbm_rd_id_i = 0;
-    m.hbm_rd_data_i = {};
-    m.hbm_rd_last_i = 0;
-    m.hbm_wr_done_valid_i = 0;
-    m.hbm_wr_done_id_i = 0;
+    hbm::drive_hbm_port(m, hbm::HbmSlaveOut{});  // the HBM port idle
     m.sram_rgnt_i = 0;
     m.sram_rdata_i = {};
     m.sram_wgnt_i = 0;

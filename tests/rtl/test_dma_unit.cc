@@ -34,14 +34,7 @@ class DmaUnit : public ::testing::Test {
     m.instr_valid_i = 0;
     m.instr_i = {};
     m.pc_i = 0;
-    m.hbm_req_ready_i = 0;
-    m.hbm_wd_ready_i = 0;
-    m.hbm_rd_valid_i = 0;
-    m.hbm_rd_id_i = 0;
-    m.hbm_rd_data_i = {};
-    m.hbm_rd_last_i = 0;
-    m.hbm_wr_done_valid_i = 0;
-    m.hbm_wr_done_id_i = 0;
+    hbm::drive_hbm_port(m, hbm::HbmSlaveOut{});  // the HBM port idle
     m.ub_rgnt_i = 0;
     m.ub_rdata_i = {};
     m.ub_wgnt_i = 0;
