@@ -1,0 +1,892 @@
+// CnnTrainStep: lowers one training step of the example CNN to a chip program
+// (tessera/compiler.h; docs/compiler.md walks through the phases below).
+//
+//   phase        unit work
+//   setup        VPU: b1^t, b2^t, lr_t
+//   conv_fwd     per (image, pooled row): DMA im2col rows -> MXU conv -> VPU bias, relu, 2x2 max
+//                pool and the window position of the max -> DMA features / argmax to HBM
+//   dense_fwd    MXU features x W (K tiles streamed by the DMA) -> VPU bias, softmax,
+//                cross-entropy, accuracy, d logits (bf16, kept in the UB)
+//   dense_dx     MXU d logits x W^T (W^T tiles = a transposing DMA walk) -> d features to HBM
+//   dense_dw     MXU features^T x d logits (features^T = a transposing DMA walk), bias grads by
+//                a row of ones -> VPU Adam on W and b (fused: the gradient never leaves the ACC)
+//   conv_dw      per (image, pooled row): DMA transposed im2col rows, d features, argmax ->
+//                VPU max-pool and relu backward -> MXU im2col^T x dz (row of ones: bias grad)
+//                accumulated over the batch in the ACC -> VPU Adam on the kernel and bias
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "harness/fp_ref.h"
+#include "sw/compiler/program_builder.h"
+#include "sw/compiler/vpu_math.h"
+#include "tessera/compiler.h"
+
+namespace tessera::compiler {
+namespace {
+
+using Fn = isa::Funct;
+constexpr isa::Kind kF32 = isa::Kind::kUbF32;
+constexpr isa::Kind kBf16 = isa::Kind::kUbBf16;
+constexpr isa::Kind kAcc = isa::Kind::kAcc;
+
+uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+// UB space of one phase: a bump allocator over [begin, end).
+class UbArena {
+ public:
+  UbArena(uint64_t begin, uint64_t end, int n, const char* phase)
+      : next_(begin), end_(end), align_(std::max<uint64_t>(4ull * n, 64)), phase_(phase) {}
+  uint32_t take(uint64_t bytes) {
+    next_ = (next_ + align_ - 1) / align_ * align_;
+    const uint64_t at = next_;
+    next_ += bytes;
+    if (next_ > end_)
+      throw std::invalid_argument(std::string("the ") + phase_ + " phase needs more UB than the " +
+                                  std::to_string(end_) + "-byte unified buffer holds (" +
+                                  std::to_string(next_) + " bytes); use a smaller batch or a " +
+                                  "larger chip");
+    return static_cast<uint32_t>(at);
+  }
+  uint64_t free() const {
+    const uint64_t a = (next_ + align_ - 1) / align_ * align_;
+    return a < end_ ? end_ - a : 0;
+  }
+
+ private:
+  uint64_t next_, end_, align_;
+  const char* phase_;
+};
+
+DmaWalk walk(isa::Space s, uint64_t base, std::vector<std::pair<uint32_t, int32_t>> loops) {
+  DmaWalk w;
+  w.space = s;
+  w.base = base;
+  w.loops = std::move(loops);
+  return w;
+}
+DmaWalk hbm(uint64_t base, std::vector<std::pair<uint32_t, int32_t>> loops) {
+  return walk(isa::Space::kHbm, base, std::move(loops));
+}
+DmaWalk ub(uint64_t base, std::vector<std::pair<uint32_t, int32_t>> loops) {
+  return walk(isa::Space::kUb, base, std::move(loops));
+}
+// A contiguous copy of `count` elements of `e` bytes (split into loops of <= 65535).
+void copy_linear(ProgramBuilder& b, isa::Space ss, uint64_t src, isa::Space ds, uint64_t dst,
+                 uint64_t count, int e) {
+  while (count) {
+    uint64_t c0 = std::min<uint64_t>(count, 65535), c1 = 1;
+    if (count > 65535) {
+      c0 = 4096;
+      c1 = std::min<uint64_t>(count / 4096, 65535);
+    }
+    const uint64_t n = c0 * c1;
+    std::vector<std::pair<uint32_t, int32_t>> loops{{static_cast<uint32_t>(c0), e}};
+    if (c1 > 1) loops.push_back({static_cast<uint32_t>(c1), static_cast<int32_t>(c0 * e)});
+    b.dma_copy(walk(ss, src, loops), walk(ds, dst, loops), e);
+    src += n * e;
+    dst += n * e;
+    count -= n;
+  }
+}
+
+uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float bits_f32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+void put32(std::vector<uint8_t>& v, size_t at, uint32_t x) {
+  for (int i = 0; i < 4; ++i) v[at + i] = static_cast<uint8_t>(x >> (8 * i));
+}
+void put16(std::vector<uint8_t>& v, size_t at, uint16_t x) {
+  v[at] = static_cast<uint8_t>(x);
+  v[at + 1] = static_cast<uint8_t>(x >> 8);
+}
+uint32_t get32(const std::vector<uint8_t>& v, size_t at) {
+  return v[at] | v[at + 1] << 8 | v[at + 2] << 16 | static_cast<uint32_t>(v[at + 3]) << 24;
+}
+
+}  // namespace
+
+uint32_t CnnTrainStep::class_pad() const { return ceil_div(spec_.classes, chip_.n) * chip_.n; }
+uint32_t CnnTrainStep::tap_pad() const { return ceil_div(spec_.taps(), chip_.n) * chip_.n; }
+
+CnnTrainStep::CnnTrainStep(const CnnSpec& spec, const AdamSpec& adam, const ChipShape& chip,
+                           uint32_t batch, uint64_t hbm_base)
+    : spec_(spec), adam_(adam), chip_(chip), batch_(batch) {
+  const int n = chip.n;
+  auto bad = [](const std::string& why) { throw std::invalid_argument(why); };
+  if (n < 4 || n > 128 || (n & (n - 1))) bad("array size N must be a power of two in 4..128");
+  if (batch < 1 || batch > 4096) bad("batch must be 1..4096");
+  if (spec.pool != 2) bad("MaxPool2D: only pool size 2 (stride 2) is lowered");
+  if (spec.kernel < 1 || spec.kernel > spec.height || spec.kernel > spec.width)
+    bad("Conv2D kernel larger than the input");
+  if (spec.filters % n)
+    bad("Conv2D filters (" + std::to_string(spec.filters) +
+        ") must be a multiple of the array size N = " + std::to_string(n));
+  if (spec.pool_h() < 1 || spec.pool_w() < 1) bad("the pooled feature map is empty");
+  if (ceil_div(spec.classes, n) > 3) bad("Dense: at most 3N classes");
+  if (spec.taps() + 1 > chip.acc_rows || 2 * spec.conv_w() > chip.acc_rows)
+    bad("the ACC is too small for one conv row pair");
+  plan_hbm(hbm_base);
+  compile();
+}
+
+void CnnTrainStep::plan_hbm(uint64_t base) {
+  const uint64_t n = chip_.n, f = spec_.filters, t = spec_.taps(), d = spec_.features();
+  const uint64_t cpad = class_pad(), bpad = ceil_div(batch_, n) * n;
+  uint64_t next = base;
+  auto take = [&](uint64_t bytes) {
+    const uint64_t at = next;
+    next = (next + bytes + 255) / 256 * 256;
+    return at;
+  };
+  HbmLayout& l = layout_;
+  l.base = base;
+  l.images = take(uint64_t{batch_} * spec_.height * spec_.width * 2);
+  l.labels = take(bpad * 4);
+  l.conv_w = take(t * f * 4);
+  l.conv_w_m = take(t * f * 4);
+  l.conv_w_v = take(t * f * 4);
+  l.conv_b = take(f * 4);
+  l.conv_b_m = take(f * 4);
+  l.conv_b_v = take(f * 4);
+  l.conv_w16 = take(tap_pad() * f * 2);
+  l.dense_w = take(d * cpad * 4);
+  l.dense_w_m = take(d * cpad * 4);
+  l.dense_w_v = take(d * cpad * 4);
+  l.dense_b = take(cpad * 4);
+  l.dense_b_m = take(cpad * 4);
+  l.dense_b_v = take(cpad * 4);
+  l.dense_w16 = take(d * cpad * 2);
+  l.powers = take(2 * n * 4);
+  l.consts = take(2 * (cpad / n) * n * 4);
+  l.features = take(uint64_t{batch_} * d * 2);
+  l.argmax = take(uint64_t{batch_} * d * 2);
+  l.dfeatures = take(uint64_t{batch_} * d * 2);
+  l.metrics = take(2 * n * 4);
+  l.program = next;  // the program follows; its size is known after compile()
+}
+
+void CnnTrainStep::compile() {
+  const int n = chip_.n;
+  const uint32_t N = n, F = spec_.filters, Fc = F / N, K = spec_.kernel, T = spec_.taps();
+  const uint32_t H = spec_.height, W = spec_.width, CW = spec_.conv_w();
+  const uint32_t PH = spec_.pool_h(), PW = spec_.pool_w(), D = spec_.features();
+  const uint32_t Kc = tap_pad() / N, Cpad = class_pad(), Cc = Cpad / N;
+  const uint32_t B = batch_, Bpad = ceil_div(B, N) * N, Bk = Bpad / N;
+  const uint32_t RW = 2 * CW;                 // conv output rows of one pooled row
+  const uint32_t Rpad = ceil_div(RW, N) * N;  // ... padded to whole K tiles
+  const uint32_t Dk = D / N;
+  const uint32_t row2n = 2 * N, row4n = 4 * N;
+  const HbmLayout& L = layout_;
+  ProgramBuilder b(n, chip_.ub_bytes, chip_.acc_rows);
+  auto phase = [&](const char* name) { stats_.phases.push_back({name, b.size(), 0}); };
+
+  // ---- global UB: powers, lr_t, metrics ----
+  UbArena global(0, chip_.ub_bytes, n, "setup");
+  const uint32_t ub_powers = global.take(2 * row4n);
+  const uint32_t ub_lrt = global.take(row4n);
+  const uint32_t ub_metrics = global.take(2 * row4n);
+  const uint64_t phase_base = chip_.ub_bytes - global.free();
+
+  // ---- setup: b1^t, b2^t, lr_t = lr * (sqrt(1 - b2^t) / (1 - b1^t)) ----
+  phase("setup");
+  b.vpu_li(0, 0);
+  copy_linear(b, isa::Space::kHbm, L.powers, isa::Space::kUb, ub_powers, 2 * N, 4);
+  b.vpu_ld(kF32, 1, ub_powers);
+  b.vpu_ld(kF32, 2, ub_powers + row4n);
+  b.vpu_lif(3, adam_.beta1);
+  b.vpu_op(Fn::kMul, 1, 1, 3);
+  b.vpu_lif(3, adam_.beta2);
+  b.vpu_op(Fn::kMul, 2, 2, 3);
+  b.vpu_st(kF32, 1, ub_powers);
+  b.vpu_st(kF32, 2, ub_powers + row4n);
+  b.vpu_lif(3, 1.0f);
+  b.vpu_op(Fn::kSub, 4, 3, 2);
+  b.vpu_op(Fn::kSqrt, 4, 4);
+  b.vpu_op(Fn::kSub, 5, 3, 1);
+  b.vpu_op(Fn::kDiv, 4, 4, 5);
+  b.vpu_lif(3, adam_.lr);
+  b.vpu_op(Fn::kMul, 4, 3, 4);
+  b.vpu_st(kF32, 4, ub_lrt);
+  b.signal(isa::Unit::kVpu);
+  copy_linear(b, isa::Space::kUb, ub_powers, isa::Space::kHbm, L.powers, 2 * N, 4);
+
+  // ---- conv_fwd ----
+  phase("conv_fwd");
+  {
+    UbArena a(phase_base, chip_.ub_bytes, n, "conv_fwd");
+    const uint32_t w16 = a.take(uint64_t{Kc} * N * F * 2);
+    const uint32_t bias = a.take(F * 4);
+    const uint32_t im2col_bytes = RW * Kc * row2n, out_bytes = PW * F * 2;
+    const int nbuf = a.free() >= 2ull * (im2col_bytes + 2 * out_bytes) + 2 * 64 * 3 ? 2 : 1;
+    uint32_t col[2], feat[2], code[2];
+    for (int i = 0; i < nbuf; ++i) {
+      col[i] = a.take(im2col_bytes);
+      feat[i] = a.take(out_bytes);
+      code[i] = a.take(out_bytes);
+    }
+    copy_linear(b, isa::Space::kHbm, L.conv_w16, isa::Space::kUb, w16, uint64_t{Kc} * N * F, 2);
+    copy_linear(b, isa::Space::kHbm, L.conv_b, isa::Space::kUb, bias, F, 4);
+    // The im2col rows' padding taps stay zero: zero the buffers once, the DMA writes only taps.
+    for (int i = 0; i < nbuf; ++i)
+      for (uint32_t r = 0; r < RW * Kc; ++r) b.vpu_st(kBf16, 0, col[i] + r * row2n);
+    for (int k = 1; k <= 4; ++k) b.vpu_lif(11 + k, static_cast<float>(k));  // v12..v15 = 1..4
+    b.signal(isa::Unit::kVpu);
+    const uint32_t slots = chip_.acc_rows / RW;
+    uint32_t slot_counter = 0;
+    const uint32_t items = B * PH;
+    auto load = [&](uint32_t i) {
+      const uint32_t img = i / PH, py = i % PH;
+      const uint64_t src = L.images + (uint64_t{img} * H * W + 2 * py * W) * 2;
+      b.dma_copy(hbm(src, {{K, 2}, {K, int32_t(W * 2)}, {CW, 2}, {2, int32_t(W * 2)}}),
+                 ub(col[i % nbuf], {{K, 2},
+                                    {K, int32_t(K * 2)},
+                                    {CW, int32_t(Kc * row2n)},
+                                    {2, int32_t(CW * Kc * row2n)}}),
+                 2);
+      b.signal(isa::Unit::kDma);
+    };
+    if (nbuf == 2) load(0);  // one buffer: no prefetch (it would overwrite the data in use)
+    for (uint32_t i = 0; i < items; ++i) {
+      const uint32_t img = i / PH, py = i % PH, buf = i % nbuf;
+      if (nbuf == 1)
+        load(i);
+      else if (i + 1 < items)
+        load(i + 1);
+      for (uint32_t j = 0; j < Fc; ++j) {
+        const uint32_t acc0 = (slot_counter++ % slots) * RW;
+        for (uint32_t kt = 0; kt < Kc; ++kt) {
+          b.mxu_ldw(w16 + (kt * N * F + j * N) * 2, F * 2);
+          b.mxu_mm(kt > 0, col[buf] + kt * row2n, Kc * row2n, RW, acc0);
+        }
+        b.signal(isa::Unit::kMxu);
+        // bias, relu, 2x2 max pool; argmax code: first window position holding the max
+        // (0..3 in row-major order), 4 when the relu output is 0 (no gradient flows).
+        b.vpu_ld(kF32, 7, bias + j * row4n);
+        for (uint32_t px = 0; px < PW; ++px) {
+          const uint32_t r0 = acc0 + 2 * px, r1 = acc0 + CW + 2 * px;
+          b.vpu_ld(kAcc, 1, r0);
+          b.vpu_ld(kAcc, 2, r0 + 1);
+          b.vpu_ld(kAcc, 3, r1);
+          b.vpu_ld(kAcc, 4, r1 + 1);
+          b.vpu_op(Fn::kMax, 5, 1, 2);
+          b.vpu_op(Fn::kMax, 6, 3, 4);
+          b.vpu_op(Fn::kMax, 5, 5, 6);
+          b.vpu_op(Fn::kAdd, 6, 5, 7);
+          b.vpu_op(Fn::kMax, 6, 6, 0);
+          b.vpu_st(kBf16, 6, feat[buf] + (px * F + j * N) * 2);
+          b.vpu_op(Fn::kCmpEq, 8, 3, 5);
+          b.vpu_op(Fn::kSel, 11, 13, 14, 8);
+          b.vpu_op(Fn::kCmpEq, 8, 2, 5);
+          b.vpu_op(Fn::kSel, 11, 12, 11, 8);
+          b.vpu_op(Fn::kCmpEq, 8, 1, 5);
+          b.vpu_op(Fn::kSel, 11, 0, 11, 8);
+          b.vpu_op(Fn::kCmpLt, 8, 0, 6);
+          b.vpu_op(Fn::kSel, 11, 11, 15, 8);
+          b.vpu_st(kBf16, 11, code[buf] + (px * F + j * N) * 2);
+        }
+      }
+      b.signal(isa::Unit::kVpu);
+      const uint64_t at = (uint64_t{img} * D + uint64_t{py} * PW * F) * 2;
+      copy_linear(b, isa::Space::kUb, feat[buf], isa::Space::kHbm, L.features + at, PW * F, 2);
+      copy_linear(b, isa::Space::kUb, code[buf], isa::Space::kHbm, L.argmax + at, PW * F, 2);
+    }
+  }
+
+  // ---- dense phases: the d logits, labels, class constants and dense bias stay in the UB ----
+  UbArena dense(phase_base, chip_.ub_bytes, n, "dense");
+  const uint32_t dlog = dense.take(uint64_t{Bpad} * Cpad * 2);
+  const uint32_t labels = dense.take(Bpad * 4);
+  const uint32_t consts = dense.take(2 * Cc * row4n);
+  const uint32_t db = dense.take(Cpad * 4), db_m = dense.take(Cpad * 4),
+                 db_v = dense.take(Cpad * 4);
+  const uint32_t ones = dense.take(row2n);
+  const uint64_t dense_base = chip_.ub_bytes - dense.free();
+
+  phase("dense_fwd");
+  {
+    copy_linear(b, isa::Space::kHbm, L.labels, isa::Space::kUb, labels, Bpad, 4);
+    copy_linear(b, isa::Space::kHbm, L.consts, isa::Space::kUb, consts, 2 * Cc * N, 4);
+    copy_linear(b, isa::Space::kHbm, L.dense_b, isa::Space::kUb, db, Cpad, 4);
+    copy_linear(b, isa::Space::kHbm, L.dense_b_m, isa::Space::kUb, db_m, Cpad, 4);
+    copy_linear(b, isa::Space::kHbm, L.dense_b_v, isa::Space::kUb, db_v, Cpad, 4);
+    b.signal(isa::Unit::kDma);
+    for (uint32_t r = B; r < Bpad; ++r)  // the padding samples' d logits are zero
+      for (uint32_t c = 0; c < Cc; ++c) b.vpu_st(kBf16, 0, dlog + (r * Cpad + c * N) * 2);
+    b.vpu_lif(1, 1.0f);
+    b.vpu_st(kBf16, 1, ones);
+    b.vpu_li(1, 0);  // loss sum
+    b.vpu_li(2, 0);  // correct count
+    UbArena a(dense_base, chip_.ub_bytes, n, "dense_fwd");
+    const uint32_t SB = std::min(B, chip_.acc_rows / Cc);
+    // K tiles per DMA group: as many as fit double-buffered.
+    const uint64_t per_tile = uint64_t{SB} * row2n + uint64_t{N} * Cpad * 2;
+    const uint32_t G =
+        static_cast<uint32_t>(std::min<uint64_t>(Dk, a.free() / (2 * per_tile + 256)));
+    if (G < 1) a.take(2 * per_tile + a.free() + 1);  // throws: does not fit
+    uint32_t fbuf[2], wbuf[2];
+    for (int i = 0; i < 2; ++i) {
+      fbuf[i] = a.take(uint64_t{SB} * G * row2n);
+      wbuf[i] = a.take(uint64_t{G} * N * Cpad * 2);
+    }
+    const uint32_t groups = ceil_div(Dk, G);
+    for (uint32_t s0 = 0; s0 < B; s0 += SB) {
+      const uint32_t sb = std::min(SB, B - s0);
+      auto load = [&](uint32_t g) {
+        const uint32_t k0 = g * G, gk = std::min(G, Dk - k0);
+        b.dma_copy(
+            hbm(L.features + (uint64_t{s0} * D + k0 * N) * 2, {{gk * N, 2}, {sb, int32_t(D * 2)}}),
+            ub(fbuf[g % 2], {{gk * N, 2}, {sb, int32_t(G * row2n)}}), 2);
+        copy_linear(b, isa::Space::kHbm, L.dense_w16 + uint64_t{k0} * N * Cpad * 2, isa::Space::kUb,
+                    wbuf[g % 2], uint64_t{gk} * N * Cpad, 2);
+        b.signal(isa::Unit::kDma);
+      };
+      load(0);
+      for (uint32_t g = 0; g < groups; ++g) {
+        if (g + 1 < groups) load(g + 1);
+        const uint32_t k0 = g * G, gk = std::min(G, Dk - k0);
+        for (uint32_t kt = 0; kt < gk; ++kt)
+          for (uint32_t ct = 0; ct < Cc; ++ct) {
+            b.mxu_ldw(wbuf[g % 2] + (kt * N * Cpad + ct * N) * 2, Cpad * 2);
+            b.mxu_mm(k0 + kt > 0, fbuf[g % 2] + kt * row2n, G * row2n, sb, ct * SB);
+          }
+        b.signal(isa::Unit::kMxu);
+      }
+      // softmax, cross-entropy, accuracy and d logits = (softmax - onehot) / B per sample
+      for (uint32_t t = 0; t < sb; ++t) {
+        const uint32_t smp = s0 + t;
+        for (uint32_t c = 0; c < Cc; ++c) {
+          const int z = 3 + c;
+          b.vpu_ld(kAcc, z, c * SB + t);
+          b.vpu_ld(kF32, 10, db + c * row4n);
+          b.vpu_op(Fn::kAdd, z, z, 10);
+          b.vpu_ld(kF32, 11, consts + (Cc + c) * row4n);  // valid-class mask
+          b.vpu_lif(12, -INFINITY);
+          b.vpu_op(Fn::kSel, z, z, 12, 11);
+        }
+        if (Cc == 1) {
+          b.vpu_op(Fn::kRMax, 6, 3);
+        } else {
+          b.vpu_op(Fn::kMax, 6, 3, 4);
+          if (Cc == 3) b.vpu_op(Fn::kMax, 6, 6, 5);
+          b.vpu_op(Fn::kRMax, 6, 6);
+        }
+        for (uint32_t c = 0; c < Cc; ++c) {
+          const int z = 3 + c, e = 7 + c;
+          b.vpu_op(Fn::kSub, z, z, 6);
+          emit_exp(b, e, z, 10, 11, 12, 13);
+          b.vpu_ld(kF32, 11, consts + (Cc + c) * row4n);
+          b.vpu_op(Fn::kSel, e, e, 0, 11);
+        }
+        if (Cc == 1) {
+          b.vpu_op(Fn::kRSum, 6, 7);
+        } else {
+          b.vpu_op(Fn::kAdd, 10, 7, 8);
+          if (Cc == 3) b.vpu_op(Fn::kAdd, 10, 10, 9);
+          b.vpu_op(Fn::kRSum, 6, 10);
+        }
+        b.vpu_ld(kF32, 10, labels + (smp / N) * row4n);
+        b.vpu_op(Fn::kBcast, 10, 10, 0, 0, smp % N);
+        for (uint32_t c = 0; c < Cc; ++c) {
+          const int z = 3 + c, e = 7 + c;
+          b.vpu_ld(kF32, 11, consts + c * row4n);  // class index of each lane
+          b.vpu_op(Fn::kCmpEq, 11, 10, 11);        // one-hot mask
+          b.vpu_op(Fn::kSel, 12, z, 0, 11);
+          if (c == 0)
+            b.vpu_op(Fn::kIOr, 13, 12, 0);
+          else
+            b.vpu_op(Fn::kAdd, 13, 13, 12);
+          b.vpu_op(Fn::kDiv, 14, e, 6);
+          b.vpu_lif(15, 1.0f);
+          b.vpu_op(Fn::kSel, 15, 15, 0, 11);
+          b.vpu_op(Fn::kSub, 14, 14, 15);
+          b.vpu_lif(15, 1.0f / static_cast<float>(B));
+          b.vpu_op(Fn::kMul, 14, 14, 15);
+          b.vpu_st(kBf16, 14, dlog + (smp * Cpad + c * N) * 2);
+        }
+        b.vpu_op(Fn::kRSum, 13, 13);  // z_label - max
+        emit_log(b, 14, 6, 7, 8, 9, 11, 12);
+        b.vpu_op(Fn::kSub, 14, 14, 13);  // loss = ln(sum e) - (z_label - max)
+        b.vpu_op(Fn::kAdd, 1, 1, 14);
+        b.vpu_op(Fn::kCmpEq, 14, 13, 0);  // the label's logit is the largest
+        b.vpu_lif(15, 1.0f);
+        b.vpu_op(Fn::kSel, 14, 15, 0, 14);
+        b.vpu_op(Fn::kAdd, 2, 2, 14);
+      }
+      b.signal(isa::Unit::kVpu);
+    }
+    b.vpu_lif(15, static_cast<float>(B));
+    b.vpu_op(Fn::kDiv, 1, 1, 15);
+    b.vpu_st(kF32, 1, ub_metrics);
+    b.vpu_st(kF32, 2, ub_metrics + row4n);
+    b.signal(isa::Unit::kVpu);
+    copy_linear(b, isa::Space::kUb, ub_metrics, isa::Space::kHbm, L.metrics, 2 * N, 4);
+  }
+
+  // ---- dense_dx: d features = d logits x W^T ----
+  phase("dense_dx");
+  {
+    UbArena a(dense_base, chip_.ub_bytes, n, "dense_dx");
+    const uint32_t SB = std::min(B, chip_.acc_rows / 2);
+    const uint32_t slots = chip_.acc_rows / SB;
+    const uint64_t per_tile = uint64_t{Cpad} * row2n + uint64_t{SB} * row2n;
+    const uint32_t G =
+        static_cast<uint32_t>(std::min<uint64_t>(Dk, a.free() / (2 * per_tile + 256)));
+    if (G < 1) a.take(a.free() + 1);
+    uint32_t wt[2], dp[2];
+    for (int i = 0; i < 2; ++i) {
+      wt[i] = a.take(uint64_t{Cpad} * G * row2n);
+      dp[i] = a.take(uint64_t{SB} * G * row2n);
+    }
+    const uint32_t GN = G * N, groups = ceil_div(Dk, G);
+    uint32_t slot_counter = 0;
+    for (uint32_t s0 = 0; s0 < B; s0 += SB) {
+      const uint32_t sb = std::min(SB, B - s0);
+      auto load = [&](uint32_t g) {
+        const uint32_t gn = std::min(G, Dk - g * G) * N;
+        b.dma_copy(
+            hbm(L.dense_w16 + uint64_t{g} * GN * Cpad * 2, {{gn, int32_t(Cpad * 2)}, {Cpad, 2}}),
+            ub(wt[g % 2], {{gn, 2}, {Cpad, int32_t(GN * 2)}}), 2);
+        b.signal(isa::Unit::kDma);
+      };
+      load(0);
+      for (uint32_t g = 0; g < groups; ++g) {
+        if (g + 1 < groups) load(g + 1);
+        const uint32_t gk = std::min(G, Dk - g * G), gn = gk * N;
+        std::vector<uint32_t> acc0(gk);
+        for (uint32_t dt = 0; dt < gk; ++dt) {
+          acc0[dt] = (slot_counter++ % slots) * SB;
+          for (uint32_t ct = 0; ct < Cc; ++ct) {
+            b.mxu_ldw(wt[g % 2] + (ct * N * GN + dt * N) * 2, GN * 2);
+            b.mxu_mm(ct > 0, dlog + (s0 * Cpad + ct * N) * 2, Cpad * 2, sb, acc0[dt]);
+          }
+          b.signal(isa::Unit::kMxu);
+          for (uint32_t t = 0; t < sb; ++t) {
+            b.vpu_ld(kAcc, 1, acc0[dt] + t);
+            b.vpu_st(kBf16, 1, dp[g % 2] + (t * GN + dt * N) * 2);
+          }
+        }
+        b.signal(isa::Unit::kVpu);
+        b.dma_copy(ub(dp[g % 2], {{gn, 2}, {sb, int32_t(GN * 2)}}),
+                   hbm(L.dfeatures + (uint64_t{s0} * D + uint64_t{g} * GN) * 2,
+                       {{gn, 2}, {sb, int32_t(D * 2)}}),
+                   2);
+      }
+    }
+  }
+
+  // ---- dense_dw: d W = features^T x d logits, d b = ones x d logits; Adam ----
+  phase("dense_dw");
+  {
+    const AdamRegs ar;
+    emit_adam_constants(b, ar, adam_.beta1, adam_.beta2, adam_.epsilon, ub_lrt);
+    UbArena a(dense_base, chip_.ub_bytes, n, "dense_dw");
+    const uint32_t bias_row = 0;  // Cc ACC rows for the bias gradient
+    // Weight-gradient rows per chunk (DR): ACC holds two chunks of DR x Cc rows after the bias
+    // rows; the UB two chunks' features^T, W, m, v and the bf16 copy of W.
+    const uint64_t per_row = uint64_t{Bpad} * 2 + uint64_t{Cpad} * (3 * 4 + 2);
+    uint64_t dr = std::min<uint64_t>(
+        {uint64_t{D}, (chip_.acc_rows - Cc) / (2 * Cc), a.free() / (2 * per_row + 64)});
+    if (dr < 1) a.take(a.free() + 1);
+    const uint32_t DR = static_cast<uint32_t>(dr);
+    uint32_t at[2], w[2], m[2], v[2], w16[2];
+    for (int i = 0; i < 2; ++i) {
+      at[i] = a.take(uint64_t{DR} * Bpad * 2);
+      w[i] = a.take(uint64_t{DR} * Cpad * 4);
+      m[i] = a.take(uint64_t{DR} * Cpad * 4);
+      v[i] = a.take(uint64_t{DR} * Cpad * 4);
+      w16[i] = a.take(uint64_t{DR} * Cpad * 2);
+    }
+    // features^T columns of padding samples: zero once (the DMA writes only real samples)
+    for (int i = 0; i < 2; ++i)
+      if (B < Bpad)
+        for (uint32_t r = 0; r < DR; ++r) b.vpu_st(kBf16, 0, at[i] + (r * Bpad + (Bk - 1) * N) * 2);
+    // bias gradient and its Adam step
+    for (uint32_t kt = 0; kt < Bk; ++kt)
+      for (uint32_t ct = 0; ct < Cc; ++ct) {
+        b.mxu_ldw(dlog + (kt * N * Cpad + ct * N) * 2, Cpad * 2);
+        b.mxu_mm(kt > 0, ones, row2n, 1, bias_row + ct);
+      }
+    b.signal(isa::Unit::kMxu);
+    for (uint32_t ct = 0; ct < Cc; ++ct) {
+      b.vpu_ld(kAcc, ar.g, bias_row + ct);
+      b.vpu_ld(kF32, ar.w, db + ct * row4n);
+      b.vpu_ld(kF32, ar.m, db_m + ct * row4n);
+      b.vpu_ld(kF32, ar.v, db_v + ct * row4n);
+      emit_adam_update(b, ar);
+      b.vpu_st(kF32, ar.w, db + ct * row4n);
+      b.vpu_st(kF32, ar.m, db_m + ct * row4n);
+      b.vpu_st(kF32, ar.v, db_v + ct * row4n);
+    }
+    b.signal(isa::Unit::kVpu);
+    copy_linear(b, isa::Space::kUb, db, isa::Space::kHbm, L.dense_b, Cpad, 4);
+    copy_linear(b, isa::Space::kUb, db_m, isa::Space::kHbm, L.dense_b_m, Cpad, 4);
+    copy_linear(b, isa::Space::kUb, db_v, isa::Space::kHbm, L.dense_b_v, Cpad, 4);
+    const uint32_t chunks = ceil_div(D, DR);
+    auto load = [&](uint32_t q) {
+      const uint32_t d0 = q * DR, dr_q = std::min(DR, D - d0), i = q % 2;
+      b.dma_copy(hbm(L.features + uint64_t{d0} * 2, {{B, int32_t(D * 2)}, {dr_q, 2}}),
+                 ub(at[i], {{B, 2}, {dr_q, int32_t(Bpad * 2)}}), 2);
+      const uint64_t off = uint64_t{d0} * Cpad * 4, cnt = uint64_t{dr_q} * Cpad;
+      copy_linear(b, isa::Space::kHbm, L.dense_w + off, isa::Space::kUb, w[i], cnt, 4);
+      copy_linear(b, isa::Space::kHbm, L.dense_w_m + off, isa::Space::kUb, m[i], cnt, 4);
+      copy_linear(b, isa::Space::kHbm, L.dense_w_v + off, isa::Space::kUb, v[i], cnt, 4);
+      b.signal(isa::Unit::kDma);
+    };
+    load(0);
+    for (uint32_t q = 0; q < chunks; ++q) {
+      if (q + 1 < chunks) load(q + 1);
+      const uint32_t d0 = q * DR, dr_q = std::min(DR, D - d0), i = q % 2;
+      const uint32_t acc0 = Cc + i * DR * Cc;
+      for (uint32_t kt = 0; kt < Bk; ++kt)
+        for (uint32_t ct = 0; ct < Cc; ++ct) {
+          b.mxu_ldw(dlog + (kt * N * Cpad + ct * N) * 2, Cpad * 2);
+          b.mxu_mm(kt > 0, at[i] + kt * row2n, Bpad * 2, dr_q, acc0 + ct * DR);
+        }
+      b.signal(isa::Unit::kMxu);
+      for (uint32_t r = 0; r < dr_q; ++r)
+        for (uint32_t ct = 0; ct < Cc; ++ct) {
+          const uint32_t off4 = (r * Cpad + ct * N) * 4;
+          b.vpu_ld(kAcc, ar.g, acc0 + ct * DR + r);
+          b.vpu_ld(kF32, ar.w, w[i] + off4);
+          b.vpu_ld(kF32, ar.m, m[i] + off4);
+          b.vpu_ld(kF32, ar.v, v[i] + off4);
+          emit_adam_update(b, ar);
+          b.vpu_st(kF32, ar.w, w[i] + off4);
+          b.vpu_st(kF32, ar.m, m[i] + off4);
+          b.vpu_st(kF32, ar.v, v[i] + off4);
+          b.vpu_st(kBf16, ar.w, w16[i] + (r * Cpad + ct * N) * 2);
+        }
+      b.signal(isa::Unit::kVpu);
+      const uint64_t off = uint64_t{d0} * Cpad, cnt = uint64_t{dr_q} * Cpad;
+      copy_linear(b, isa::Space::kUb, w[i], isa::Space::kHbm, L.dense_w + off * 4, cnt, 4);
+      copy_linear(b, isa::Space::kUb, m[i], isa::Space::kHbm, L.dense_w_m + off * 4, cnt, 4);
+      copy_linear(b, isa::Space::kUb, v[i], isa::Space::kHbm, L.dense_w_v + off * 4, cnt, 4);
+      copy_linear(b, isa::Space::kUb, w16[i], isa::Space::kHbm, L.dense_w16 + off * 2, cnt, 2);
+    }
+  }
+
+  // ---- conv_dw: max-pool and relu backward, d kernel = im2col^T x dz, Adam ----
+  phase("conv_dw");
+  {
+    UbArena a(phase_base, chip_.ub_bytes, n, "conv_dw");
+    const uint32_t at_bytes = (T + 1) * Rpad * 2, row_bytes = PW * F * 2, dz_bytes = Rpad * F * 2;
+    const int nbuf = a.free() >= 2ull * (at_bytes + 2 * row_bytes + dz_bytes) + 4 * 64 ? 2 : 1;
+    uint32_t at[2], dp[2], code[2], dz[2];
+    for (int i = 0; i < nbuf; ++i) {
+      at[i] = a.take(at_bytes);
+      dp[i] = a.take(row_bytes);
+      code[i] = a.take(row_bytes);
+      dz[i] = a.take(dz_bytes);
+    }
+    // The kernel's Adam state reuses the same UB after each group's gradient pass (the builder
+    // orders the reuse): loaded, updated for the group's columns and written back per group.
+    UbArena opt(phase_base, chip_.ub_bytes, n, "conv_dw Adam");
+    const uint32_t cw = opt.take(T * F * 4), cw_m = opt.take(T * F * 4), cw_v = opt.take(T * F * 4);
+    const uint32_t cb = opt.take(F * 4), cb_m = opt.take(F * 4), cb_v = opt.take(F * 4);
+    const uint32_t cw16 = opt.take(T * F * 2);
+    struct Tensor32 {
+      uint64_t hbm;
+      uint32_t ub, count;
+    };
+    const Tensor32 state[] = {{L.conv_w, cw, T * F},     {L.conv_w_m, cw_m, T * F},
+                              {L.conv_w_v, cw_v, T * F}, {L.conv_b, cb, F},
+                              {L.conv_b_m, cb_m, F},     {L.conv_b_v, cb_v, F}};
+    const uint32_t jg = std::min(Fc, chip_.acc_rows / (T + 1));
+    const uint32_t items = B * PH;
+    for (uint32_t j0 = 0; j0 < Fc; j0 += jg) {
+      const uint32_t j1 = std::min(Fc, j0 + jg);
+      // im2col^T: T tap rows + a row of ones (the bias gradient), padding positions zero;
+      // dz padding rows zero. Per group: the Adam state of the group before overwrote them.
+      b.vpu_lif(1, 1.0f);
+      for (int i = 0; i < nbuf; ++i) {
+        for (uint32_t r = 0; r < T; ++r)
+          for (uint32_t c = 0; c < Rpad / N; ++c)
+            b.vpu_st(kBf16, 0, at[i] + (r * Rpad + c * N) * 2);
+        for (uint32_t c = 0; c < Rpad / N; ++c) b.vpu_st(kBf16, 1, at[i] + (T * Rpad + c * N) * 2);
+        for (uint32_t r = RW; r < Rpad; ++r)
+          for (uint32_t j = 0; j < Fc; ++j) b.vpu_st(kBf16, 0, dz[i] + (r * F + j * N) * 2);
+      }
+      b.vpu_lif(2, 2.0f);
+      b.vpu_lif(3, 3.0f);
+      b.signal(isa::Unit::kVpu);
+      auto load = [&](uint32_t i) {
+        const uint32_t img = i / PH, py = i % PH, buf = i % nbuf;
+        const uint64_t src = L.images + (uint64_t{img} * H * W + 2 * py * W) * 2;
+        b.dma_copy(
+            hbm(src, {{CW, 2}, {2, int32_t(W * 2)}, {K, 2}, {K, int32_t(W * 2)}}),
+            ub(at[buf],
+               {{CW, 2}, {2, int32_t(CW * 2)}, {K, int32_t(Rpad * 2)}, {K, int32_t(K * Rpad * 2)}}),
+            2);
+        const uint64_t off = (uint64_t{img} * D + uint64_t{py} * PW * F) * 2;
+        copy_linear(b, isa::Space::kHbm, L.dfeatures + off, isa::Space::kUb, dp[buf], PW * F, 2);
+        copy_linear(b, isa::Space::kHbm, L.argmax + off, isa::Space::kUb, code[buf], PW * F, 2);
+        b.signal(isa::Unit::kDma);
+      };
+      if (nbuf == 2) load(0);  // one buffer: no prefetch (it would overwrite the data in use)
+      for (uint32_t i = 0; i < items; ++i) {
+        const uint32_t buf = i % nbuf;
+        if (nbuf == 1)
+          load(i);
+        else if (i + 1 < items)
+          load(i + 1);
+        for (uint32_t j = j0; j < j1; ++j)
+          for (uint32_t px = 0; px < PW; ++px) {
+            b.vpu_ld(kBf16, 4, dp[buf] + (px * F + j * N) * 2);
+            b.vpu_ld(kBf16, 5, code[buf] + (px * F + j * N) * 2);
+            for (uint32_t pos = 0; pos < 4; ++pos) {
+              const uint32_t r = (pos / 2) * CW + 2 * px + pos % 2;
+              b.vpu_op(Fn::kCmpEq, 6, 5, static_cast<int>(pos));  // v0..v3 hold 0..3
+              b.vpu_op(Fn::kSel, 7, 4, 0, 6);
+              b.vpu_st(kBf16, 7, dz[buf] + (r * F + j * N) * 2);
+            }
+          }
+        b.signal(isa::Unit::kVpu);
+        for (uint32_t j = j0; j < j1; ++j) {
+          for (uint32_t c = 0; c < Rpad / N; ++c) {
+            b.mxu_ldw(dz[buf] + (c * N * F + j * N) * 2, F * 2);
+            b.mxu_mm(i > 0 || c > 0, at[buf] + c * row2n, Rpad * 2, T + 1, (j - j0) * (T + 1));
+          }
+        }
+        b.signal(isa::Unit::kMxu);
+      }
+      // Adam on this group's kernel columns and biases (constants reloaded: v1..v3 were 1..3)
+      for (const Tensor32& t : state)
+        copy_linear(b, isa::Space::kHbm, t.hbm, isa::Space::kUb, t.ub, t.count, 4);
+      copy_linear(b, isa::Space::kHbm, L.conv_w16, isa::Space::kUb, cw16, T * F, 2);
+      b.signal(isa::Unit::kDma);
+      const AdamRegs ar;
+      emit_adam_constants(b, ar, adam_.beta1, adam_.beta2, adam_.epsilon, ub_lrt);
+      for (uint32_t j = j0; j < j1; ++j)
+        for (uint32_t t = 0; t <= T; ++t) {
+          const bool is_bias = t == T;
+          const uint32_t off4 = is_bias ? j * row4n : (t * F + j * N) * 4;
+          b.vpu_ld(kAcc, ar.g, (j - j0) * (T + 1) + t);
+          b.vpu_ld(kF32, ar.w, (is_bias ? cb : cw) + off4);
+          b.vpu_ld(kF32, ar.m, (is_bias ? cb_m : cw_m) + off4);
+          b.vpu_ld(kF32, ar.v, (is_bias ? cb_v : cw_v) + off4);
+          emit_adam_update(b, ar);
+          b.vpu_st(kF32, ar.w, (is_bias ? cb : cw) + off4);
+          b.vpu_st(kF32, ar.m, (is_bias ? cb_m : cw_m) + off4);
+          b.vpu_st(kF32, ar.v, (is_bias ? cb_v : cw_v) + off4);
+          if (!is_bias) b.vpu_st(kBf16, ar.w, cw16 + (t * F + j * N) * 2);
+        }
+      b.signal(isa::Unit::kVpu);
+      for (const Tensor32& t : state)
+        copy_linear(b, isa::Space::kUb, t.ub, isa::Space::kHbm, t.hbm, t.count, 4);
+      copy_linear(b, isa::Space::kUb, cw16, isa::Space::kHbm, L.conv_w16, T * F, 2);
+    }
+  }
+
+  program_ = b.finish();
+  for (size_t p = 0; p < stats_.phases.size(); ++p) {
+    const uint64_t end =
+        p + 1 < stats_.phases.size() ? stats_.phases[p + 1].first_instruction : program_.size();
+    stats_.phases[p].instructions = end - stats_.phases[p].first_instruction;
+  }
+  const BuilderStats& bs = b.stats();
+  stats_.instructions = program_.size();
+  stats_.waits = bs.waits;
+  stats_.signals = bs.signals;
+  stats_.dma = bs.per_unit[0];
+  stats_.mxu = bs.per_unit[1];
+  stats_.vpu = bs.per_unit[2];
+  stats_.macs = bs.mxu_rows * N * N;
+  mxu_bound_ = bs.mxu_rows + bs.mxu_ldw * N;
+  layout_.bytes = layout_.program + program_.size() * isa::kInstructionBytes - layout_.base;
+}
+
+std::vector<uint8_t> CnnTrainStep::program_bytes() const {
+  std::vector<uint8_t> out(program_.size() * isa::kInstructionBytes);
+  for (size_t i = 0; i < program_.size(); ++i) {
+    const isa::Words w = isa::encode(program_[i]);
+    for (int k = 0; k < 4; ++k) put32(out, i * 16 + k * 4, w[k]);
+  }
+  return out;
+}
+
+std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
+                                                           const AdamState& s) const {
+  const uint32_t N = chip_.n, F = spec_.filters, T = spec_.taps(), D = spec_.features();
+  const uint32_t C = spec_.classes, Cpad = class_pad(), Cc = Cpad / N;
+  auto check = [](const std::vector<float>& v, size_t want, const char* what) {
+    if (v.size() != want)
+      throw std::invalid_argument(std::string(what) + ": " + std::to_string(v.size()) +
+                                  " values, the model has " + std::to_string(want));
+  };
+  std::vector<Write> out;
+  auto f32s = [&](uint64_t addr, const std::vector<float>& v, size_t want, const char* what) {
+    check(v, want, what);
+    std::vector<uint8_t> bytes(v.size() * 4);
+    for (size_t i = 0; i < v.size(); ++i) put32(bytes, i * 4, f32_bits(v[i]));
+    out.push_back({addr, std::move(bytes)});
+  };
+  // dense tensors padded to Cpad columns
+  auto dense = [&](uint64_t addr, const std::vector<float>& v, uint32_t rows, const char* what,
+                   bool bf16) {
+    check(v, size_t{rows} * C, what);
+    const int e = bf16 ? 2 : 4;
+    std::vector<uint8_t> bytes(size_t{rows} * Cpad * e, 0);
+    for (uint32_t r = 0; r < rows; ++r)
+      for (uint32_t c = 0; c < C; ++c) {
+        const uint32_t bits = f32_bits(v[size_t{r} * C + c]);
+        const size_t at = (size_t{r} * Cpad + c) * e;
+        if (bf16)
+          put16(bytes, at, fp::fp32_to_bf16(bits));
+        else
+          put32(bytes, at, bits);
+      }
+    out.push_back({addr, std::move(bytes)});
+  };
+  const HbmLayout& L = layout_;
+  f32s(L.conv_w, p.conv_kernel, size_t{T} * F, "conv kernel");
+  f32s(L.conv_w_m, s.m.conv_kernel, size_t{T} * F, "conv kernel m");
+  f32s(L.conv_w_v, s.v.conv_kernel, size_t{T} * F, "conv kernel v");
+  f32s(L.conv_b, p.conv_bias, F, "conv bias");
+  f32s(L.conv_b_m, s.m.conv_bias, F, "conv bias m");
+  f32s(L.conv_b_v, s.v.conv_bias, F, "conv bias v");
+  {
+    std::vector<uint8_t> bytes(size_t{tap_pad()} * F * 2, 0);
+    for (size_t i = 0; i < size_t{T} * F; ++i)
+      put16(bytes, i * 2, fp::fp32_to_bf16(f32_bits(p.conv_kernel[i])));
+    out.push_back({L.conv_w16, std::move(bytes)});
+  }
+  dense(L.dense_w, p.dense_kernel, D, "dense kernel", false);
+  dense(L.dense_w_m, s.m.dense_kernel, D, "dense kernel m", false);
+  dense(L.dense_w_v, s.v.dense_kernel, D, "dense kernel v", false);
+  dense(L.dense_w16, p.dense_kernel, D, "dense kernel", true);
+  dense(L.dense_b, p.dense_bias, 1, "dense bias", false);
+  dense(L.dense_b_m, s.m.dense_bias, 1, "dense bias m", false);
+  dense(L.dense_b_v, s.v.dense_bias, 1, "dense bias v", false);
+  {
+    std::vector<uint8_t> bytes(2 * N * 4);
+    for (uint32_t l = 0; l < N; ++l) {
+      put32(bytes, l * 4, f32_bits(s.beta1_power));
+      put32(bytes, (N + l) * 4, f32_bits(s.beta2_power));
+    }
+    out.push_back({L.powers, std::move(bytes)});
+  }
+  {
+    std::vector<uint8_t> bytes(2 * Cc * N * 4);
+    for (uint32_t c = 0; c < Cc; ++c)
+      for (uint32_t l = 0; l < N; ++l) {
+        const uint32_t cls = c * N + l;
+        put32(bytes, (c * N + l) * 4, f32_bits(static_cast<float>(cls)));
+        put32(bytes, ((Cc + c) * N + l) * 4, cls < C ? 0xFFFFFFFFu : 0u);
+      }
+    out.push_back({L.consts, std::move(bytes)});
+  }
+  return out;
+}
+
+std::vector<CnnTrainStep::Write> CnnTrainStep::batch_image(const std::vector<uint16_t>& images,
+                                                           const std::vector<uint8_t>& lbl) const {
+  const size_t px = size_t{spec_.height} * spec_.width;
+  if (images.size() != px * batch_ || lbl.size() != batch_)
+    throw std::invalid_argument("batch_image: expected " + std::to_string(batch_) +
+                                " images and labels, got " + std::to_string(images.size() / px) +
+                                " and " + std::to_string(lbl.size()));
+  std::vector<uint8_t> img(images.size() * 2);
+  for (size_t i = 0; i < images.size(); ++i) put16(img, i * 2, images[i]);
+  const uint32_t bpad = ceil_div(batch_, chip_.n) * chip_.n;
+  std::vector<uint8_t> lab(bpad * 4, 0);
+  for (uint32_t i = 0; i < batch_; ++i) {
+    if (lbl[i] >= spec_.classes)
+      throw std::invalid_argument("label " + std::to_string(lbl[i]) + " of sample " +
+                                  std::to_string(i) + " is not a class of the model");
+    put32(lab, i * 4, f32_bits(static_cast<float>(lbl[i])));
+  }
+  return {{layout_.images, std::move(img)}, {layout_.labels, std::move(lab)}};
+}
+
+void CnnTrainStep::read_state(Reader read, void* ctx, CnnParams& p, AdamState& s) const {
+  const uint32_t F = spec_.filters, T = spec_.taps(), D = spec_.features();
+  const uint32_t C = spec_.classes, Cpad = class_pad();
+  auto f32s = [&](uint64_t addr, size_t count) {
+    const std::vector<uint8_t> bytes = read(ctx, addr, count * 4);
+    std::vector<float> v(count);
+    for (size_t i = 0; i < count; ++i) v[i] = bits_f32(get32(bytes, i * 4));
+    return v;
+  };
+  auto dense = [&](uint64_t addr, uint32_t rows) {
+    const std::vector<float> padded = f32s(addr, size_t{rows} * Cpad);
+    std::vector<float> v(size_t{rows} * C);
+    for (uint32_t r = 0; r < rows; ++r)
+      for (uint32_t c = 0; c < C; ++c) v[size_t{r} * C + c] = padded[size_t{r} * Cpad + c];
+    return v;
+  };
+  const HbmLayout& L = layout_;
+  p.conv_kernel = f32s(L.conv_w, size_t{T} * F);
+  s.m.conv_kernel = f32s(L.conv_w_m, size_t{T} * F);
+  s.v.conv_kernel = f32s(L.conv_w_v, size_t{T} * F);
+  p.conv_bias = f32s(L.conv_b, F);
+  s.m.conv_bias = f32s(L.conv_b_m, F);
+  s.v.conv_bias = f32s(L.conv_b_v, F);
+  p.dense_kernel = dense(L.dense_w, D);
+  s.m.dense_kernel = dense(L.dense_w_m, D);
+  s.v.dense_kernel = dense(L.dense_w_v, D);
+  p.dense_bias = dense(L.dense_b, 1);
+  s.m.dense_bias = dense(L.dense_b_m, 1);
+  s.v.dense_bias = dense(L.dense_b_v, 1);
+  const std::vector<float> pw = f32s(L.powers, 2 * chip_.n);
+  s.beta1_power = pw[0];
+  s.beta2_power = pw[chip_.n];
+}
+
+void CnnTrainStep::read_metrics(Reader read, void* ctx, float& loss, float& correct) const {
+  const std::vector<uint8_t> bytes = read(ctx, layout_.metrics, 2 * chip_.n * 4);
+  loss = bits_f32(get32(bytes, 0));
+  correct = bits_f32(get32(bytes, chip_.n * 4));
+}
+
+namespace {
+// splitmix64: a fixed generator (the same numbers on every platform and standard library).
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+std::vector<float> glorot(uint64_t& state, size_t count, double fan_in, double fan_out) {
+  const double limit = std::sqrt(6.0 / (fan_in + fan_out));
+  std::vector<float> v(count);
+  for (auto& x : v) {
+    const double u = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;  // [0, 1)
+    x = static_cast<float>((2.0 * u - 1.0) * limit);
+  }
+  return v;
+}
+}  // namespace
+
+CnnParams glorot_init(const CnnSpec& spec, uint64_t seed) {
+  uint64_t state = seed;
+  CnnParams p;
+  const double rf = spec.taps();
+  p.conv_kernel = glorot(state, size_t{spec.taps()} * spec.filters, rf * 1, rf * spec.filters);
+  p.conv_bias.assign(spec.filters, 0.0f);
+  p.dense_kernel =
+      glorot(state, size_t{spec.features()} * spec.classes, spec.features(), spec.classes);
+  p.dense_bias.assign(spec.classes, 0.0f);
+  return p;
+}
+
+AdamState zero_adam_state(const CnnSpec& spec) {
+  AdamState s;
+  for (CnnParams* p : {&s.m, &s.v}) {
+    p->conv_kernel.assign(size_t{spec.taps()} * spec.filters, 0.0f);
+    p->conv_bias.assign(spec.filters, 0.0f);
+    p->dense_kernel.assign(size_t{spec.features()} * spec.classes, 0.0f);
+    p->dense_bias.assign(spec.classes, 0.0f);
+  }
+  return s;
+}
+
+}  // namespace tessera::compiler

@@ -1,0 +1,292 @@
+// ProgramBuilder: instruction emission with automatic sync (program_builder.h).
+#include "sw/compiler/program_builder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace tessera::compiler {
+
+uint64_t DmaWalk::elements() const {
+  uint64_t e = 1;
+  for (const auto& l : loops) e *= l.first;
+  return e;
+}
+
+void DmaWalk::span(int e, uint64_t& lo, uint64_t& hi) const {
+  int64_t min_off = 0, max_off = 0;
+  for (const auto& l : loops) {
+    const int64_t reach = static_cast<int64_t>(l.first - 1) * l.second;
+    (reach < 0 ? min_off : max_off) += reach;
+  }
+  lo = static_cast<uint64_t>(static_cast<int64_t>(base) + min_off);
+  hi = static_cast<uint64_t>(static_cast<int64_t>(base) + max_off + e);
+}
+
+ProgramBuilder::ProgramBuilder(int n, uint64_t ub_bytes, uint32_t acc_rows)
+    : n_(n),
+      ub_bytes_(ub_bytes),
+      acc_rows_(acc_rows),
+      ub_((ub_bytes + kGranule - 1) / kGranule),
+      acc_(acc_rows) {
+  for (auto& walk : loop_regs_) walk.fill({1u, 0});
+}
+
+void ProgramBuilder::check_ub(uint64_t lo, uint64_t hi, const char* what) const {
+  if (hi > ub_bytes_ || lo >= hi)
+    throw std::logic_error(std::string("compiler: ") + what + " UB range [" + std::to_string(lo) +
+                           ", " + std::to_string(hi) + ") outside the " +
+                           std::to_string(ub_bytes_) + "-byte UB");
+}
+
+void ProgramBuilder::depend(Unit consumer, int producer, uint64_t seq) {
+  const int c = static_cast<int>(consumer);
+  if (producer == c) return;  // a unit executes its own instructions in order
+  auto& sig = signal_at_[producer];
+  // The first SIGNAL of the producer that covers instruction `seq` (signal k covers seq < at[k]).
+  auto it = std::upper_bound(sig.begin(), sig.end(), seq);
+  if (it == sig.end()) {
+    signal(static_cast<Unit>(producer));
+    it = sig.end() - 1;
+  }
+  const uint32_t count = static_cast<uint32_t>(it - sig.begin()) + 1;
+  if (waited_[c][producer] >= count) return;
+  Instruction w;
+  w.op = isa::Opcode::kWait;
+  w.unit = consumer;
+  w.sc = static_cast<uint8_t>(producer);
+  w.value = count;
+  program_.push_back(w);
+  waited_[c][producer] = count;
+  ++stats_.waits;
+  ++stats_.per_unit[c];
+}
+
+void ProgramBuilder::signal(Unit unit) {
+  const int u = static_cast<int>(unit);
+  auto& sig = signal_at_[u];
+  if (!sig.empty() && sig.back() == seq_[u]) return;  // nothing new since the last one
+  Instruction s;
+  s.op = isa::Opcode::kSignal;
+  s.unit = unit;
+  s.sc = static_cast<uint8_t>(u);
+  program_.push_back(s);
+  sig.push_back(seq_[u]);
+  ++stats_.signals;
+  ++stats_.per_unit[u];
+}
+
+void ProgramBuilder::emit(const Instruction& inst, Unit unit, const std::vector<Footprint>& fp) {
+  const int u = static_cast<int>(unit);
+  // Dependencies first: every earlier conflicting access on another unit.
+  for (const auto& f : fp) {
+    auto& recs = records(f.space);
+    const uint64_t g0 = f.space == Footprint::Space::kUb ? f.lo / kGranule : f.lo;
+    const uint64_t g1 = f.space == Footprint::Space::kUb ? (f.hi + kGranule - 1) / kGranule : f.hi;
+    for (uint64_t g = g0; g < g1; ++g) {
+      const Record& r = recs[g];
+      if (r.writer_unit >= 0) depend(unit, r.writer_unit, r.writer_seq);
+      if (f.write)
+        for (int p = 0; p < 3; ++p)
+          if (r.reader_seq[p] >= 0) depend(unit, p, static_cast<uint64_t>(r.reader_seq[p]));
+    }
+  }
+  program_.push_back(inst);
+  ++stats_.per_unit[u];
+  const uint64_t seq = seq_[u]++;
+  for (const auto& f : fp) {
+    auto& recs = records(f.space);
+    const uint64_t g0 = f.space == Footprint::Space::kUb ? f.lo / kGranule : f.lo;
+    const uint64_t g1 = f.space == Footprint::Space::kUb ? (f.hi + kGranule - 1) / kGranule : f.hi;
+    for (uint64_t g = g0; g < g1; ++g) {
+      Record& r = recs[g];
+      if (f.write) {
+        r.writer_unit = u;
+        r.writer_seq = seq;
+        r.reader_seq = {-1, -1, -1};
+      } else {
+        r.reader_seq[u] = static_cast<int64_t>(seq);
+      }
+    }
+  }
+}
+
+void ProgramBuilder::set_loops(isa::Walk walk, const DmaWalk& w) {
+  if (w.loops.size() > 4) throw std::logic_error("compiler: a DMA walk has at most 4 loops");
+  std::array<std::pair<uint32_t, int32_t>, 4> want;
+  want.fill({1u, 0});
+  for (size_t k = 0; k < w.loops.size(); ++k) {
+    if (w.loops[k].first < 1 || w.loops[k].first > 65535)
+      throw std::logic_error("compiler: DMA loop count out of range");
+    want[k] = w.loops[k];
+  }
+  auto& have = loop_regs_[static_cast<int>(walk)];
+  for (int pair = 0; pair < 2; ++pair) {
+    const int l = 2 * pair;
+    // A loop with count 1 never advances, so its stride does not matter.
+    auto same = [&](int k) {
+      return have[k].first == want[k].first &&
+             (want[k].first == 1 || have[k].second == want[k].second);
+    };
+    if (same(l) && same(l + 1)) continue;
+    Instruction i;
+    i.op = isa::Opcode::kDmaLoop;
+    i.walk = walk;
+    i.pair = static_cast<uint8_t>(pair);
+    i.c0 = static_cast<uint16_t>(want[l].first);
+    i.s0 = want[l].second;
+    i.c1 = static_cast<uint16_t>(want[l + 1].first);
+    i.s1 = want[l + 1].second;
+    program_.push_back(i);
+    ++stats_.per_unit[0];
+    have[l] = want[l];
+    have[l + 1] = want[l + 1];
+  }
+}
+
+void ProgramBuilder::dma_copy(const DmaWalk& src, const DmaWalk& dst, int e) {
+  if (src.elements() != dst.elements())
+    throw std::logic_error("compiler: DMA walks of different lengths");
+  std::vector<Footprint> fp;
+  for (const DmaWalk* w : {&src, &dst}) {
+    if (w->space != isa::Space::kUb) continue;
+    Footprint f;
+    w->span(e, f.lo, f.hi);
+    check_ub(f.lo, f.hi, "DMA");
+    f.write = (w == &dst);
+    fp.push_back(f);
+  }
+  set_loops(isa::Walk::kSrc, src);
+  set_loops(isa::Walk::kDst, dst);
+  Instruction i;
+  i.op = isa::Opcode::kDmaCopy;
+  i.src_space = src.space;
+  i.dst_space = dst.space;
+  i.elem_bytes = static_cast<uint8_t>(e);
+  i.src = static_cast<uint32_t>(src.base);
+  i.dst = static_cast<uint32_t>(dst.base);
+  emit(i, Unit::kDma, fp);
+}
+
+void ProgramBuilder::mxu_ldw(uint32_t addr, int32_t stride) {
+  const uint64_t row = 2ull * n_;
+  Footprint f{Footprint::Space::kUb, addr,
+              static_cast<uint64_t>(static_cast<int64_t>(addr) + int64_t{stride} * (n_ - 1)) + row,
+              false};
+  check_ub(f.lo, f.hi, "MXU.LDW");
+  Instruction i;
+  i.op = isa::Opcode::kMxuLdw;
+  ++stats_.mxu_ldw;
+  i.addr = addr;
+  i.stride = stride;
+  emit(i, Unit::kMxu, {f});
+}
+
+void ProgramBuilder::mxu_mm(bool accumulate, uint32_t addr, int32_t stride, uint32_t rows,
+                            uint32_t acc_row) {
+  const uint64_t row = 2ull * n_;
+  Footprint a{
+      Footprint::Space::kUb, addr,
+      static_cast<uint64_t>(static_cast<int64_t>(addr) + int64_t{stride} * (rows - 1)) + row,
+      false};
+  check_ub(a.lo, a.hi, "MXU.MM");
+  if (acc_row + rows > acc_rows_) throw std::logic_error("compiler: MXU.MM ACC rows out of range");
+  Footprint acc{Footprint::Space::kAcc, acc_row, acc_row + rows, true};
+  std::vector<Footprint> fp{a, acc};
+  if (accumulate) fp.push_back({Footprint::Space::kAcc, acc_row, acc_row + rows, false});
+  Instruction i;
+  i.op = isa::Opcode::kMxuMm;
+  stats_.mxu_rows += rows;
+  i.acc_mode = accumulate ? isa::AccMode::kAcc : isa::AccMode::kSet;
+  i.addr = addr;
+  i.stride = stride;
+  i.rows = static_cast<uint16_t>(rows);
+  i.acc_row = static_cast<uint16_t>(acc_row);
+  emit(i, Unit::kMxu, fp);
+}
+
+namespace {
+uint64_t vpu_bytes(isa::Kind kind, int n) {
+  return kind == isa::Kind::kUbF32 ? 4ull * n : 2ull * n;
+}
+}  // namespace
+
+void ProgramBuilder::vpu_ld(isa::Kind kind, int vd, uint32_t addr) {
+  Footprint f;
+  if (kind == isa::Kind::kAcc) {
+    if (addr >= acc_rows_) throw std::logic_error("compiler: VPU.LD ACC row out of range");
+    f = {Footprint::Space::kAcc, addr, addr + 1ull, false};
+  } else {
+    f = {Footprint::Space::kUb, addr, addr + vpu_bytes(kind, n_), false};
+    check_ub(f.lo, f.hi, "VPU.LD");
+    if (addr % vpu_bytes(kind, n_)) throw std::logic_error("compiler: misaligned VPU.LD");
+  }
+  Instruction i;
+  i.op = isa::Opcode::kVpuLd;
+  i.kind = kind;
+  i.vd = static_cast<uint8_t>(vd);
+  i.addr = addr;
+  emit(i, Unit::kVpu, {f});
+}
+
+void ProgramBuilder::vpu_st(isa::Kind kind, int vs, uint32_t addr) {
+  Footprint f;
+  if (kind == isa::Kind::kAcc) {
+    if (addr >= acc_rows_) throw std::logic_error("compiler: VPU.ST ACC row out of range");
+    f = {Footprint::Space::kAcc, addr, addr + 1ull, true};
+  } else {
+    f = {Footprint::Space::kUb, addr, addr + vpu_bytes(kind, n_), true};
+    check_ub(f.lo, f.hi, "VPU.ST");
+    if (addr % vpu_bytes(kind, n_)) throw std::logic_error("compiler: misaligned VPU.ST");
+  }
+  Instruction i;
+  i.op = isa::Opcode::kVpuSt;
+  i.kind = kind;
+  i.vs = static_cast<uint8_t>(vs);
+  i.addr = addr;
+  emit(i, Unit::kVpu, {f});
+}
+
+void ProgramBuilder::vpu_op(isa::Funct f, int vd, int va, int vb, int vc, uint32_t imm) {
+  const isa::FunctOperands ops = isa::funct_operands(f);
+  Instruction i;
+  i.op = isa::Opcode::kVpuOp;
+  i.funct = f;
+  i.vd = static_cast<uint8_t>(vd);
+  i.va = ops.va ? static_cast<uint8_t>(va) : 0;
+  i.vb = ops.vb ? static_cast<uint8_t>(vb) : 0;
+  i.vc = ops.vc ? static_cast<uint8_t>(vc) : 0;
+  i.imm = ops.imm ? imm : 0;
+  emit(i, Unit::kVpu, {});
+}
+
+void ProgramBuilder::vpu_li(int vd, uint32_t bits) {
+  Instruction i;
+  i.op = isa::Opcode::kVpuLi;
+  i.vd = static_cast<uint8_t>(vd);
+  i.imm = bits;
+  emit(i, Unit::kVpu, {});
+}
+
+void ProgramBuilder::vpu_lif(int vd, float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  vpu_li(vd, bits);
+}
+
+void ProgramBuilder::irq(uint32_t code) {
+  Instruction i;
+  i.op = isa::Opcode::kIrq;
+  i.code = code;
+  program_.push_back(i);
+}
+
+std::vector<Instruction> ProgramBuilder::finish() {
+  Instruction h;
+  h.op = isa::Opcode::kHalt;
+  program_.push_back(h);
+  stats_.instructions = program_.size();
+  return std::move(program_);
+}
+
+}  // namespace tessera::compiler

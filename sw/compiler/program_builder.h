@@ -1,0 +1,108 @@
+// ProgramBuilder: emits a Tessera program instruction by instruction and inserts the sync that
+// makes it race-free (docs/isa.md, "Race-free programs"), so the lowering code only says what
+// each instruction reads and writes. Every UB granule and ACC row remembers its last writer and,
+// per unit, its last reader since that write; an instruction that conflicts with an earlier one
+// on another unit gets a `WAIT` on the producer unit's counter, and the producer gets a `SIGNAL`
+// after the producing instruction (the first one already emitted after it, or a new one). One
+// counter per signalling unit (SC0 DMA, SC1 MXU, SC2 VPU) keeps the "one signalling unit per
+// counter" rule and makes "counter >= k" mean "the unit's k-th SIGNAL has executed".
+//
+// Footprints are bounding ranges (a strided DMA walk counts as its whole span): conservative,
+// never missing a conflict. HBM is touched only by the DMA, whose instructions take effect in
+// program order, so HBM needs no tracking.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/isa.h"
+
+namespace tessera::compiler {
+
+using isa::Instruction;
+using isa::Unit;
+
+// A memory footprint on chip: UB bytes [lo, hi) or ACC rows [lo, hi).
+struct Footprint {
+  enum class Space { kUb, kAcc } space = Space::kUb;
+  uint64_t lo = 0, hi = 0;
+  bool write = false;
+};
+
+// Loop setting of one DMA walk, innermost first (count, byte stride); at most 4 loops.
+struct DmaWalk {
+  isa::Space space = isa::Space::kHbm;
+  uint64_t base = 0;
+  std::vector<std::pair<uint32_t, int32_t>> loops;  // {count, stride}, loop 0 first
+  uint64_t elements() const;
+  // The lowest and one past the highest byte the walk touches with elements of `e` bytes.
+  void span(int e, uint64_t& lo, uint64_t& hi) const;
+};
+
+struct BuilderStats {
+  uint64_t instructions = 0, waits = 0, signals = 0;
+  std::array<uint64_t, 3> per_unit{};  // DMA, MXU, VPU instructions (sync included)
+  uint64_t mxu_rows = 0;  // activation rows streamed by MXU.MM (one cycle each at best)
+  uint64_t mxu_ldw = 0;   // weight tiles loaded (N rows each)
+};
+
+class ProgramBuilder {
+ public:
+  ProgramBuilder(int n, uint64_t ub_bytes, uint32_t acc_rows);
+
+  int n() const { return n_; }
+
+  // DMA: sets the loop registers the walks need (skipping ones already holding the value) and
+  // copies; elements of `e` bytes (2 or 4).
+  void dma_copy(const DmaWalk& src, const DmaWalk& dst, int e);
+  // MXU
+  void mxu_ldw(uint32_t addr, int32_t stride);
+  void mxu_mm(bool accumulate, uint32_t addr, int32_t stride, uint32_t rows, uint32_t acc_row);
+  // VPU
+  void vpu_ld(isa::Kind kind, int vd, uint32_t addr);
+  void vpu_st(isa::Kind kind, int vs, uint32_t addr);
+  void vpu_op(isa::Funct f, int vd, int va, int vb = 0, int vc = 0, uint32_t imm = 0);
+  void vpu_li(int vd, uint32_t bits);
+  void vpu_lif(int vd, float value);
+
+  // Ends a group of work on `unit`: a SIGNAL now, so later consumers of anything the unit has
+  // done so far wait exactly for it (without it they wait for the first SIGNAL after the
+  // producer, which the builder emits on demand, possibly much later than needed).
+  void signal(Unit unit);
+  void irq(uint32_t code);
+  // HALT; the program is complete.
+  std::vector<Instruction> finish();
+
+  const BuilderStats& stats() const { return stats_; }
+  size_t size() const { return program_.size(); }
+
+ private:
+  struct Record {
+    int writer_unit = -1;
+    uint64_t writer_seq = 0;
+    std::array<int64_t, 3> reader_seq{{-1, -1, -1}};
+  };
+  void emit(const Instruction& inst, Unit unit, const std::vector<Footprint>& fp);
+  void depend(Unit consumer, int producer, uint64_t seq);
+  std::vector<Record>& records(Footprint::Space s) {
+    return s == Footprint::Space::kUb ? ub_ : acc_;
+  }
+  void set_loops(isa::Walk walk, const DmaWalk& w);
+  void check_ub(uint64_t lo, uint64_t hi, const char* what) const;
+
+  int n_;
+  uint64_t ub_bytes_;
+  uint32_t acc_rows_;
+  static constexpr uint64_t kGranule = 16;  // UB bytes tracked together
+  std::vector<Record> ub_, acc_;
+  std::array<uint64_t, 3> seq_{};                    // memory instructions emitted per unit
+  std::array<std::vector<uint64_t>, 3> signal_at_;   // per unit: the seq each SIGNAL covers
+  std::array<std::array<uint32_t, 3>, 3> waited_{};  // [consumer][producer] count waited for
+  std::array<std::array<std::pair<uint32_t, int32_t>, 4>, 2> loop_regs_;  // [walk][loop]
+  std::vector<Instruction> program_;
+  BuilderStats stats_;
+};
+
+}  // namespace tessera::compiler

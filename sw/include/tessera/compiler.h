@@ -1,0 +1,149 @@
+// The training-step compiler for the example CNN (docs/compiler.md): it lowers
+//   Conv2D(F, KxK, valid, relu) -> MaxPool2D(2x2) -> Flatten -> Dense(C, softmax)
+// trained with sparse categorical cross-entropy and Adam into ONE chip program that runs a whole
+// training step — forward, loss, backward and the Adam update — on the chip's DMA, MXU and VPU.
+// The program is compiled once and replayed for every batch: the host only writes the batch
+// (images and labels) into fixed HBM slots and reads the step's loss and accuracy back. Weights,
+// the Adam moments and the bias-correction powers live in HBM between steps (contract 4).
+//
+// What is ours and what is the host's is documented in docs/compiler.md: the host converts the
+// input pixels to bf16 (p / 255 rounded) and the labels to fp32 when it stages a batch; nothing
+// else of the step runs on the host.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/isa.h"
+
+namespace tessera::compiler {
+
+// The model family the compiler lowers (one input channel: Fashion-MNIST's images).
+struct CnnSpec {
+  uint32_t height = 28, width = 28;  // input image, one channel
+  uint32_t filters = 32;             // Conv2D filters
+  uint32_t kernel = 3;               // KxK, valid padding, stride 1, relu
+  uint32_t pool = 2;                 // MaxPool2D pool = stride
+  uint32_t classes = 10;             // Dense(classes, softmax)
+
+  uint32_t conv_h() const { return height - kernel + 1; }
+  uint32_t conv_w() const { return width - kernel + 1; }
+  uint32_t pool_h() const { return conv_h() / pool; }
+  uint32_t pool_w() const { return conv_w() / pool; }
+  uint32_t features() const { return pool_h() * pool_w() * filters; }  // Flatten (NHWC)
+  uint32_t taps() const { return kernel * kernel; }
+};
+
+// Adam in the Keras form: lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t);
+// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; w -= lr_t m / (sqrt(v) + eps).
+struct AdamSpec {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-7f;
+};
+
+// The chip the program is for (docs/isa.md, machine parameters).
+struct ChipShape {
+  int n = 16;
+  uint64_t ub_bytes = 65536;
+  uint32_t acc_rows = 256;
+};
+
+// Host-side parameters in Keras's layouts (fp32): conv kernel [K][K][1][F] (HWIO), conv bias
+// [F], dense kernel [features][C] with features in NHWC Flatten order, dense bias [C].
+struct CnnParams {
+  std::vector<float> conv_kernel, conv_bias, dense_kernel, dense_bias;
+};
+// Adam state: first and second moments shaped like the parameters, and the bias-correction
+// powers b1^t, b2^t (fp32, updated by the chip by one multiply per step).
+struct AdamState {
+  CnnParams m, v;
+  float beta1_power = 1.0f, beta2_power = 1.0f;
+};
+
+// The HBM regions of the step (byte addresses; docs/compiler.md lists their layouts).
+struct HbmLayout {
+  uint64_t base = 0, bytes = 0;
+  // batch slots written by the host before each step
+  uint64_t images = 0;  // [batch][H][W] bf16
+  uint64_t labels = 0;  // [batch rounded up to N] fp32
+  // state
+  uint64_t conv_w = 0, conv_w_m = 0, conv_w_v = 0;     // [taps][F] fp32
+  uint64_t conv_b = 0, conv_b_m = 0, conv_b_v = 0;     // [F] fp32
+  uint64_t conv_w16 = 0;                               // [Kc*N][F] bf16, rows >= taps zero
+  uint64_t dense_w = 0, dense_w_m = 0, dense_w_v = 0;  // [features][Cpad] fp32
+  uint64_t dense_b = 0, dense_b_m = 0, dense_b_v = 0;  // [Cpad] fp32
+  uint64_t dense_w16 = 0;                              // [features][Cpad] bf16
+  uint64_t powers = 0;                                 // [2][N] fp32: b1^t, b2^t in every lane
+  uint64_t consts = 0;                                 // [2*Cc][N] fp32: class index, valid mask
+  // activations kept for the backward pass
+  uint64_t features = 0;  // [batch][features] bf16, the pooled relu output
+  uint64_t argmax = 0;  // [batch][features] bf16: pool window position 0..3 of the max, 4: relu off
+  uint64_t dfeatures = 0;  // [batch][features] bf16, d loss / d features
+  // results
+  uint64_t metrics = 0;  // [2][N] fp32: batch mean loss, number of correct predictions
+  uint64_t program = 0;  // the step program
+};
+
+struct StepStats {
+  uint64_t instructions = 0, waits = 0, signals = 0;
+  uint64_t dma = 0, mxu = 0, vpu = 0;  // instructions per unit (sync included)
+  uint64_t macs = 0;                   // MXU.MM rows x N x N
+  struct Phase {
+    std::string name;
+    uint64_t first_instruction = 0, instructions = 0;
+  };
+  std::vector<Phase> phases;
+};
+
+class CnnTrainStep {
+ public:
+  // Lays the step out in HBM from `hbm_base` (a 4 KiB-aligned address) and compiles it. Throws
+  // std::invalid_argument naming the problem for a configuration the chip cannot run (filters
+  // not a multiple of N, a batch whose buffers do not fit in the UB or ACC, ...).
+  CnnTrainStep(const CnnSpec& spec, const AdamSpec& adam, const ChipShape& chip, uint32_t batch,
+               uint64_t hbm_base);
+
+  const CnnSpec& spec() const { return spec_; }
+  const ChipShape& chip() const { return chip_; }
+  uint32_t batch() const { return batch_; }
+  const HbmLayout& layout() const { return layout_; }
+  const std::vector<isa::Instruction>& program() const { return program_; }
+  std::vector<uint8_t> program_bytes() const;
+  const StepStats& stats() const { return stats_; }
+  // The analytic bound in cycles: MXU rows streamed + weight-tile loads (the MXU's shape bound)
+  // and VPU instructions (one lane-vector each), DMA assumed hidden.
+  uint64_t mxu_bound_cycles() const { return mxu_bound_; }
+  uint64_t vpu_bound_cycles() const { return stats_.vpu; }
+
+  // Host <-> HBM images. Each returns (address, bytes) writes; `read_*` take a reader.
+  using Write = std::pair<uint64_t, std::vector<uint8_t>>;
+  std::vector<Write> state_image(const CnnParams& p, const AdamState& s) const;
+  std::vector<Write> batch_image(const std::vector<uint16_t>& images_bf16,
+                                 const std::vector<uint8_t>& labels) const;
+  using Reader = std::vector<uint8_t> (*)(void* ctx, uint64_t addr, size_t bytes);
+  void read_state(Reader read, void* ctx, CnnParams& p, AdamState& s) const;
+  // The step's results from the metrics region.
+  void read_metrics(Reader read, void* ctx, float& loss, float& correct) const;
+
+  // Shape helpers.
+  uint32_t class_pad() const;  // classes rounded up to N
+  uint32_t tap_pad() const;    // taps rounded up to N
+
+ private:
+  void plan_hbm(uint64_t base);
+  void compile();
+  CnnSpec spec_;
+  AdamSpec adam_;
+  ChipShape chip_;
+  uint32_t batch_;
+  HbmLayout layout_;
+  std::vector<isa::Instruction> program_;
+  StepStats stats_;
+  uint64_t mxu_bound_ = 0;
+};
+
+// Glorot-uniform kernels and zero biases from a seed (a fixed generator: docs/training.md).
+CnnParams glorot_init(const CnnSpec& spec, uint64_t seed);
+AdamState zero_adam_state(const CnnSpec& spec);
+
+}  // namespace tessera::compiler

@@ -1,0 +1,309 @@
+// The training-step compiler against independent references: the VPU exp/log sequences against
+// the host's libm, and one whole compiled training step (run on the functional model) against a
+// straightforward host implementation of the same step in double precision, with bf16 rounding
+// where the chip rounds (matmul operands). Also: the programs are race-free by construction, so
+// they must read no undefined UB/ACC, and an impossible configuration is refused up front.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "harness/fp_ref.h"
+#include "sw/compiler/program_builder.h"
+#include "sw/compiler/vpu_math.h"
+#include "tessera/compiler.h"
+#include "tessera/functional_model.h"
+
+namespace tessera::compiler {
+namespace {
+
+float bits_f(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint32_t f_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float bf16_round(float f) { return bits_f(uint32_t{fp::fp32_to_bf16(f_bits(f))} << 16); }
+
+// ULP distance between two finite floats of the same sign.
+int64_t ulps(float a, float b) {
+  return std::llabs(static_cast<int64_t>(f_bits(a)) - static_cast<int64_t>(f_bits(b)));
+}
+
+// Runs `body` (which reads v1 from UB 0 and leaves its result in v2) on vectors of inputs.
+std::vector<float> run_vpu(const std::vector<float>& in, void (*body)(ProgramBuilder&)) {
+  const int n = 16;
+  functional::ChipConfig cfg;
+  cfg.n = n;
+  functional::FunctionalModel fm(cfg);
+  ProgramBuilder b(n, cfg.ub_bytes, cfg.acc_rows);
+  b.vpu_li(0, 0);
+  const uint32_t rows = static_cast<uint32_t>(in.size() / n);
+  DmaWalk src, dst;
+  src.space = isa::Space::kHbm;
+  src.base = 0x100000;
+  src.loops = {{static_cast<uint32_t>(in.size()), 4}};
+  dst.space = isa::Space::kUb;
+  dst.base = 0;
+  dst.loops = src.loops;
+  b.dma_copy(src, dst, 4);
+  for (uint32_t r = 0; r < rows; ++r) {
+    b.vpu_ld(isa::Kind::kUbF32, 1, r * 64);
+    body(b);
+    b.vpu_st(isa::Kind::kUbF32, 2, r * 64);
+  }
+  b.dma_copy(dst, src, 4);
+  fm.hbm().write(0x100000, in.data(), in.size() * 4);
+  fm.load_program(0, b.finish());
+  const auto r = fm.run(0);
+  EXPECT_EQ(r.status, functional::RunStatus::kHalted) << r.describe();
+  std::vector<float> out(in.size());
+  fm.hbm().read(0x100000, out.data(), out.size() * 4);
+  return out;
+}
+
+TEST(VpuMath, ExpWithinTwoUlpsOfLibm) {
+  std::vector<float> in;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-87.0f, 0.0f);
+  for (int i = 0; i < 4096; ++i) in.push_back(i < 64 ? -static_cast<float>(i) * 0.25f : u(rng));
+  const auto out = run_vpu(in, [](ProgramBuilder& b) { emit_exp(b, 2, 1, 3, 4, 5, 6); });
+  int64_t worst = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const float want = static_cast<float>(std::exp(static_cast<double>(in[i])));
+    worst = std::max(worst, ulps(out[i], want));
+  }
+  EXPECT_LE(worst, 2);
+  EXPECT_EQ(out[0], 1.0f);  // exp(0) exactly
+}
+
+TEST(VpuMath, LogWithinTwoUlpsOfLibmAwayFromOne) {
+  std::vector<float> in;
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(1.0f, 64.0f);
+  for (int i = 0; i < 4096; ++i) in.push_back(i == 0 ? 1.0f : u(rng));
+  const auto out = run_vpu(in, [](ProgramBuilder& b) { emit_log(b, 2, 1, 3, 4, 5, 6, 7); });
+  int64_t worst = 0;
+  double worst_abs = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const double want = std::log(static_cast<double>(in[i]));
+    if (want <= 0.5) worst_abs = std::max(worst_abs, std::fabs(out[i] - want));
+    if (want > 0.5) worst = std::max(worst, ulps(out[i], static_cast<float>(want)));
+  }
+  EXPECT_EQ(out[0], 0.0f);  // ln 1 exactly
+  EXPECT_LE(worst, 2);
+  EXPECT_LT(worst_abs, 1e-7);  // near 1 the absolute error is what matters for the loss
+}
+
+// ---- one training step against a host reference ----
+
+struct RefStep {
+  double loss = 0;
+  int correct = 0;
+  CnnParams grad;
+};
+
+// The step in double precision: bf16 operands where the chip's MXU takes bf16 (images, kernels,
+// features, d logits, d features), everything else exact-ish.
+RefStep reference_step(const CnnSpec& s, const CnnParams& p, const std::vector<uint8_t>& img,
+                       const std::vector<uint8_t>& lbl, uint32_t batch) {
+  const uint32_t H = s.height, W = s.width, K = s.kernel, F = s.filters, CH = s.conv_h(),
+                 CW = s.conv_w(), PH = s.pool_h(), PW = s.pool_w(), D = s.features(), C = s.classes,
+                 T = s.taps();
+  RefStep r;
+  r.grad = {std::vector<float>(T * F), std::vector<float>(F), std::vector<float>(D * C),
+            std::vector<float>(C)};
+  std::vector<double> gwc(T * F, 0), gbc(F, 0), gwd(size_t{D} * C, 0), gbd(C, 0);
+  for (uint32_t b = 0; b < batch; ++b) {
+    auto x = [&](uint32_t y, uint32_t xx) {
+      return bf16_round(static_cast<float>(img[b * H * W + y * W + xx]) / 255.0f);
+    };
+    std::vector<float> z(size_t{CH} * CW * F);
+    for (uint32_t oy = 0; oy < CH; ++oy)
+      for (uint32_t ox = 0; ox < CW; ++ox)
+        for (uint32_t f = 0; f < F; ++f) {
+          double acc = 0;
+          for (uint32_t ky = 0; ky < K; ++ky)
+            for (uint32_t kx = 0; kx < K; ++kx)
+              acc += double{x(oy + ky, ox + kx)} * bf16_round(p.conv_kernel[(ky * K + kx) * F + f]);
+          z[(oy * CW + ox) * F + f] = static_cast<float>(acc);
+        }
+    std::vector<float> feat(D);
+    std::vector<int> arg(D);
+    for (uint32_t py = 0; py < PH; ++py)
+      for (uint32_t px = 0; px < PW; ++px)
+        for (uint32_t f = 0; f < F; ++f) {
+          int best = 0;
+          float m = -INFINITY;
+          for (int pos = 0; pos < 4; ++pos) {
+            const float v = z[((2 * py + pos / 2) * CW + 2 * px + pos % 2) * F + f];
+            if (v > m) m = v, best = pos;
+          }
+          const float y = std::max(m + p.conv_bias[f], 0.0f);
+          const uint32_t d = (py * PW + px) * F + f;
+          feat[d] = bf16_round(y);
+          arg[d] = y > 0 ? best : 4;
+        }
+    std::vector<double> logit(C);
+    double mx = -INFINITY;
+    for (uint32_t c = 0; c < C; ++c) {
+      double acc = 0;
+      for (uint32_t d = 0; d < D; ++d)
+        acc += double{feat[d]} * bf16_round(p.dense_kernel[d * C + c]);
+      logit[c] = acc + p.dense_bias[c];
+      mx = std::max(mx, logit[c]);
+    }
+    double sum = 0;
+    for (uint32_t c = 0; c < C; ++c) sum += std::exp(logit[c] - mx);
+    r.loss += std::log(sum) - (logit[lbl[b]] - mx);
+    uint32_t am = 0;
+    for (uint32_t c = 1; c < C; ++c)
+      if (logit[c] > logit[am]) am = c;
+    r.correct += am == lbl[b];
+    std::vector<float> dlog(C);
+    for (uint32_t c = 0; c < C; ++c) {
+      const double g = (std::exp(logit[c] - mx) / sum - (c == lbl[b] ? 1.0 : 0.0)) / batch;
+      dlog[c] = bf16_round(static_cast<float>(g));
+      gbd[c] += dlog[c];
+      for (uint32_t d = 0; d < D; ++d) gwd[d * C + c] += double{feat[d]} * dlog[c];
+    }
+    for (uint32_t d = 0; d < D; ++d) {
+      if (arg[d] == 4) continue;
+      double acc = 0;
+      for (uint32_t c = 0; c < C; ++c)
+        acc += double{dlog[c]} * bf16_round(p.dense_kernel[d * C + c]);
+      const float g = bf16_round(static_cast<float>(acc));
+      const uint32_t f = d % F, pix = d / F, py = pix / PW, px = pix % PW;
+      const uint32_t oy = 2 * py + arg[d] / 2, ox = 2 * px + arg[d] % 2;
+      gbc[f] += g;
+      for (uint32_t ky = 0; ky < K; ++ky)
+        for (uint32_t kx = 0; kx < K; ++kx)
+          gwc[(ky * K + kx) * F + f] += double{g} * x(oy + ky, ox + kx);
+    }
+  }
+  r.loss /= batch;
+  for (size_t i = 0; i < gwc.size(); ++i) r.grad.conv_kernel[i] = static_cast<float>(gwc[i]);
+  for (size_t i = 0; i < gbc.size(); ++i) r.grad.conv_bias[i] = static_cast<float>(gbc[i]);
+  for (size_t i = 0; i < gwd.size(); ++i) r.grad.dense_kernel[i] = static_cast<float>(gwd[i]);
+  for (size_t i = 0; i < gbd.size(); ++i) r.grad.dense_bias[i] = static_cast<float>(gbd[i]);
+  return r;
+}
+
+std::vector<uint8_t> read_fm(void* ctx, uint64_t addr, size_t bytes) {
+  std::vector<uint8_t> v(bytes);
+  static_cast<functional::FunctionalModel*>(ctx)->hbm().read(addr, v.data(), bytes);
+  return v;
+}
+
+struct StepCase {
+  int n;
+  uint64_t ub;
+  uint32_t acc;
+  uint32_t batch;
+};
+
+class TrainStep : public ::testing::TestWithParam<StepCase> {};
+
+TEST_P(TrainStep, OneStepMatchesTheHostReference) {
+  const StepCase tc = GetParam();
+  const CnnSpec spec;
+  const AdamSpec adam;
+  CnnTrainStep step(spec, adam, {tc.n, tc.ub, tc.acc}, tc.batch, 0x100000);
+  functional::ChipConfig cfg;
+  cfg.n = tc.n;
+  cfg.ub_bytes = tc.ub;
+  cfg.acc_rows = tc.acc;
+  functional::FunctionalModel fm(cfg);
+
+  const CnnParams p = glorot_init(spec, 7);
+  std::mt19937 rng(tc.batch);
+  std::vector<uint8_t> img(tc.batch * 784), lbl(tc.batch);
+  for (auto& v : img) v = static_cast<uint8_t>(rng() % 3 == 0 ? 0 : rng() % 256);
+  for (auto& v : lbl) v = static_cast<uint8_t>(rng() % 10);
+  std::vector<uint16_t> img16(img.size());
+  for (size_t i = 0; i < img.size(); ++i)
+    img16[i] = fp::fp32_to_bf16(f_bits(static_cast<float>(img[i]) / 255.0f));
+
+  for (const auto& w : step.state_image(p, zero_adam_state(spec)))
+    fm.hbm().write(w.first, w.second.data(), w.second.size());
+  for (const auto& w : step.batch_image(img16, lbl))
+    fm.hbm().write(w.first, w.second.data(), w.second.size());
+  fm.load_program(step.layout().program, step.program());
+  const auto run = fm.run(step.layout().program);
+  ASSERT_EQ(run.status, functional::RunStatus::kHalted) << run.describe();
+  EXPECT_TRUE(run.undefined_reads.empty())
+      << run.undefined_reads.size() << " undefined reads, first at pc 0x" << std::hex
+      << run.undefined_reads[0].pc << " addr 0x" << run.undefined_reads[0].addr;
+
+  float loss = 0, correct = 0;
+  step.read_metrics(read_fm, &fm, loss, correct);
+  const RefStep ref = reference_step(spec, p, img, lbl, tc.batch);
+  EXPECT_NEAR(loss, ref.loss, 1e-5 * ref.loss);
+  EXPECT_NEAR(correct, ref.correct, 0.5);
+
+  CnnParams p1;
+  AdamState s1;
+  step.read_state(read_fm, &fm, p1, s1);
+  EXPECT_FLOAT_EQ(s1.beta1_power, 0.9f);
+  EXPECT_FLOAT_EQ(s1.beta2_power, 0.999f);
+  // After one step from zero moments m = (1 - b1) g: compare the gradients.
+  auto compare = [&](const std::vector<float>& m, const std::vector<float>& g, const char* what) {
+    ASSERT_EQ(m.size(), g.size()) << what;
+    double scale = 0;
+    for (float v : g) scale = std::max(scale, std::fabs(double{v}));
+    ASSERT_GT(scale, 0) << what;
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double e = std::fabs(m[i] / (1.0 - 0.9f) - g[i]);
+      if (e > worst) worst = e, at = i;
+    }
+    EXPECT_LT(worst, 2e-3 * scale) << what << ": gradient " << at << " off by " << worst
+                                   << " (largest gradient " << scale << ")";
+  };
+  compare(s1.m.conv_kernel, ref.grad.conv_kernel, "conv kernel");
+  compare(s1.m.conv_bias, ref.grad.conv_bias, "conv bias");
+  compare(s1.m.dense_kernel, ref.grad.dense_kernel, "dense kernel");
+  compare(s1.m.dense_bias, ref.grad.dense_bias, "dense bias");
+  // The update itself: w1 = w0 - lr_t m / (sqrt v + eps) elementwise (host IEEE float).
+  const float lr_t = adam.lr * (std::sqrt(1.0f - 0.999f) / (1.0f - 0.9f));
+  for (size_t i = 0; i < p.dense_kernel.size(); i += 97) {
+    const float m = s1.m.dense_kernel[i], v = s1.v.dense_kernel[i];
+    const float want = p.dense_kernel[i] - (lr_t * m) / (std::sqrt(v) + adam.epsilon);
+    EXPECT_NEAR(p1.dense_kernel[i], want, 1e-6f * std::fabs(want) + 1e-9f) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Chips, TrainStep,
+                         ::testing::Values(StepCase{4, 8192, 64, 5}, StepCase{16, 65536, 256, 8},
+                                           StepCase{16, 65536, 256, 20}),
+                         [](const auto& info) {
+                           return "N" + std::to_string(info.param.n) + "_B" +
+                                  std::to_string(info.param.batch);
+                         });
+
+TEST(TrainStepConfig, ImpossibleConfigurationsAreRefusedWithAReason) {
+  const CnnSpec spec;
+  auto msg = [&](CnnSpec s, ChipShape c, uint32_t batch) -> std::string {
+    try {
+      CnnTrainStep(s, {}, c, batch, 0);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(msg(spec, {16, 65536, 256}, 4096 * 2).find("batch"), std::string::npos);
+  CnnSpec odd = spec;
+  odd.filters = 24;
+  EXPECT_NE(msg(odd, {16, 65536, 256}, 8).find("multiple of the array size"), std::string::npos);
+  EXPECT_NE(msg(spec, {16, 2048, 256}, 8).find("UB"), std::string::npos);
+  EXPECT_NE(msg(spec, {12, 65536, 256}, 8).find("power of two"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::compiler
