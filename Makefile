@@ -5,7 +5,8 @@ BUILD   ?= build
 JOBS    ?= 2
 CTEST_JOBS ?= 2
 
-SIM_PACKAGES   := verilator cmake ninja-build g++ ccache libgtest-dev libcli11-dev zlib1g-dev
+SIM_PACKAGES   := verilator cmake ninja-build g++ ccache libgtest-dev libcli11-dev zlib1g-dev \
+                  dataset-fashion-mnist
 SYNTH_PACKAGES := yosys
 WAVES_PACKAGES := gtkwave
 
