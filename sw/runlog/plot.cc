@@ -100,34 +100,28 @@ void plot_training_curves(const std::string& metrics_csv, const std::string& png
   // gnuplot draws into a tmp file renamed over PNG_PATH once it succeeds: a failed plot leaves
   // no half-written picture and an older one stays.
   const std::string tmp_png = png_path + ".tmp." + std::to_string(::getpid()) + ".png";
-  std::string script = "# Training curves of " + metrics_csv +
-                       ", written by tessera::runlog::plot_training_curves.\n"
-                       "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-                       "  set terminal pngcairo noenhanced size 960,720\n"
-                       "} else {\n"
-                       "  set terminal png noenhanced size 960,720\n"
-                       "}\n"
-                       "set output " +
-                       gnuplot_quote(tmp_png) +
-                       "\n"
-                       "set datafile separator ','\n"
-                       "set grid\n"
-                       "set key top right\n"
-                       "set multiplot layout 2,1 title " +
-                       gnuplot_quote(metrics_csv) +
-                       "\n"
-                       "set ylabel 'loss'\n"
-                       "plot " +
-                       csv +
-                       " skip 1 using 1:2 with lines linewidth 2 title 'loss'\n"
-                       "set xlabel 'step'\n"
-                       "set ylabel 'accuracy'\n"
-                       "set key bottom right\n"
-                       "plot " +
-                       csv +
-                       " skip 1 using 1:3 with lines linewidth 2 linecolor 2 title 'accuracy'\n"
-                       "unset multiplot\n"
-                       "set output\n";
+  const std::string size = "size 960,720\n";
+  std::string script;
+  script += "# Training curves of " + metrics_csv + " (tessera::runlog::plot_training_curves).\n";
+  script += "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n";
+  script += "  set terminal pngcairo noenhanced " + size;
+  script += "} else {\n";
+  script += "  set terminal png noenhanced " + size;
+  script += "}\n";
+  script += "set output " + gnuplot_quote(tmp_png) + "\n";
+  script += "set datafile separator ','\n";
+  script += "set grid\n";
+  script += "set multiplot layout 2,1 title " + gnuplot_quote(metrics_csv) + "\n";
+  script += "set ylabel 'loss'\n";
+  script += "set key top right\n";
+  script += "plot " + csv + " skip 1 using 1:2 with lines linewidth 2 title 'loss'\n";
+  script += "set xlabel 'step'\n";
+  script += "set ylabel 'accuracy'\n";
+  script += "set key bottom right\n";
+  script +=
+      "plot " + csv + " skip 1 using 1:3 with lines linewidth 2 linecolor 2 title 'accuracy'\n";
+  script += "unset multiplot\n";
+  script += "set output\n";
   const std::string script_path = png_path + ".gp";
   write_file_atomically(script_path, script);
 
