@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -579,9 +581,9 @@ TEST(Checkpoint, EachDamageIsRefusedWithItsReason) {
   expect_has(m, "runs past the payload's end");
 
   bad = good;
-  bad[tensor0 + 1] = 0x01;  // tensor name length 256 + 10: past the tensor, within the payload?
+  bad[tensor0 + 1] = 0x01;  // the first tensor's name length 10 + 256: past the payload's end
   EXPECT_EQ(load_error(path, with_crc(bad), &m), Kind::kMalformedPayload) << m;
-  expect_has(m, "at offset " + std::to_string(tensor0));
+  expect_has(m, "at offset " + std::to_string(tensor0) + ": tensor name of length 266");
 
   // A payload one byte longer than its fields (length and CRC consistent).
   bad = good.substr(0, good.size() - 4) + "Z" + "0000";
