@@ -1,0 +1,27 @@
+// File helpers shared by the run-folder writers: whole-file atomic replacement (a tmp file
+// beside the target, fsync, rename, fsync of the directory) and errno messages that name the
+// path. Internal to tessera_runlog.
+#pragma once
+
+#include <string>
+
+namespace tessera::runlog {
+
+// "PATH: what: strerror(errno)".
+std::string errno_message(const std::string& path, const std::string& what);
+
+// The directory holding `path` ("." when it has no '/').
+std::string parent_dir(const std::string& path);
+
+// Creates `dir` and its missing parents (mkdir -p); throws std::runtime_error naming the path.
+void make_dirs(const std::string& dir);
+
+// Replaces `path` with `bytes` atomically: writes PATH.tmp.<pid>, fsyncs it, renames it over
+// PATH and fsyncs the directory. On a failure before the rename, PATH is untouched and the tmp
+// file (if this call created it) is removed. Throws std::runtime_error naming the path.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+// The whole file; throws std::runtime_error naming the path when it cannot be read.
+std::string read_file(const std::string& path);
+
+}  // namespace tessera::runlog
