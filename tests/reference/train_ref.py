@@ -134,7 +134,7 @@ def load_split(data_dir, split):
 
 def to_input(x_u8):
     """uint8 [B,28,28] -> fp32 [B,28,28], p/255 (fp32 division)."""
-    return torch.from_numpy(np.ascontiguousarray(x_u8)).to(torch.float32) / 255.0
+    return torch.from_numpy(np.array(x_u8, dtype=np.uint8)).to(torch.float32) / 255.0
 
 
 # --------------------------------------------------------------------------
