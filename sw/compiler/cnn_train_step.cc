@@ -118,8 +118,9 @@ uint32_t CnnTrainStep::class_pad() const { return ceil_div(spec_.classes, chip_.
 uint32_t CnnTrainStep::tap_pad() const { return ceil_div(spec_.taps(), chip_.n) * chip_.n; }
 
 CnnTrainStep::CnnTrainStep(const CnnSpec& spec, const AdamSpec& adam, const ChipShape& chip,
-                           uint32_t batch, uint64_t hbm_base)
-    : spec_(spec), adam_(adam), chip_(chip), batch_(batch) {
+                           uint32_t batch, uint64_t hbm_base, StepKind kind,
+                           const HbmLayout* share_state)
+    : spec_(spec), kind_(kind), adam_(adam), chip_(chip), batch_(batch) {
   const int n = chip.n;
   auto bad = [](const std::string& why) { throw std::invalid_argument(why); };
   if (n < 4 || n > 128 || (n & (n - 1))) bad("array size N must be a power of two in 4..128");
@@ -134,17 +135,26 @@ CnnTrainStep::CnnTrainStep(const CnnSpec& spec, const AdamSpec& adam, const Chip
   if (ceil_div(spec.classes, n) > 3) bad("Dense: at most 3N classes");
   if (spec.taps() + 1 > chip.acc_rows || 2 * spec.conv_w() > chip.acc_rows)
     bad("the ACC is too small for one conv row pair");
-  plan_hbm(hbm_base);
+  plan_hbm(hbm_base, share_state);
   compile();
 }
 
-void CnnTrainStep::plan_hbm(uint64_t base) {
+uint64_t CnnTrainStep::data_bytes(const CnnSpec& spec, const ChipShape& chip, uint32_t batch) {
+  CnnTrainStep probe;
+  probe.spec_ = spec;
+  probe.chip_ = chip;
+  probe.batch_ = batch;
+  probe.plan_hbm(0);
+  return probe.layout_.program;
+}
+
+void CnnTrainStep::plan_hbm(uint64_t base, const HbmLayout* share) {
   const uint64_t n = chip_.n, f = spec_.filters, t = spec_.taps(), d = spec_.features();
   const uint64_t cpad = class_pad(), bpad = ceil_div(batch_, n) * n;
   uint64_t next = base;
   auto take = [&](uint64_t bytes) {
     const uint64_t at = next;
-    next = (next + bytes + 255) / 256 * 256;
+    next = base + (next - base + bytes + 255) / 256 * 256;  // relative: data_bytes() holds
     return at;
   };
   HbmLayout& l = layout_;
@@ -171,7 +181,16 @@ void CnnTrainStep::plan_hbm(uint64_t base) {
   l.argmax = take(uint64_t{batch_} * d * 2);
   l.dfeatures = take(uint64_t{batch_} * d * 2);
   l.metrics = take(2 * n * 4);
-  l.program = next;  // the program follows; its size is known after compile()
+  l.probs = take(uint64_t{batch_} * cpad * 4);
+  l.program = next;
+  if (share) {
+    for (uint64_t HbmLayout::*m :
+         {&HbmLayout::conv_w, &HbmLayout::conv_w_m, &HbmLayout::conv_w_v, &HbmLayout::conv_b,
+          &HbmLayout::conv_b_m, &HbmLayout::conv_b_v, &HbmLayout::conv_w16, &HbmLayout::dense_w,
+          &HbmLayout::dense_w_m, &HbmLayout::dense_w_v, &HbmLayout::dense_b, &HbmLayout::dense_b_m,
+          &HbmLayout::dense_b_v, &HbmLayout::dense_w16, &HbmLayout::powers, &HbmLayout::consts})
+      l.*m = share->*m;
+  }  // the program follows; its size is known after compile()
 }
 
 void CnnTrainStep::compile() {
@@ -199,25 +218,28 @@ void CnnTrainStep::compile() {
   // ---- setup: b1^t, b2^t, lr_t = lr * (sqrt(1 - b2^t) / (1 - b1^t)) ----
   phase("setup");
   b.vpu_li(0, 0);
-  copy_linear(b, isa::Space::kHbm, L.powers, isa::Space::kUb, ub_powers, 2 * N, 4);
-  b.vpu_ld(kF32, 1, ub_powers);
-  b.vpu_ld(kF32, 2, ub_powers + row4n);
-  b.vpu_lif(3, adam_.beta1);
-  b.vpu_op(Fn::kMul, 1, 1, 3);
-  b.vpu_lif(3, adam_.beta2);
-  b.vpu_op(Fn::kMul, 2, 2, 3);
-  b.vpu_st(kF32, 1, ub_powers);
-  b.vpu_st(kF32, 2, ub_powers + row4n);
-  b.vpu_lif(3, 1.0f);
-  b.vpu_op(Fn::kSub, 4, 3, 2);
-  b.vpu_op(Fn::kSqrt, 4, 4);
-  b.vpu_op(Fn::kSub, 5, 3, 1);
-  b.vpu_op(Fn::kDiv, 4, 4, 5);
-  b.vpu_lif(3, adam_.lr);
-  b.vpu_op(Fn::kMul, 4, 3, 4);
-  b.vpu_st(kF32, 4, ub_lrt);
-  b.signal(isa::Unit::kVpu);
-  copy_linear(b, isa::Space::kUb, ub_powers, isa::Space::kHbm, L.powers, 2 * N, 4);
+  const bool train = kind_ == StepKind::kTrain;
+  if (train) {
+    copy_linear(b, isa::Space::kHbm, L.powers, isa::Space::kUb, ub_powers, 2 * N, 4);
+    b.vpu_ld(kF32, 1, ub_powers);
+    b.vpu_ld(kF32, 2, ub_powers + row4n);
+    b.vpu_lif(3, adam_.beta1);
+    b.vpu_op(Fn::kMul, 1, 1, 3);
+    b.vpu_lif(3, adam_.beta2);
+    b.vpu_op(Fn::kMul, 2, 2, 3);
+    b.vpu_st(kF32, 1, ub_powers);
+    b.vpu_st(kF32, 2, ub_powers + row4n);
+    b.vpu_lif(3, 1.0f);
+    b.vpu_op(Fn::kSub, 4, 3, 2);
+    b.vpu_op(Fn::kSqrt, 4, 4);
+    b.vpu_op(Fn::kSub, 5, 3, 1);
+    b.vpu_op(Fn::kDiv, 4, 4, 5);
+    b.vpu_lif(3, adam_.lr);
+    b.vpu_op(Fn::kMul, 4, 3, 4);
+    b.vpu_st(kF32, 4, ub_lrt);
+    b.signal(isa::Unit::kVpu);
+    copy_linear(b, isa::Space::kUb, ub_powers, isa::Space::kHbm, L.powers, 2 * N, 4);
+  }
 
   // ---- conv_fwd ----
   phase("conv_fwd");
@@ -338,6 +360,7 @@ void CnnTrainStep::compile() {
       wbuf[i] = a.take(uint64_t{G} * N * Cpad * 2);
     }
     const uint32_t groups = ceil_div(Dk, G);
+    const uint32_t probs = train ? 0 : a.take(2ull * Cpad * 4);  // evaluate: two sample rows
     for (uint32_t s0 = 0; s0 < B; s0 += SB) {
       const uint32_t sb = std::min(SB, B - s0);
       auto load = [&](uint32_t g) {
@@ -405,6 +428,7 @@ void CnnTrainStep::compile() {
           else
             b.vpu_op(Fn::kAdd, 13, 13, 12);
           b.vpu_op(Fn::kDiv, 14, e, 6);
+          if (!train) b.vpu_st(kF32, 14, probs + ((smp % 2) * Cpad + c * N) * 4);
           b.vpu_lif(15, 1.0f);
           b.vpu_op(Fn::kSel, 15, 15, 0, 11);
           b.vpu_op(Fn::kSub, 14, 14, 15);
@@ -420,6 +444,11 @@ void CnnTrainStep::compile() {
         b.vpu_lif(15, 1.0f);
         b.vpu_op(Fn::kSel, 14, 15, 0, 14);
         b.vpu_op(Fn::kAdd, 2, 2, 14);
+        if (!train) {
+          b.signal(isa::Unit::kVpu);
+          copy_linear(b, isa::Space::kUb, probs + (smp % 2) * Cpad * 4, isa::Space::kHbm,
+                      L.probs + uint64_t{smp} * Cpad * 4, Cpad, 4);
+        }
       }
       b.signal(isa::Unit::kVpu);
     }
@@ -431,260 +460,267 @@ void CnnTrainStep::compile() {
     copy_linear(b, isa::Space::kUb, ub_metrics, isa::Space::kHbm, L.metrics, 2 * N, 4);
   }
 
-  // ---- dense_dx: d features = d logits x W^T ----
-  phase("dense_dx");
-  {
-    UbArena a(dense_base, chip_.ub_bytes, n, "dense_dx");
-    const uint32_t SB = std::min(B, chip_.acc_rows / 2);
-    const uint32_t slots = chip_.acc_rows / SB;
-    const uint64_t per_tile = uint64_t{Cpad} * row2n + uint64_t{SB} * row2n;
-    const uint32_t G =
-        static_cast<uint32_t>(std::min<uint64_t>(Dk, a.free() / (2 * per_tile + 256)));
-    if (G < 1) a.take(a.free() + 1);
-    uint32_t wt[2], dp[2];
-    for (int i = 0; i < 2; ++i) {
-      wt[i] = a.take(uint64_t{Cpad} * G * row2n);
-      dp[i] = a.take(uint64_t{SB} * G * row2n);
-    }
-    const uint32_t GN = G * N, groups = ceil_div(Dk, G);
-    uint32_t slot_counter = 0;
-    for (uint32_t s0 = 0; s0 < B; s0 += SB) {
-      const uint32_t sb = std::min(SB, B - s0);
-      auto load = [&](uint32_t g) {
-        const uint32_t gn = std::min(G, Dk - g * G) * N;
-        b.dma_copy(
-            hbm(L.dense_w16 + uint64_t{g} * GN * Cpad * 2, {{gn, int32_t(Cpad * 2)}, {Cpad, 2}}),
-            ub(wt[g % 2], {{gn, 2}, {Cpad, int32_t(GN * 2)}}), 2);
-        b.signal(isa::Unit::kDma);
-      };
-      load(0);
-      for (uint32_t g = 0; g < groups; ++g) {
-        if (g + 1 < groups) load(g + 1);
-        const uint32_t gk = std::min(G, Dk - g * G), gn = gk * N;
-        std::vector<uint32_t> acc0(gk);
-        for (uint32_t dt = 0; dt < gk; ++dt) {
-          acc0[dt] = (slot_counter++ % slots) * SB;
-          for (uint32_t ct = 0; ct < Cc; ++ct) {
-            b.mxu_ldw(wt[g % 2] + (ct * N * GN + dt * N) * 2, GN * 2);
-            b.mxu_mm(ct > 0, dlog + (s0 * Cpad + ct * N) * 2, Cpad * 2, sb, acc0[dt]);
+  if (train) {
+    // ---- dense_dx: d features = d logits x W^T ----
+    phase("dense_dx");
+    {
+      UbArena a(dense_base, chip_.ub_bytes, n, "dense_dx");
+      const uint32_t SB = std::min(B, chip_.acc_rows / 2);
+      const uint32_t slots = chip_.acc_rows / SB;
+      const uint64_t per_tile = uint64_t{Cpad} * row2n + uint64_t{SB} * row2n;
+      const uint32_t G =
+          static_cast<uint32_t>(std::min<uint64_t>(Dk, a.free() / (2 * per_tile + 256)));
+      if (G < 1) a.take(a.free() + 1);
+      uint32_t wt[2], dp[2];
+      for (int i = 0; i < 2; ++i) {
+        wt[i] = a.take(uint64_t{Cpad} * G * row2n);
+        dp[i] = a.take(uint64_t{SB} * G * row2n);
+      }
+      const uint32_t GN = G * N, groups = ceil_div(Dk, G);
+      uint32_t slot_counter = 0;
+      for (uint32_t s0 = 0; s0 < B; s0 += SB) {
+        const uint32_t sb = std::min(SB, B - s0);
+        auto load = [&](uint32_t g) {
+          const uint32_t gn = std::min(G, Dk - g * G) * N;
+          b.dma_copy(
+              hbm(L.dense_w16 + uint64_t{g} * GN * Cpad * 2, {{gn, int32_t(Cpad * 2)}, {Cpad, 2}}),
+              ub(wt[g % 2], {{gn, 2}, {Cpad, int32_t(GN * 2)}}), 2);
+          b.signal(isa::Unit::kDma);
+        };
+        load(0);
+        for (uint32_t g = 0; g < groups; ++g) {
+          if (g + 1 < groups) load(g + 1);
+          const uint32_t gk = std::min(G, Dk - g * G), gn = gk * N;
+          std::vector<uint32_t> acc0(gk);
+          for (uint32_t dt = 0; dt < gk; ++dt) {
+            acc0[dt] = (slot_counter++ % slots) * SB;
+            for (uint32_t ct = 0; ct < Cc; ++ct) {
+              b.mxu_ldw(wt[g % 2] + (ct * N * GN + dt * N) * 2, GN * 2);
+              b.mxu_mm(ct > 0, dlog + (s0 * Cpad + ct * N) * 2, Cpad * 2, sb, acc0[dt]);
+            }
+            b.signal(isa::Unit::kMxu);
+            for (uint32_t t = 0; t < sb; ++t) {
+              b.vpu_ld(kAcc, 1, acc0[dt] + t);
+              b.vpu_st(kBf16, 1, dp[g % 2] + (t * GN + dt * N) * 2);
+            }
           }
-          b.signal(isa::Unit::kMxu);
-          for (uint32_t t = 0; t < sb; ++t) {
-            b.vpu_ld(kAcc, 1, acc0[dt] + t);
-            b.vpu_st(kBf16, 1, dp[g % 2] + (t * GN + dt * N) * 2);
-          }
+          b.signal(isa::Unit::kVpu);
+          b.dma_copy(ub(dp[g % 2], {{gn, 2}, {sb, int32_t(GN * 2)}}),
+                     hbm(L.dfeatures + (uint64_t{s0} * D + uint64_t{g} * GN) * 2,
+                         {{gn, 2}, {sb, int32_t(D * 2)}}),
+                     2);
         }
-        b.signal(isa::Unit::kVpu);
-        b.dma_copy(ub(dp[g % 2], {{gn, 2}, {sb, int32_t(GN * 2)}}),
-                   hbm(L.dfeatures + (uint64_t{s0} * D + uint64_t{g} * GN) * 2,
-                       {{gn, 2}, {sb, int32_t(D * 2)}}),
-                   2);
       }
     }
-  }
 
-  // ---- dense_dw: d W = features^T x d logits, d b = ones x d logits; Adam ----
-  phase("dense_dw");
-  {
-    const AdamRegs ar;
-    emit_adam_constants(b, ar, adam_.beta1, adam_.beta2, adam_.epsilon, ub_lrt);
-    UbArena a(dense_base, chip_.ub_bytes, n, "dense_dw");
-    const uint32_t bias_row = 0;  // Cc ACC rows for the bias gradient
-    // Weight-gradient rows per chunk (DR): ACC holds two chunks of DR x Cc rows after the bias
-    // rows; the UB two chunks' features^T, W, m, v and the bf16 copy of W.
-    const uint64_t per_row = uint64_t{Bpad} * 2 + uint64_t{Cpad} * (3 * 4 + 2);
-    uint64_t dr = std::min<uint64_t>(
-        {uint64_t{D}, (chip_.acc_rows - Cc) / (2 * Cc), a.free() / (2 * per_row + 64)});
-    if (dr < 1) a.take(a.free() + 1);
-    const uint32_t DR = static_cast<uint32_t>(dr);
-    uint32_t at[2], w[2], m[2], v[2], w16[2];
-    for (int i = 0; i < 2; ++i) {
-      at[i] = a.take(uint64_t{DR} * Bpad * 2);
-      w[i] = a.take(uint64_t{DR} * Cpad * 4);
-      m[i] = a.take(uint64_t{DR} * Cpad * 4);
-      v[i] = a.take(uint64_t{DR} * Cpad * 4);
-      w16[i] = a.take(uint64_t{DR} * Cpad * 2);
-    }
-    // features^T columns of padding samples: zero once (the DMA writes only real samples)
-    for (int i = 0; i < 2; ++i)
-      if (B < Bpad)
-        for (uint32_t r = 0; r < DR; ++r) b.vpu_st(kBf16, 0, at[i] + (r * Bpad + (Bk - 1) * N) * 2);
-    // bias gradient and its Adam step
-    for (uint32_t kt = 0; kt < Bk; ++kt)
-      for (uint32_t ct = 0; ct < Cc; ++ct) {
-        b.mxu_ldw(dlog + (kt * N * Cpad + ct * N) * 2, Cpad * 2);
-        b.mxu_mm(kt > 0, ones, row2n, 1, bias_row + ct);
+    // ---- dense_dw: d W = features^T x d logits, d b = ones x d logits; Adam ----
+    phase("dense_dw");
+    {
+      const AdamRegs ar;
+      emit_adam_constants(b, ar, adam_.beta1, adam_.beta2, adam_.epsilon, ub_lrt);
+      UbArena a(dense_base, chip_.ub_bytes, n, "dense_dw");
+      const uint32_t bias_row = 0;  // Cc ACC rows for the bias gradient
+      // Weight-gradient rows per chunk (DR): ACC holds two chunks of DR x Cc rows after the bias
+      // rows; the UB two chunks' features^T, W, m, v and the bf16 copy of W.
+      const uint64_t per_row = uint64_t{Bpad} * 2 + uint64_t{Cpad} * (3 * 4 + 2);
+      uint64_t dr = std::min<uint64_t>(
+          {uint64_t{D}, (chip_.acc_rows - Cc) / (2 * Cc), a.free() / (2 * per_row + 64)});
+      if (dr < 1) a.take(a.free() + 1);
+      const uint32_t DR = static_cast<uint32_t>(dr);
+      uint32_t at[2], w[2], m[2], v[2], w16[2];
+      for (int i = 0; i < 2; ++i) {
+        at[i] = a.take(uint64_t{DR} * Bpad * 2);
+        w[i] = a.take(uint64_t{DR} * Cpad * 4);
+        m[i] = a.take(uint64_t{DR} * Cpad * 4);
+        v[i] = a.take(uint64_t{DR} * Cpad * 4);
+        w16[i] = a.take(uint64_t{DR} * Cpad * 2);
       }
-    b.signal(isa::Unit::kMxu);
-    for (uint32_t ct = 0; ct < Cc; ++ct) {
-      b.vpu_ld(kAcc, ar.g, bias_row + ct);
-      b.vpu_ld(kF32, ar.w, db + ct * row4n);
-      b.vpu_ld(kF32, ar.m, db_m + ct * row4n);
-      b.vpu_ld(kF32, ar.v, db_v + ct * row4n);
-      emit_adam_update(b, ar);
-      b.vpu_st(kF32, ar.w, db + ct * row4n);
-      b.vpu_st(kF32, ar.m, db_m + ct * row4n);
-      b.vpu_st(kF32, ar.v, db_v + ct * row4n);
-    }
-    b.signal(isa::Unit::kVpu);
-    copy_linear(b, isa::Space::kUb, db, isa::Space::kHbm, L.dense_b, Cpad, 4);
-    copy_linear(b, isa::Space::kUb, db_m, isa::Space::kHbm, L.dense_b_m, Cpad, 4);
-    copy_linear(b, isa::Space::kUb, db_v, isa::Space::kHbm, L.dense_b_v, Cpad, 4);
-    const uint32_t chunks = ceil_div(D, DR);
-    auto load = [&](uint32_t q) {
-      const uint32_t d0 = q * DR, dr_q = std::min(DR, D - d0), i = q % 2;
-      b.dma_copy(hbm(L.features + uint64_t{d0} * 2, {{B, int32_t(D * 2)}, {dr_q, 2}}),
-                 ub(at[i], {{B, 2}, {dr_q, int32_t(Bpad * 2)}}), 2);
-      const uint64_t off = uint64_t{d0} * Cpad * 4, cnt = uint64_t{dr_q} * Cpad;
-      copy_linear(b, isa::Space::kHbm, L.dense_w + off, isa::Space::kUb, w[i], cnt, 4);
-      copy_linear(b, isa::Space::kHbm, L.dense_w_m + off, isa::Space::kUb, m[i], cnt, 4);
-      copy_linear(b, isa::Space::kHbm, L.dense_w_v + off, isa::Space::kUb, v[i], cnt, 4);
-      b.signal(isa::Unit::kDma);
-    };
-    load(0);
-    for (uint32_t q = 0; q < chunks; ++q) {
-      if (q + 1 < chunks) load(q + 1);
-      const uint32_t d0 = q * DR, dr_q = std::min(DR, D - d0), i = q % 2;
-      const uint32_t acc0 = Cc + i * DR * Cc;
+      // features^T columns of padding samples: zero once (the DMA writes only real samples)
+      for (int i = 0; i < 2; ++i)
+        if (B < Bpad)
+          for (uint32_t r = 0; r < DR; ++r)
+            b.vpu_st(kBf16, 0, at[i] + (r * Bpad + (Bk - 1) * N) * 2);
+      // bias gradient and its Adam step
       for (uint32_t kt = 0; kt < Bk; ++kt)
         for (uint32_t ct = 0; ct < Cc; ++ct) {
           b.mxu_ldw(dlog + (kt * N * Cpad + ct * N) * 2, Cpad * 2);
-          b.mxu_mm(kt > 0, at[i] + kt * row2n, Bpad * 2, dr_q, acc0 + ct * DR);
+          b.mxu_mm(kt > 0, ones, row2n, 1, bias_row + ct);
         }
       b.signal(isa::Unit::kMxu);
-      for (uint32_t r = 0; r < dr_q; ++r)
-        for (uint32_t ct = 0; ct < Cc; ++ct) {
-          const uint32_t off4 = (r * Cpad + ct * N) * 4;
-          b.vpu_ld(kAcc, ar.g, acc0 + ct * DR + r);
-          b.vpu_ld(kF32, ar.w, w[i] + off4);
-          b.vpu_ld(kF32, ar.m, m[i] + off4);
-          b.vpu_ld(kF32, ar.v, v[i] + off4);
-          emit_adam_update(b, ar);
-          b.vpu_st(kF32, ar.w, w[i] + off4);
-          b.vpu_st(kF32, ar.m, m[i] + off4);
-          b.vpu_st(kF32, ar.v, v[i] + off4);
-          b.vpu_st(kBf16, ar.w, w16[i] + (r * Cpad + ct * N) * 2);
-        }
-      b.signal(isa::Unit::kVpu);
-      const uint64_t off = uint64_t{d0} * Cpad, cnt = uint64_t{dr_q} * Cpad;
-      copy_linear(b, isa::Space::kUb, w[i], isa::Space::kHbm, L.dense_w + off * 4, cnt, 4);
-      copy_linear(b, isa::Space::kUb, m[i], isa::Space::kHbm, L.dense_w_m + off * 4, cnt, 4);
-      copy_linear(b, isa::Space::kUb, v[i], isa::Space::kHbm, L.dense_w_v + off * 4, cnt, 4);
-      copy_linear(b, isa::Space::kUb, w16[i], isa::Space::kHbm, L.dense_w16 + off * 2, cnt, 2);
-    }
-  }
-
-  // ---- conv_dw: max-pool and relu backward, d kernel = im2col^T x dz, Adam ----
-  phase("conv_dw");
-  {
-    UbArena a(phase_base, chip_.ub_bytes, n, "conv_dw");
-    const uint32_t at_bytes = (T + 1) * Rpad * 2, row_bytes = PW * F * 2, dz_bytes = Rpad * F * 2;
-    const int nbuf = a.free() >= 2ull * (at_bytes + 2 * row_bytes + dz_bytes) + 4 * 64 ? 2 : 1;
-    uint32_t at[2], dp[2], code[2], dz[2];
-    for (int i = 0; i < nbuf; ++i) {
-      at[i] = a.take(at_bytes);
-      dp[i] = a.take(row_bytes);
-      code[i] = a.take(row_bytes);
-      dz[i] = a.take(dz_bytes);
-    }
-    // The kernel's Adam state reuses the same UB after each group's gradient pass (the builder
-    // orders the reuse): loaded, updated for the group's columns and written back per group.
-    UbArena opt(phase_base, chip_.ub_bytes, n, "conv_dw Adam");
-    const uint32_t cw = opt.take(T * F * 4), cw_m = opt.take(T * F * 4), cw_v = opt.take(T * F * 4);
-    const uint32_t cb = opt.take(F * 4), cb_m = opt.take(F * 4), cb_v = opt.take(F * 4);
-    const uint32_t cw16 = opt.take(T * F * 2);
-    struct Tensor32 {
-      uint64_t hbm;
-      uint32_t ub, count;
-    };
-    const Tensor32 state[] = {{L.conv_w, cw, T * F},     {L.conv_w_m, cw_m, T * F},
-                              {L.conv_w_v, cw_v, T * F}, {L.conv_b, cb, F},
-                              {L.conv_b_m, cb_m, F},     {L.conv_b_v, cb_v, F}};
-    const uint32_t jg = std::min(Fc, chip_.acc_rows / (T + 1));
-    const uint32_t items = B * PH;
-    for (uint32_t j0 = 0; j0 < Fc; j0 += jg) {
-      const uint32_t j1 = std::min(Fc, j0 + jg);
-      // im2col^T: T tap rows + a row of ones (the bias gradient), padding positions zero;
-      // dz padding rows zero. Per group: the Adam state of the group before overwrote them.
-      b.vpu_lif(1, 1.0f);
-      for (int i = 0; i < nbuf; ++i) {
-        for (uint32_t r = 0; r < T; ++r)
-          for (uint32_t c = 0; c < Rpad / N; ++c)
-            b.vpu_st(kBf16, 0, at[i] + (r * Rpad + c * N) * 2);
-        for (uint32_t c = 0; c < Rpad / N; ++c) b.vpu_st(kBf16, 1, at[i] + (T * Rpad + c * N) * 2);
-        for (uint32_t r = RW; r < Rpad; ++r)
-          for (uint32_t j = 0; j < Fc; ++j) b.vpu_st(kBf16, 0, dz[i] + (r * F + j * N) * 2);
+      for (uint32_t ct = 0; ct < Cc; ++ct) {
+        b.vpu_ld(kAcc, ar.g, bias_row + ct);
+        b.vpu_ld(kF32, ar.w, db + ct * row4n);
+        b.vpu_ld(kF32, ar.m, db_m + ct * row4n);
+        b.vpu_ld(kF32, ar.v, db_v + ct * row4n);
+        emit_adam_update(b, ar);
+        b.vpu_st(kF32, ar.w, db + ct * row4n);
+        b.vpu_st(kF32, ar.m, db_m + ct * row4n);
+        b.vpu_st(kF32, ar.v, db_v + ct * row4n);
       }
-      b.vpu_lif(2, 2.0f);
-      b.vpu_lif(3, 3.0f);
       b.signal(isa::Unit::kVpu);
-      auto load = [&](uint32_t i) {
-        const uint32_t img = i / PH, py = i % PH, buf = i % nbuf;
-        const uint64_t src = L.images + (uint64_t{img} * H * W + 2 * py * W) * 2;
-        b.dma_copy(
-            hbm(src, {{CW, 2}, {2, int32_t(W * 2)}, {K, 2}, {K, int32_t(W * 2)}}),
-            ub(at[buf],
-               {{CW, 2}, {2, int32_t(CW * 2)}, {K, int32_t(Rpad * 2)}, {K, int32_t(K * Rpad * 2)}}),
-            2);
-        const uint64_t off = (uint64_t{img} * D + uint64_t{py} * PW * F) * 2;
-        copy_linear(b, isa::Space::kHbm, L.dfeatures + off, isa::Space::kUb, dp[buf], PW * F, 2);
-        copy_linear(b, isa::Space::kHbm, L.argmax + off, isa::Space::kUb, code[buf], PW * F, 2);
+      copy_linear(b, isa::Space::kUb, db, isa::Space::kHbm, L.dense_b, Cpad, 4);
+      copy_linear(b, isa::Space::kUb, db_m, isa::Space::kHbm, L.dense_b_m, Cpad, 4);
+      copy_linear(b, isa::Space::kUb, db_v, isa::Space::kHbm, L.dense_b_v, Cpad, 4);
+      const uint32_t chunks = ceil_div(D, DR);
+      auto load = [&](uint32_t q) {
+        const uint32_t d0 = q * DR, dr_q = std::min(DR, D - d0), i = q % 2;
+        b.dma_copy(hbm(L.features + uint64_t{d0} * 2, {{B, int32_t(D * 2)}, {dr_q, 2}}),
+                   ub(at[i], {{B, 2}, {dr_q, int32_t(Bpad * 2)}}), 2);
+        const uint64_t off = uint64_t{d0} * Cpad * 4, cnt = uint64_t{dr_q} * Cpad;
+        copy_linear(b, isa::Space::kHbm, L.dense_w + off, isa::Space::kUb, w[i], cnt, 4);
+        copy_linear(b, isa::Space::kHbm, L.dense_w_m + off, isa::Space::kUb, m[i], cnt, 4);
+        copy_linear(b, isa::Space::kHbm, L.dense_w_v + off, isa::Space::kUb, v[i], cnt, 4);
         b.signal(isa::Unit::kDma);
       };
-      if (nbuf == 2) load(0);  // one buffer: no prefetch (it would overwrite the data in use)
-      for (uint32_t i = 0; i < items; ++i) {
-        const uint32_t buf = i % nbuf;
-        if (nbuf == 1)
-          load(i);
-        else if (i + 1 < items)
-          load(i + 1);
-        for (uint32_t j = j0; j < j1; ++j)
-          for (uint32_t px = 0; px < PW; ++px) {
-            b.vpu_ld(kBf16, 4, dp[buf] + (px * F + j * N) * 2);
-            b.vpu_ld(kBf16, 5, code[buf] + (px * F + j * N) * 2);
-            for (uint32_t pos = 0; pos < 4; ++pos) {
-              const uint32_t r = (pos / 2) * CW + 2 * px + pos % 2;
-              b.vpu_op(Fn::kCmpEq, 6, 5, static_cast<int>(pos));  // v0..v3 hold 0..3
-              b.vpu_op(Fn::kSel, 7, 4, 0, 6);
-              b.vpu_st(kBf16, 7, dz[buf] + (r * F + j * N) * 2);
-            }
+      load(0);
+      for (uint32_t q = 0; q < chunks; ++q) {
+        if (q + 1 < chunks) load(q + 1);
+        const uint32_t d0 = q * DR, dr_q = std::min(DR, D - d0), i = q % 2;
+        const uint32_t acc0 = Cc + i * DR * Cc;
+        for (uint32_t kt = 0; kt < Bk; ++kt)
+          for (uint32_t ct = 0; ct < Cc; ++ct) {
+            b.mxu_ldw(dlog + (kt * N * Cpad + ct * N) * 2, Cpad * 2);
+            b.mxu_mm(kt > 0, at[i] + kt * row2n, Bpad * 2, dr_q, acc0 + ct * DR);
+          }
+        b.signal(isa::Unit::kMxu);
+        for (uint32_t r = 0; r < dr_q; ++r)
+          for (uint32_t ct = 0; ct < Cc; ++ct) {
+            const uint32_t off4 = (r * Cpad + ct * N) * 4;
+            b.vpu_ld(kAcc, ar.g, acc0 + ct * DR + r);
+            b.vpu_ld(kF32, ar.w, w[i] + off4);
+            b.vpu_ld(kF32, ar.m, m[i] + off4);
+            b.vpu_ld(kF32, ar.v, v[i] + off4);
+            emit_adam_update(b, ar);
+            b.vpu_st(kF32, ar.w, w[i] + off4);
+            b.vpu_st(kF32, ar.m, m[i] + off4);
+            b.vpu_st(kF32, ar.v, v[i] + off4);
+            b.vpu_st(kBf16, ar.w, w16[i] + (r * Cpad + ct * N) * 2);
           }
         b.signal(isa::Unit::kVpu);
-        for (uint32_t j = j0; j < j1; ++j) {
-          for (uint32_t c = 0; c < Rpad / N; ++c) {
-            b.mxu_ldw(dz[buf] + (c * N * F + j * N) * 2, F * 2);
-            b.mxu_mm(i > 0 || c > 0, at[buf] + c * row2n, Rpad * 2, T + 1, (j - j0) * (T + 1));
-          }
-        }
-        b.signal(isa::Unit::kMxu);
+        const uint64_t off = uint64_t{d0} * Cpad, cnt = uint64_t{dr_q} * Cpad;
+        copy_linear(b, isa::Space::kUb, w[i], isa::Space::kHbm, L.dense_w + off * 4, cnt, 4);
+        copy_linear(b, isa::Space::kUb, m[i], isa::Space::kHbm, L.dense_w_m + off * 4, cnt, 4);
+        copy_linear(b, isa::Space::kUb, v[i], isa::Space::kHbm, L.dense_w_v + off * 4, cnt, 4);
+        copy_linear(b, isa::Space::kUb, w16[i], isa::Space::kHbm, L.dense_w16 + off * 2, cnt, 2);
       }
-      // Adam on this group's kernel columns and biases (constants reloaded: v1..v3 were 1..3)
-      for (const Tensor32& t : state)
-        copy_linear(b, isa::Space::kHbm, t.hbm, isa::Space::kUb, t.ub, t.count, 4);
-      copy_linear(b, isa::Space::kHbm, L.conv_w16, isa::Space::kUb, cw16, T * F, 2);
-      b.signal(isa::Unit::kDma);
-      const AdamRegs ar;
-      emit_adam_constants(b, ar, adam_.beta1, adam_.beta2, adam_.epsilon, ub_lrt);
-      for (uint32_t j = j0; j < j1; ++j)
-        for (uint32_t t = 0; t <= T; ++t) {
-          const bool is_bias = t == T;
-          const uint32_t off4 = is_bias ? j * row4n : (t * F + j * N) * 4;
-          b.vpu_ld(kAcc, ar.g, (j - j0) * (T + 1) + t);
-          b.vpu_ld(kF32, ar.w, (is_bias ? cb : cw) + off4);
-          b.vpu_ld(kF32, ar.m, (is_bias ? cb_m : cw_m) + off4);
-          b.vpu_ld(kF32, ar.v, (is_bias ? cb_v : cw_v) + off4);
-          emit_adam_update(b, ar);
-          b.vpu_st(kF32, ar.w, (is_bias ? cb : cw) + off4);
-          b.vpu_st(kF32, ar.m, (is_bias ? cb_m : cw_m) + off4);
-          b.vpu_st(kF32, ar.v, (is_bias ? cb_v : cw_v) + off4);
-          if (!is_bias) b.vpu_st(kBf16, ar.w, cw16 + (t * F + j * N) * 2);
-        }
-      b.signal(isa::Unit::kVpu);
-      for (const Tensor32& t : state)
-        copy_linear(b, isa::Space::kUb, t.ub, isa::Space::kHbm, t.hbm, t.count, 4);
-      copy_linear(b, isa::Space::kUb, cw16, isa::Space::kHbm, L.conv_w16, T * F, 2);
     }
-  }
+
+    // ---- conv_dw: max-pool and relu backward, d kernel = im2col^T x dz, Adam ----
+    phase("conv_dw");
+    {
+      UbArena a(phase_base, chip_.ub_bytes, n, "conv_dw");
+      const uint32_t at_bytes = (T + 1) * Rpad * 2, row_bytes = PW * F * 2, dz_bytes = Rpad * F * 2;
+      const int nbuf = a.free() >= 2ull * (at_bytes + 2 * row_bytes + dz_bytes) + 4 * 64 ? 2 : 1;
+      uint32_t at[2], dp[2], code[2], dz[2];
+      for (int i = 0; i < nbuf; ++i) {
+        at[i] = a.take(at_bytes);
+        dp[i] = a.take(row_bytes);
+        code[i] = a.take(row_bytes);
+        dz[i] = a.take(dz_bytes);
+      }
+      // The kernel's Adam state reuses the same UB after each group's gradient pass (the builder
+      // orders the reuse): loaded, updated for the group's columns and written back per group.
+      UbArena opt(phase_base, chip_.ub_bytes, n, "conv_dw Adam");
+      const uint32_t cw = opt.take(T * F * 4), cw_m = opt.take(T * F * 4),
+                     cw_v = opt.take(T * F * 4);
+      const uint32_t cb = opt.take(F * 4), cb_m = opt.take(F * 4), cb_v = opt.take(F * 4);
+      const uint32_t cw16 = opt.take(T * F * 2);
+      struct Tensor32 {
+        uint64_t hbm;
+        uint32_t ub, count;
+      };
+      const Tensor32 state[] = {{L.conv_w, cw, T * F},     {L.conv_w_m, cw_m, T * F},
+                                {L.conv_w_v, cw_v, T * F}, {L.conv_b, cb, F},
+                                {L.conv_b_m, cb_m, F},     {L.conv_b_v, cb_v, F}};
+      const uint32_t jg = std::min(Fc, chip_.acc_rows / (T + 1));
+      const uint32_t items = B * PH;
+      for (uint32_t j0 = 0; j0 < Fc; j0 += jg) {
+        const uint32_t j1 = std::min(Fc, j0 + jg);
+        // im2col^T: T tap rows + a row of ones (the bias gradient), padding positions zero;
+        // dz padding rows zero. Per group: the Adam state of the group before overwrote them.
+        b.vpu_lif(1, 1.0f);
+        for (int i = 0; i < nbuf; ++i) {
+          for (uint32_t r = 0; r < T; ++r)
+            for (uint32_t c = 0; c < Rpad / N; ++c)
+              b.vpu_st(kBf16, 0, at[i] + (r * Rpad + c * N) * 2);
+          for (uint32_t c = 0; c < Rpad / N; ++c)
+            b.vpu_st(kBf16, 1, at[i] + (T * Rpad + c * N) * 2);
+          for (uint32_t r = RW; r < Rpad; ++r)
+            for (uint32_t j = 0; j < Fc; ++j) b.vpu_st(kBf16, 0, dz[i] + (r * F + j * N) * 2);
+        }
+        b.vpu_lif(2, 2.0f);
+        b.vpu_lif(3, 3.0f);
+        b.signal(isa::Unit::kVpu);
+        auto load = [&](uint32_t i) {
+          const uint32_t img = i / PH, py = i % PH, buf = i % nbuf;
+          const uint64_t src = L.images + (uint64_t{img} * H * W + 2 * py * W) * 2;
+          b.dma_copy(hbm(src, {{CW, 2}, {2, int32_t(W * 2)}, {K, 2}, {K, int32_t(W * 2)}}),
+                     ub(at[buf], {{CW, 2},
+                                  {2, int32_t(CW * 2)},
+                                  {K, int32_t(Rpad * 2)},
+                                  {K, int32_t(K * Rpad * 2)}}),
+                     2);
+          const uint64_t off = (uint64_t{img} * D + uint64_t{py} * PW * F) * 2;
+          copy_linear(b, isa::Space::kHbm, L.dfeatures + off, isa::Space::kUb, dp[buf], PW * F, 2);
+          copy_linear(b, isa::Space::kHbm, L.argmax + off, isa::Space::kUb, code[buf], PW * F, 2);
+          b.signal(isa::Unit::kDma);
+        };
+        if (nbuf == 2) load(0);  // one buffer: no prefetch (it would overwrite the data in use)
+        for (uint32_t i = 0; i < items; ++i) {
+          const uint32_t buf = i % nbuf;
+          if (nbuf == 1)
+            load(i);
+          else if (i + 1 < items)
+            load(i + 1);
+          for (uint32_t j = j0; j < j1; ++j)
+            for (uint32_t px = 0; px < PW; ++px) {
+              b.vpu_ld(kBf16, 4, dp[buf] + (px * F + j * N) * 2);
+              b.vpu_ld(kBf16, 5, code[buf] + (px * F + j * N) * 2);
+              for (uint32_t pos = 0; pos < 4; ++pos) {
+                const uint32_t r = (pos / 2) * CW + 2 * px + pos % 2;
+                b.vpu_op(Fn::kCmpEq, 6, 5, static_cast<int>(pos));  // v0..v3 hold 0..3
+                b.vpu_op(Fn::kSel, 7, 4, 0, 6);
+                b.vpu_st(kBf16, 7, dz[buf] + (r * F + j * N) * 2);
+              }
+            }
+          b.signal(isa::Unit::kVpu);
+          for (uint32_t j = j0; j < j1; ++j) {
+            for (uint32_t c = 0; c < Rpad / N; ++c) {
+              b.mxu_ldw(dz[buf] + (c * N * F + j * N) * 2, F * 2);
+              b.mxu_mm(i > 0 || c > 0, at[buf] + c * row2n, Rpad * 2, T + 1, (j - j0) * (T + 1));
+            }
+          }
+          b.signal(isa::Unit::kMxu);
+        }
+        // Adam on this group's kernel columns and biases (constants reloaded: v1..v3 were 1..3)
+        for (const Tensor32& t : state)
+          copy_linear(b, isa::Space::kHbm, t.hbm, isa::Space::kUb, t.ub, t.count, 4);
+        copy_linear(b, isa::Space::kHbm, L.conv_w16, isa::Space::kUb, cw16, T * F, 2);
+        b.signal(isa::Unit::kDma);
+        const AdamRegs ar;
+        emit_adam_constants(b, ar, adam_.beta1, adam_.beta2, adam_.epsilon, ub_lrt);
+        for (uint32_t j = j0; j < j1; ++j)
+          for (uint32_t t = 0; t <= T; ++t) {
+            const bool is_bias = t == T;
+            const uint32_t off4 = is_bias ? j * row4n : (t * F + j * N) * 4;
+            b.vpu_ld(kAcc, ar.g, (j - j0) * (T + 1) + t);
+            b.vpu_ld(kF32, ar.w, (is_bias ? cb : cw) + off4);
+            b.vpu_ld(kF32, ar.m, (is_bias ? cb_m : cw_m) + off4);
+            b.vpu_ld(kF32, ar.v, (is_bias ? cb_v : cw_v) + off4);
+            emit_adam_update(b, ar);
+            b.vpu_st(kF32, ar.w, (is_bias ? cb : cw) + off4);
+            b.vpu_st(kF32, ar.m, (is_bias ? cb_m : cw_m) + off4);
+            b.vpu_st(kF32, ar.v, (is_bias ? cb_v : cw_v) + off4);
+            if (!is_bias) b.vpu_st(kBf16, ar.w, cw16 + (t * F + j * N) * 2);
+          }
+        b.signal(isa::Unit::kVpu);
+        for (const Tensor32& t : state)
+          copy_linear(b, isa::Space::kUb, t.ub, isa::Space::kHbm, t.hbm, t.count, 4);
+        copy_linear(b, isa::Space::kUb, cw16, isa::Space::kHbm, L.conv_w16, T * F, 2);
+      }
+    }
+
+  }  // train
 
   program_ = b.finish();
   for (size_t p = 0; p < stats_.phases.size(); ++p) {
@@ -839,6 +875,16 @@ void CnnTrainStep::read_state(Reader read, void* ctx, CnnParams& p, AdamState& s
   const std::vector<float> pw = f32s(L.powers, 2 * chip_.n);
   s.beta1_power = pw[0];
   s.beta2_power = pw[chip_.n];
+}
+
+std::vector<float> CnnTrainStep::read_probabilities(Reader read, void* ctx) const {
+  const uint32_t C = spec_.classes, Cpad = class_pad();
+  const std::vector<uint8_t> bytes = read(ctx, layout_.probs, size_t{batch_} * Cpad * 4);
+  std::vector<float> p(size_t{batch_} * C);
+  for (uint32_t i = 0; i < batch_; ++i)
+    for (uint32_t c = 0; c < C; ++c)
+      p[size_t{i} * C + c] = bits_f32(get32(bytes, (i * Cpad + c) * 4));
+  return p;
 }
 
 void CnnTrainStep::read_metrics(Reader read, void* ctx, float& loss, float& correct) const {

@@ -9,6 +9,9 @@
 //   disasm IN.bin [--n N]                           print a program image as canonical text
 //   run PROGRAM [--backend rtl|functional] [--load ADDR=FILE ...] [--dump ADDR:BYTES=FILE ...]
 //                                                  run a program to HALT; print the counters
+//   train [--backend rtl|functional|sampled] [--steps S | --epochs E] [--batch B] [--array N]
+//         [--seed S] [--data DIR] [--out DIR] [--resume DIR] [--sample-every K]
+//                                                  train the example CNN on the chip
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -16,6 +19,7 @@
 #include "sw/tools/fpu_check.h"
 #include "sw/tools/hbm_replay.h"
 #include "sw/tools/run_tool.h"
+#include "sw/tools/train_tool.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera: a TPU-style training accelerator, simulated cycle by cycle"};
@@ -72,7 +76,36 @@ int main(int argc, char** argv) {
   run->add_option("--timeout", run_opt.timeout, "watchdog: cycles (rtl) or instructions")
       ->capture_default_str();
 
+  tessera::tools::TrainOptions tr;
+  auto* trn = app.add_subcommand(
+      "train", "train the example CNN on Fashion-MNIST on the simulated chip (docs/training.md)");
+  trn->add_option("--backend", tr.backend, "rtl (cycle-accurate), functional, or sampled")
+      ->check(CLI::IsMember({"rtl", "functional", "sampled"}))
+      ->capture_default_str();
+  trn->add_option("--steps", tr.steps, "training steps (overrides --epochs)");
+  trn->add_option("--epochs", tr.epochs, "epochs over the training set")->capture_default_str();
+  trn->add_option("--batch", tr.batch, "batch size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  trn->add_option("--array", tr.array, "MXU array size N (rtl: 4 or 16)")->capture_default_str();
+  trn->add_option("--seed", tr.seed, "weight initialisation and data order")->capture_default_str();
+  trn->add_option("--data", tr.data, "Fashion-MNIST/MNIST IDX directory (default: Debian's)");
+  trn->add_option("--out", tr.out, "run folder (default runs/<timestamp>)");
+  trn->add_option("--resume", tr.resume, "continue from a run folder's checkpoint");
+  trn->add_option("--sample-every", tr.sample_every, "sampled: every K-th step also on rtl")
+      ->capture_default_str();
+  trn->add_option("--checkpoint-every", tr.checkpoint_every,
+                  "also checkpoint every K steps (always: each epoch end and the end)");
+  trn->add_option("--eval-samples", tr.eval_samples, "evaluate on the first N test images");
+  trn->add_option("--eval-backend", tr.eval_backend, "backend of the test-set evaluation")
+      ->check(CLI::IsMember({"rtl", "functional"}))
+      ->capture_default_str();
+  trn->add_option("--stop-after", tr.stop_after, "stop after this step (checkpointed)");
+  trn->add_flag("!--no-progress", tr.progress, "no progress bar");
+
   CLI11_PARSE(app, argc, argv);
+
+  if (trn->parsed()) return tessera::tools::train(tr, std::cout, std::cerr);
 
   if (run->parsed()) return tessera::tools::run_program(run_opt, std::cout, std::cerr);
 

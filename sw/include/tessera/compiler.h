@@ -81,6 +81,7 @@ struct HbmLayout {
   uint64_t dfeatures = 0;  // [batch][features] bf16, d loss / d features
   // results
   uint64_t metrics = 0;  // [2][N] fp32: batch mean loss, number of correct predictions
+  uint64_t probs = 0;    // [batch][Cpad] fp32: the softmax output (StepKind::kEvaluate)
   uint64_t program = 0;  // the step program
 };
 
@@ -95,13 +96,24 @@ struct StepStats {
   std::vector<Phase> phases;
 };
 
+// A training step, or the forward pass alone (evaluate / predict: loss, correct count and the
+// softmax probabilities; no update, the weights and Adam state are only read).
+enum class StepKind { kTrain, kEvaluate };
+
 class CnnTrainStep {
  public:
   // Lays the step out in HBM from `hbm_base` (a 4 KiB-aligned address) and compiles it. Throws
   // std::invalid_argument naming the problem for a configuration the chip cannot run (filters
   // not a multiple of N, a batch whose buffers do not fit in the UB or ACC, ...).
   CnnTrainStep(const CnnSpec& spec, const AdamSpec& adam, const ChipShape& chip, uint32_t batch,
-               uint64_t hbm_base);
+               uint64_t hbm_base, StepKind kind = StepKind::kTrain,
+               const HbmLayout* share_state = nullptr);
+  // With `share_state` (a step compiled for the same model and chip), the weights, Adam state,
+  // powers and constants are that step's: an evaluation program reads the training program's
+  // weights in place. Only the batch, activation and result regions are laid out anew.
+  // The bytes of HBM the step's data needs from its base (the program is loaded separately).
+  static uint64_t data_bytes(const CnnSpec& spec, const ChipShape& chip, uint32_t batch);
+  StepKind kind() const { return kind_; }
 
   const CnnSpec& spec() const { return spec_; }
   const ChipShape& chip() const { return chip_; }
@@ -124,18 +136,22 @@ class CnnTrainStep {
   void read_state(Reader read, void* ctx, CnnParams& p, AdamState& s) const;
   // The step's results from the metrics region.
   void read_metrics(Reader read, void* ctx, float& loss, float& correct) const;
+  // kEvaluate: the softmax output, batch x classes.
+  std::vector<float> read_probabilities(Reader read, void* ctx) const;
 
   // Shape helpers.
   uint32_t class_pad() const;  // classes rounded up to N
   uint32_t tap_pad() const;    // taps rounded up to N
 
  private:
-  void plan_hbm(uint64_t base);
+  CnnTrainStep() = default;
+  void plan_hbm(uint64_t base, const HbmLayout* share_state = nullptr);
   void compile();
   CnnSpec spec_;
+  StepKind kind_ = StepKind::kTrain;
   AdamSpec adam_;
   ChipShape chip_;
-  uint32_t batch_;
+  uint32_t batch_ = 0;
   HbmLayout layout_;
   std::vector<isa::Instruction> program_;
   StepStats stats_;

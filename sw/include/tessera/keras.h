@@ -1,0 +1,145 @@
+// A Keras-style training API over the Tessera chip (docs/training.md). It reads like the
+// TensorFlow original:
+//
+//   keras::Sequential model({keras::Conv2D(32, 3, "relu", {28, 28, 1}), keras::MaxPool2D(2),
+//                            keras::Flatten(), keras::Dense(10, "softmax")});
+//   model.compile(keras::Adam(1e-3), "sparse_categorical_crossentropy", {"accuracy"});
+//   model.fit(train, {.epochs = 1, .batch_size = 128});
+//   auto [loss, acc] = model.evaluate(test);
+//
+// Underneath, compile() checks the layers against what the chip compiler lowers
+// (tessera/compiler.h), opens the device (backend `rtl` or `functional`) and compiles the
+// training step once; fit() replays it for every batch. Unsupported layer stacks and
+// configurations are refused in compile(), before any long work, with the reason.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/compiler.h"
+#include "tessera/data.h"
+#include "tessera/driver.h"
+
+namespace tessera::keras {
+
+struct Layer {
+  enum class Kind { kConv2D, kMaxPool2D, kFlatten, kDense } kind;
+  uint32_t units = 0;  // Conv2D filters / Dense units
+  uint32_t size = 0;   // Conv2D kernel / MaxPool2D pool
+  std::string activation, padding = "valid";
+  std::array<uint32_t, 3> input_shape{};  // H, W, C (first layer only; zeros: unset)
+};
+Layer Conv2D(uint32_t filters, uint32_t kernel_size, const std::string& activation = "relu",
+             std::array<uint32_t, 3> input_shape = {}, const std::string& padding = "valid");
+Layer MaxPool2D(uint32_t pool_size = 2);
+Layer Flatten();
+Layer Dense(uint32_t units, const std::string& activation = "");
+
+struct Adam {
+  float learning_rate = 1e-3f, beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;
+  explicit Adam(float lr = 1e-3f) : learning_rate(lr) {}
+};
+
+// Where and how the model runs (not in Keras: the chip's configuration).
+struct DeviceOptions {
+  driver::Backend backend = driver::Backend::kFunctional;
+  int array = 16;  // N; the rtl backend is built for 4 and 16
+  uint64_t timeout_cycles = 2'000'000'000;
+};
+
+// What a step reports to callbacks.
+struct StepLogs {
+  uint64_t step = 0;  // global step, from 0
+  uint64_t epoch = 0, batch_in_epoch = 0;
+  float loss = 0, accuracy = 0;
+  driver::RunReport report;  // cycles and PERF counters (rtl); zeros on functional
+  double wall_seconds = 0;   // this step: staging + run + read back
+};
+
+class Sequential;
+struct Callback {
+  virtual ~Callback() = default;
+  virtual void on_train_begin(Sequential&) {}
+  virtual void on_step_end(Sequential&, const StepLogs&) {}
+  virtual void on_epoch_end(Sequential&, uint64_t /*epoch*/) {}
+  virtual void on_train_end(Sequential&) {}
+};
+
+struct FitOptions {
+  uint64_t epochs = 1;
+  uint64_t steps = 0;  // if nonzero: train exactly this many steps (overrides epochs)
+  uint32_t batch_size = 128;
+  uint64_t seed = 0;  // data order (shuffle)
+  uint32_t prefetch = 2;
+  uint64_t initial_step = 0;         // resume: the global step to start from
+  data::Pipeline::Position start{};  // resume: the data position of initial_step
+  std::vector<Callback*> callbacks;
+  // Stop after this step even if more were asked for (0: never); for tests of resume.
+  uint64_t stop_after = 0;
+};
+
+struct History {
+  std::vector<float> loss, accuracy;  // per step
+};
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+  uint64_t samples = 0;
+};
+
+class Sequential {
+ public:
+  explicit Sequential(std::vector<Layer> layers);
+  ~Sequential();
+  void add(const Layer& layer);
+
+  // Checks the stack, opens the device and compiles the training step for `batch_size`.
+  // Throws std::invalid_argument with the reason for anything the chip cannot run.
+  void compile(const Adam& optimizer, const std::string& loss,
+               const std::vector<std::string>& metrics, const DeviceOptions& device = {},
+               uint32_t batch_size = 128, uint64_t weight_seed = 0);
+
+  History fit(const data::Dataset& train, const FitOptions& options);
+  // One training step on one batch (the batch size compile() was given); advances step().
+  StepLogs train_on_batch(const data::Batch& batch);
+  // Forward passes only (a separate compiled evaluation program; the weights are read).
+  EvalResult evaluate(const data::Dataset& test, uint32_t batch_size = 0);
+  // Softmax outputs, images x classes.
+  std::vector<float> predict(const data::Dataset& images, uint32_t batch_size = 0);
+
+  // Weights and optimizer state as they are on the device.
+  compiler::CnnParams get_weights();
+  compiler::AdamState get_optimizer_state();
+  void set_state(const compiler::CnnParams& p, const compiler::AdamState& s);
+  uint64_t step() const { return step_; }
+  void set_step(uint64_t s) { step_ = s; }  // resume
+
+  const compiler::CnnSpec& spec() const { return spec_; }
+  const compiler::CnnTrainStep& train_step() const { return *train_; }
+  driver::Device& device() { return *device_; }
+  std::string summary() const;    // Keras-style layer table
+  std::string signature() const;  // model + configuration, for checkpoints
+
+ private:
+  compiler::CnnTrainStep& eval_program(uint32_t batch);
+  void check_compiled(const char* what) const;
+  std::vector<Layer> layers_;
+  compiler::CnnSpec spec_;
+  compiler::AdamSpec adam_;
+  DeviceOptions dev_opts_;
+  uint32_t batch_ = 0;
+  std::unique_ptr<driver::Device> device_;
+  std::unique_ptr<compiler::CnnTrainStep> train_;
+  uint64_t train_prog_ = 0;
+  struct Eval {
+    std::unique_ptr<compiler::CnnTrainStep> step;
+    uint64_t prog = 0;
+  };
+  std::vector<Eval> evals_;
+  uint64_t step_ = 0;
+};
+
+}  // namespace tessera::keras

@@ -1,0 +1,307 @@
+// keras::Sequential over the chip (tessera/keras.h).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+
+#include "tessera/keras.h"
+
+namespace tessera::keras {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<uint8_t> device_read(void* ctx, uint64_t addr, size_t bytes) {
+  return static_cast<driver::Device*>(ctx)->read(addr, bytes);
+}
+
+const char* kind_name(Layer::Kind k) {
+  switch (k) {
+    case Layer::Kind::kConv2D:
+      return "Conv2D";
+    case Layer::Kind::kMaxPool2D:
+      return "MaxPool2D";
+    case Layer::Kind::kFlatten:
+      return "Flatten";
+    case Layer::Kind::kDense:
+      return "Dense";
+  }
+  return "?";
+}
+
+// The chip configurations: the rtl backend is built for these (sim/CMakeLists.txt).
+compiler::ChipShape chip_shape(int n) {
+  if (n == 4) return {4, 8192, 64};
+  if (n == 16) return {16, 65536, 256};
+  return {n, 256ull * 1024, 1024};  // functional backend only
+}
+
+}  // namespace
+
+Layer Conv2D(uint32_t filters, uint32_t kernel_size, const std::string& activation,
+             std::array<uint32_t, 3> input_shape, const std::string& padding) {
+  Layer l{Layer::Kind::kConv2D};
+  l.units = filters;
+  l.size = kernel_size;
+  l.activation = activation;
+  l.input_shape = input_shape;
+  l.padding = padding;
+  return l;
+}
+Layer MaxPool2D(uint32_t pool_size) {
+  Layer l{Layer::Kind::kMaxPool2D};
+  l.size = pool_size;
+  return l;
+}
+Layer Flatten() { return Layer{Layer::Kind::kFlatten}; }
+Layer Dense(uint32_t units, const std::string& activation) {
+  Layer l{Layer::Kind::kDense};
+  l.units = units;
+  l.activation = activation;
+  return l;
+}
+
+Sequential::Sequential(std::vector<Layer> layers) : layers_(std::move(layers)) {}
+Sequential::~Sequential() = default;
+void Sequential::add(const Layer& layer) { layers_.push_back(layer); }
+
+void Sequential::compile(const Adam& opt, const std::string& loss,
+                         const std::vector<std::string>& metrics, const DeviceOptions& device,
+                         uint32_t batch_size, uint64_t weight_seed) {
+  auto bad = [](const std::string& why) { throw std::invalid_argument("compile: " + why); };
+  // The stack the chip compiler lowers: Conv2D(relu, valid) -> MaxPool2D -> Flatten ->
+  // Dense(softmax), one input channel.
+  const Layer::Kind want[] = {Layer::Kind::kConv2D, Layer::Kind::kMaxPool2D, Layer::Kind::kFlatten,
+                              Layer::Kind::kDense};
+  if (layers_.size() != 4)
+    bad("the chip compiler lowers Conv2D -> MaxPool2D -> Flatten -> Dense; this model has " +
+        std::to_string(layers_.size()) + " layers");
+  for (size_t i = 0; i < 4; ++i)
+    if (layers_[i].kind != want[i])
+      bad("layer " + std::to_string(i) + " is " + kind_name(layers_[i].kind) + ", expected " +
+          kind_name(want[i]) + " (Conv2D -> MaxPool2D -> Flatten -> Dense)");
+  const Layer& conv = layers_[0];
+  if (conv.activation != "relu")
+    bad("Conv2D activation must be relu, not '" + conv.activation + "'");
+  if (conv.padding != "valid") bad("Conv2D padding must be valid, not '" + conv.padding + "'");
+  const auto in = conv.input_shape;
+  if (in[0] == 0) bad("the first layer needs input_shape");
+  if (in[2] != 1)
+    bad("Conv2D: one input channel only (input_shape " + std::to_string(in[0]) + "x" +
+        std::to_string(in[1]) + "x" + std::to_string(in[2]) + ")");
+  if (layers_[3].activation != "softmax") bad("Dense activation must be softmax");
+  if (loss != "sparse_categorical_crossentropy")
+    bad("loss must be sparse_categorical_crossentropy, not '" + loss + "'");
+  for (const auto& m : metrics)
+    if (m != "accuracy" && m != "sparse_categorical_accuracy") bad("unknown metric '" + m + "'");
+  spec_.height = in[0];
+  spec_.width = in[1];
+  spec_.filters = conv.units;
+  spec_.kernel = conv.size;
+  spec_.pool = layers_[1].size;
+  spec_.classes = layers_[3].units;
+  adam_ = {opt.learning_rate, opt.beta_1, opt.beta_2, opt.epsilon};
+  dev_opts_ = device;
+  batch_ = batch_size;
+  if (device.backend == driver::Backend::kRtl && device.array != 4 && device.array != 16)
+    bad("the rtl backend is built for array sizes 4 and 16, not " + std::to_string(device.array));
+
+  const compiler::ChipShape chip = chip_shape(device.array);
+  driver::DeviceConfig dc;
+  dc.backend = device.backend;
+  dc.n = chip.n;
+  dc.ub_bytes = chip.ub_bytes;
+  dc.acc_rows = chip.acc_rows;
+  // Compile first (it validates the configuration), then open the device.
+  const uint64_t data = compiler::CnnTrainStep::data_bytes(spec_, chip, batch_);
+  auto probe = std::make_unique<compiler::CnnTrainStep>(spec_, adam_, chip, batch_, 0);
+  (void)probe;
+  device_ = driver::Device::open(dc);
+  const uint64_t base = device_->alloc(data);
+  train_ = std::make_unique<compiler::CnnTrainStep>(spec_, adam_, chip, batch_, base);
+  train_prog_ = device_->load_program(train_->program_bytes());
+  evals_.clear();
+  set_state(compiler::glorot_init(spec_, weight_seed), compiler::zero_adam_state(spec_));
+}
+
+void Sequential::check_compiled(const char* what) const {
+  if (!train_) throw std::logic_error(std::string(what) + ": call compile() first");
+}
+
+void Sequential::set_state(const compiler::CnnParams& p, const compiler::AdamState& s) {
+  check_compiled("set_state");
+  for (const auto& w : train_->state_image(p, s)) device_->write(w.first, w.second);
+}
+
+compiler::CnnParams Sequential::get_weights() {
+  check_compiled("get_weights");
+  compiler::CnnParams p;
+  compiler::AdamState s;
+  train_->read_state(device_read, device_.get(), p, s);
+  return p;
+}
+
+compiler::AdamState Sequential::get_optimizer_state() {
+  check_compiled("get_optimizer_state");
+  compiler::CnnParams p;
+  compiler::AdamState s;
+  train_->read_state(device_read, device_.get(), p, s);
+  return s;
+}
+
+History Sequential::fit(const data::Dataset& train, const FitOptions& o) {
+  check_compiled("fit");
+  if (train.rows != spec_.height || train.cols != spec_.width)
+    throw std::invalid_argument("fit: the dataset's images are " + std::to_string(train.rows) +
+                                "x" + std::to_string(train.cols) + ", the model takes " +
+                                std::to_string(spec_.height) + "x" + std::to_string(spec_.width));
+  data::PipelineConfig pc;
+  pc.batch = batch_;
+  pc.seed = o.seed;
+  pc.prefetch = o.prefetch;
+  pc.shuffle_buffer = std::max<uint32_t>(1, train.count);
+  data::Pipeline pipe(train, pc);
+  pipe.seek(o.start);
+  const uint64_t per_epoch = pipe.batches_per_epoch();
+  const uint64_t total = o.steps ? o.steps : o.epochs * per_epoch;
+  History h;
+  step_ = o.initial_step;
+  for (Callback* c : o.callbacks) c->on_train_begin(*this);
+  while (step_ < total) {
+    data::Batch batch = pipe.next();
+    const StepLogs logs = train_on_batch(batch);
+    h.loss.push_back(logs.loss);
+    h.accuracy.push_back(logs.accuracy);
+    for (Callback* c : o.callbacks) c->on_step_end(*this, logs);
+    if (batch.index + 1 == per_epoch)
+      for (Callback* c : o.callbacks) c->on_epoch_end(*this, batch.epoch);
+    if (o.stop_after && step_ >= o.stop_after) break;
+  }
+  for (Callback* c : o.callbacks) c->on_train_end(*this);
+  return h;
+}
+
+StepLogs Sequential::train_on_batch(const data::Batch& batch) {
+  check_compiled("train_on_batch");
+  const auto t0 = Clock::now();
+  for (const auto& w : train_->batch_image(data::images_to_bf16(batch), batch.labels))
+    device_->write(w.first, w.second);
+  StepLogs logs;
+  logs.report = device_->run(train_prog_, dev_opts_.timeout_cycles);
+  float loss = 0, correct = 0;
+  train_->read_metrics(device_read, device_.get(), loss, correct);
+  logs.step = step_++;
+  logs.epoch = batch.epoch;
+  logs.batch_in_epoch = batch.index;
+  logs.loss = loss;
+  logs.accuracy = correct / static_cast<float>(batch_);
+  logs.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return logs;
+}
+
+compiler::CnnTrainStep& Sequential::eval_program(uint32_t batch) {
+  for (auto& e : evals_)
+    if (e.step->batch() == batch) return *e.step;
+  const compiler::ChipShape chip = train_->chip();
+  const uint64_t base = device_->alloc(compiler::CnnTrainStep::data_bytes(spec_, chip, batch));
+  Eval e;
+  e.step = std::make_unique<compiler::CnnTrainStep>(
+      spec_, adam_, chip, batch, base, compiler::StepKind::kEvaluate, &train_->layout());
+  e.prog = device_->load_program(e.step->program_bytes());
+  evals_.push_back(std::move(e));
+  return *evals_.back().step;
+}
+
+namespace {
+// Runs the evaluation program over every image of `ds` in order; calls back per batch.
+template <class PerBatch>
+void forward_all(driver::Device& dev, const data::Dataset& ds, uint32_t batch,
+                 const std::function<compiler::CnnTrainStep&(uint32_t)>& program_for,
+                 const std::function<uint64_t(const compiler::CnnTrainStep&)>& prog_addr,
+                 uint64_t timeout, PerBatch per_batch) {
+  const size_t px = size_t{ds.rows} * ds.cols;
+  for (uint32_t s0 = 0; s0 < ds.count; s0 += batch) {
+    const uint32_t b = std::min(batch, ds.count - s0);
+    compiler::CnnTrainStep& step = program_for(b);
+    data::Batch bt;
+    bt.images.assign(ds.images.begin() + s0 * px, ds.images.begin() + (s0 + b) * px);
+    bt.labels.assign(ds.labels.begin() + s0, ds.labels.begin() + s0 + b);
+    for (const auto& w : step.batch_image(data::images_to_bf16(bt), bt.labels))
+      dev.write(w.first, w.second);
+    dev.run(prog_addr(step), timeout);
+    per_batch(step, b);
+  }
+}
+}  // namespace
+
+EvalResult Sequential::evaluate(const data::Dataset& test, uint32_t batch_size) {
+  check_compiled("evaluate");
+  const uint32_t batch = batch_size ? batch_size : batch_;
+  EvalResult r;
+  double loss_sum = 0, correct = 0;
+  forward_all(
+      *device_, test, batch, [&](uint32_t b) -> compiler::CnnTrainStep& { return eval_program(b); },
+      [&](const compiler::CnnTrainStep& s) {
+        for (auto& e : evals_)
+          if (e.step.get() == &s) return e.prog;
+        return uint64_t{0};
+      },
+      dev_opts_.timeout_cycles,
+      [&](compiler::CnnTrainStep& step, uint32_t b) {
+        float loss = 0, c = 0;
+        step.read_metrics(device_read, device_.get(), loss, c);
+        loss_sum += double{loss} * b;  // the program reports the batch mean
+        correct += c;
+        r.samples += b;
+      });
+  r.loss = loss_sum / static_cast<double>(r.samples);
+  r.accuracy = correct / static_cast<double>(r.samples);
+  return r;
+}
+
+std::vector<float> Sequential::predict(const data::Dataset& images, uint32_t batch_size) {
+  check_compiled("predict");
+  const uint32_t batch = batch_size ? batch_size : batch_;
+  std::vector<float> out;
+  data::Dataset ds = images;
+  ds.labels.assign(ds.count, 0);  // labels are not used for the probabilities
+  forward_all(
+      *device_, ds, batch, [&](uint32_t b) -> compiler::CnnTrainStep& { return eval_program(b); },
+      [&](const compiler::CnnTrainStep& s) {
+        for (auto& e : evals_)
+          if (e.step.get() == &s) return e.prog;
+        return uint64_t{0};
+      },
+      dev_opts_.timeout_cycles,
+      [&](compiler::CnnTrainStep& step, uint32_t) {
+        const auto p = step.read_probabilities(device_read, device_.get());
+        out.insert(out.end(), p.begin(), p.end());
+      });
+  return out;
+}
+
+std::string Sequential::summary() const {
+  std::ostringstream o;
+  const uint32_t ch = spec_.conv_h(), cw = spec_.conv_w();
+  o << "Layer (type)      Output Shape        Param #\n";
+  o << "Conv2D            (None, " << ch << ", " << cw << ", " << spec_.filters << ")    "
+    << spec_.taps() * spec_.filters + spec_.filters << "\n";
+  o << "MaxPool2D         (None, " << spec_.pool_h() << ", " << spec_.pool_w() << ", "
+    << spec_.filters << ")    0\n";
+  o << "Flatten           (None, " << spec_.features() << ")        0\n";
+  o << "Dense             (None, " << spec_.classes << ")          "
+    << spec_.features() * spec_.classes + spec_.classes << "\n";
+  return o.str();
+}
+
+std::string Sequential::signature() const {
+  std::ostringstream o;
+  o << "Conv2D(" << spec_.filters << "," << spec_.kernel << ",relu,input=" << spec_.height << "x"
+    << spec_.width << "x1)-MaxPool2D(" << spec_.pool << ")-Flatten-Dense(" << spec_.classes
+    << ",softmax)|Adam(lr=" << adam_.lr << ",b1=" << adam_.beta1 << ",b2=" << adam_.beta2
+    << ",eps=" << adam_.epsilon << ")|batch=" << batch_;
+  return o.str();
+}
+
+}  // namespace tessera::keras

@@ -1,0 +1,410 @@
+// tessera train (train_tool.h).
+#include "sw/tools/train_tool.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "tessera/checkpoint.h"
+#include "tessera/keras.h"
+#include "tessera/metrics.h"
+#include "tessera/plot.h"
+#include "tessera/tfevents.h"
+
+namespace tessera::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kClockHz = 1.0e9;  // nominal chip clock for simulated images per second
+
+std::string timestamp() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+void mkdirs(const std::string& path) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+      throw std::runtime_error(cur + ": cannot create: " + std::strerror(errno));
+  }
+}
+
+// Checkpoint <-> model state.
+runlog::Checkpoint to_checkpoint(keras::Sequential& model, uint64_t step,
+                                 data::Pipeline::Position pos, uint64_t seed) {
+  const compiler::CnnSpec& s = model.spec();
+  const compiler::CnnParams p = model.get_weights();
+  const compiler::AdamState a = model.get_optimizer_state();
+  runlog::Checkpoint c;
+  c.model_signature = model.signature();
+  c.step = step;
+  c.data_epoch = pos.epoch;
+  c.data_index = pos.index;
+  c.seed = seed;
+  auto add = [&](const std::string& prefix, const compiler::CnnParams& q) {
+    c.tensors.push_back(
+        {prefix + "conv_kernel", {s.kernel, s.kernel, 1, s.filters}, q.conv_kernel});
+    c.tensors.push_back({prefix + "conv_bias", {s.filters}, q.conv_bias});
+    c.tensors.push_back({prefix + "dense_kernel", {s.features(), s.classes}, q.dense_kernel});
+    c.tensors.push_back({prefix + "dense_bias", {s.classes}, q.dense_bias});
+  };
+  add("", p);
+  add("adam/m/", a.m);
+  add("adam/v/", a.v);
+  c.tensors.push_back({"adam/beta1_power", {1}, {a.beta1_power}});
+  c.tensors.push_back({"adam/beta2_power", {1}, {a.beta2_power}});
+  return c;
+}
+
+void from_checkpoint(const runlog::Checkpoint& c, const std::string& path, compiler::CnnParams& p,
+                     compiler::AdamState& a) {
+  auto get = [&](const std::string& name) -> const std::vector<float>& {
+    for (const auto& t : c.tensors)
+      if (t.name == name) return t.data;
+    throw runlog::CheckpointError(runlog::CheckpointError::Kind::kMalformedPayload,
+                                  "checkpoint " + path + ": no tensor '" + name + "'");
+  };
+  auto fill = [&](const std::string& prefix, compiler::CnnParams& q) {
+    q.conv_kernel = get(prefix + "conv_kernel");
+    q.conv_bias = get(prefix + "conv_bias");
+    q.dense_kernel = get(prefix + "dense_kernel");
+    q.dense_bias = get(prefix + "dense_bias");
+  };
+  fill("", p);
+  fill("adam/m/", a.m);
+  fill("adam/v/", a.v);
+  a.beta1_power = get("adam/beta1_power").at(0);
+  a.beta2_power = get("adam/beta2_power").at(0);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+bool same_state(keras::Sequential& x, keras::Sequential& y, std::string& what) {
+  const auto px = x.get_weights(), py = y.get_weights();
+  const auto ax = x.get_optimizer_state(), ay = y.get_optimizer_state();
+  const std::pair<const char*, std::pair<const std::vector<float>*, const std::vector<float>*>>
+      all[] = {{"conv kernel", {&px.conv_kernel, &py.conv_kernel}},
+               {"conv bias", {&px.conv_bias, &py.conv_bias}},
+               {"dense kernel", {&px.dense_kernel, &py.dense_kernel}},
+               {"dense bias", {&px.dense_bias, &py.dense_bias}},
+               {"Adam m (dense kernel)", {&ax.m.dense_kernel, &ay.m.dense_kernel}},
+               {"Adam v (dense kernel)", {&ax.v.dense_kernel, &ay.v.dense_kernel}},
+               {"Adam m (conv kernel)", {&ax.m.conv_kernel, &ay.m.conv_kernel}},
+               {"Adam v (conv kernel)", {&ax.v.conv_kernel, &ay.v.conv_kernel}}};
+  for (const auto& e : all)
+    if (!same_bits(*e.second.first, *e.second.second)) {
+      what = e.first;
+      return false;
+    }
+  return true;
+}
+
+std::string bar(double frac, int width) {
+  const int full = static_cast<int>(frac * width);
+  std::string s(width, ' ');
+  for (int i = 0; i < full && i < width; ++i) s[i] = '=';
+  if (full < width) s[full] = '>';
+  return s;
+}
+
+}  // namespace
+
+int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
+  // ---- everything that can be wrong with the input is checked before training starts ----
+  driver::Backend backend, eval_backend;
+  const bool sampled = opt.backend == "sampled";
+  try {
+    backend = sampled ? driver::Backend::kFunctional : driver::parse_backend(opt.backend);
+    eval_backend = driver::parse_backend(opt.eval_backend);
+  } catch (const std::exception& e) {
+    err << "tessera train: " << e.what() << "\n";
+    return 2;
+  }
+  if (sampled && opt.sample_every < 1) {
+    err << "tessera train: --sample-every must be at least 1\n";
+    return 2;
+  }
+  const std::string data_dir = opt.data.empty() ? data::default_data_dir() : opt.data;
+  data::Dataset train_set, test_set;
+  try {
+    train_set = data::load_mnist(data_dir, data::Split::kTrain);
+    test_set = data::load_mnist(data_dir, data::Split::kTest);
+  } catch (const std::exception& e) {
+    err << "tessera train: dataset: " << e.what() << "\n";
+    if (opt.data.empty())
+      err << "  (the default data is Debian's dataset-fashion-mnist: apt-get install "
+             "dataset-fashion-mnist, or pass --data DIR)\n";
+    return 2;
+  }
+  if (opt.eval_samples && opt.eval_samples < test_set.count) {
+    const size_t px = size_t{test_set.rows} * test_set.cols;
+    test_set.count = static_cast<uint32_t>(opt.eval_samples);
+    test_set.images.resize(test_set.count * px);
+    test_set.labels.resize(test_set.count);
+  }
+
+  auto make_model = [&]() {
+    return std::make_unique<keras::Sequential>(
+        std::vector<keras::Layer>{keras::Conv2D(32, 3, "relu", {28, 28, 1}), keras::MaxPool2D(2),
+                                  keras::Flatten(), keras::Dense(10, "softmax")});
+  };
+  auto compile = [&](keras::Sequential& m, driver::Backend be) {
+    keras::DeviceOptions d;
+    d.backend = be;
+    d.array = opt.array;
+    m.compile(keras::Adam(1e-3f), "sparse_categorical_crossentropy", {"accuracy"}, d, opt.batch,
+              opt.seed);
+  };
+  std::unique_ptr<keras::Sequential> model = make_model(), shadow;
+  data::Pipeline::Position start{};
+  uint64_t first_step = 0;
+  try {
+    compile(*model, backend);
+    if (sampled) {
+      shadow = make_model();
+      compile(*shadow, driver::Backend::kRtl);
+    }
+    if (!opt.resume.empty()) {
+      std::string path = opt.resume;
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) path += "/checkpoint/ckpt.tsr";
+      const runlog::Checkpoint c = runlog::load_checkpoint(path, model->signature());
+      compiler::CnnParams p;
+      compiler::AdamState a;
+      from_checkpoint(c, path, p, a);
+      if (c.seed != opt.seed)
+        throw std::invalid_argument("checkpoint " + path + " was written with --seed " +
+                                    std::to_string(c.seed) + ", this run has --seed " +
+                                    std::to_string(opt.seed));
+      model->set_state(p, a);
+      first_step = c.step;
+      start = {c.data_epoch, c.data_index};
+      out << "resuming " << path << " at step " << first_step << " (epoch " << start.epoch
+          << ", batch " << start.index << ")\n";
+    }
+  } catch (const std::exception& e) {
+    err << "tessera train: " << e.what() << "\n";
+    return 2;
+  }
+
+  data::PipelineConfig pc;
+  pc.batch = opt.batch;
+  pc.seed = opt.seed;
+  pc.shuffle_buffer = train_set.count;
+  pc.prefetch = 2;
+  data::Pipeline pipe(train_set, pc);
+  pipe.seek(start);
+  const uint64_t per_epoch = pipe.batches_per_epoch();
+  const uint64_t total = opt.steps ? opt.steps : opt.epochs * per_epoch;
+  if (first_step >= total) {
+    err << "tessera train: the checkpoint is at step " << first_step << ", nothing left of "
+        << total << " steps\n";
+    return 2;
+  }
+
+  const std::string run_dir = opt.out.empty() ? "runs/" + timestamp() : opt.out;
+  mkdirs(run_dir + "/checkpoint");
+  runlog::MetricsCsv csv(run_dir, {"epoch", "step_cycles", "mxu_utilization", "wall_seconds"});
+  runlog::EventWriter events(run_dir);
+  const std::string ckpt_path = run_dir + "/checkpoint/ckpt.tsr";
+  const int n = opt.array;
+  const compiler::CnnTrainStep& step_prog = model->train_step();
+  out << model->summary() << "backend " << opt.backend << ", array " << n << "x" << n << ", batch "
+      << opt.batch << ", " << total << " steps (" << per_epoch << " a epoch), program "
+      << step_prog.stats().instructions << " instructions\nrun folder " << run_dir << "\n";
+
+  std::vector<uint64_t> step_cycles;
+  std::vector<driver::RunReport> reports;
+  uint64_t sampled_steps = 0;
+  const auto t_start = Clock::now();
+  double last_loss = 0, last_acc = 0;
+  uint64_t last_step = first_step;
+  auto save = [&](uint64_t steps_done) {
+    runlog::save_checkpoint(ckpt_path,
+                            to_checkpoint(*model, steps_done, pipe.position(), opt.seed));
+  };
+  try {
+    for (uint64_t s = first_step; s < total; ++s) {
+      const data::Batch batch = pipe.next();
+      const bool sample_now = sampled && (s % opt.sample_every == 0);
+      if (sample_now) shadow->set_state(model->get_weights(), model->get_optimizer_state());
+      keras::StepLogs logs = model->train_on_batch(batch);
+      logs.step = s;
+      if (sample_now) {
+        const keras::StepLogs rtl = shadow->train_on_batch(batch);
+        std::string what;
+        if (std::memcmp(&rtl.loss, &logs.loss, 4) != 0 || rtl.accuracy != logs.accuracy ||
+            !same_state(*model, *shadow, what)) {
+          err << "tessera train: sampled step " << s << ": rtl and functional differ ("
+              << (what.empty() ? "loss/accuracy" : what) << ")\n";
+          return 1;
+        }
+        logs.report = rtl.report;
+        ++sampled_steps;
+      }
+      const uint64_t cyc = logs.report.cycles;
+      const double mxu_util =
+          cyc ? static_cast<double>(logs.report.perf[7]) / (double(cyc) * n * n) : 0.0;
+      if (cyc) {
+        step_cycles.push_back(cyc);
+        reports.push_back(logs.report);
+      }
+      csv.add_row(static_cast<int64_t>(s), logs.loss, logs.accuracy,
+                  {double(batch.epoch), double(cyc), mxu_util, logs.wall_seconds});
+      events.add_scalar("loss", static_cast<int64_t>(s), logs.loss);
+      events.add_scalar("accuracy", static_cast<int64_t>(s), logs.accuracy);
+      if (cyc) {
+        events.add_scalar("step_cycles", static_cast<int64_t>(s), static_cast<float>(cyc));
+        events.add_scalar("mxu_utilization", static_cast<int64_t>(s), static_cast<float>(mxu_util));
+      }
+      last_loss = logs.loss;
+      last_acc = logs.accuracy;
+      last_step = s + 1;
+      const bool epoch_end = batch.index + 1 == per_epoch;
+      if ((opt.checkpoint_every && (s + 1) % opt.checkpoint_every == 0) || epoch_end) save(s + 1);
+      if (opt.progress) {
+        const double wall = std::chrono::duration<double>(Clock::now() - t_start).count();
+        const double done = double(s + 1 - first_step);
+        err << "\rstep " << s + 1 << "/" << total << " [" << bar(double(s + 1) / total, 24)
+            << "] loss " << std::fixed << std::setprecision(4) << logs.loss << " acc "
+            << std::setprecision(3) << logs.accuracy;
+        if (!step_cycles.empty())
+          err << " | " << step_cycles.back() << " cyc/step, MXU " << std::setprecision(1)
+              << 100.0 * mxu_util << "%, " << std::setprecision(0)
+              << opt.batch * kClockHz / step_cycles.back() << " img/s sim";
+        err << " | " << std::setprecision(2) << done * opt.batch / wall << " img/s wall   "
+            << std::defaultfloat << std::flush;
+      }
+      if (opt.stop_after && s + 1 >= opt.stop_after) break;
+    }
+    if (opt.progress) err << "\n";
+    save(last_step);
+  } catch (const driver::DeviceFault& e) {
+    err << "\ntessera train: chip fault: " << e.what() << "\n";
+    return 1;
+  } catch (const driver::DeviceTimeout& e) {
+    err << "\ntessera train: " << e.what() << "\n";
+    return 1;
+  }
+  events.flush();
+  const double train_wall = std::chrono::duration<double>(Clock::now() - t_start).count();
+  if (opt.stop_after && last_step < total) {
+    out << "stopped after step " << last_step << " (checkpoint " << ckpt_path << ")\n";
+    return 0;
+  }
+
+  // ---- evaluation on the test set ----
+  const auto t_eval = Clock::now();
+  keras::EvalResult ev;
+  {
+    std::unique_ptr<keras::Sequential> evaluator;
+    keras::Sequential* m = model.get();
+    if (eval_backend != backend) {
+      evaluator = make_model();
+      compile(*evaluator, eval_backend);
+      evaluator->set_state(model->get_weights(), model->get_optimizer_state());
+      m = evaluator.get();
+    }
+    ev = m->evaluate(test_set);
+  }
+  const double eval_wall = std::chrono::duration<double>(Clock::now() - t_eval).count();
+  out << "test: loss " << ev.loss << ", accuracy " << ev.accuracy << " (" << ev.samples
+      << " images, " << opt.eval_backend << " backend, " << eval_wall << " s)\n";
+
+  // ---- the run folder ----
+  bool cycles_constant = true;
+  for (uint64_t c : step_cycles) cycles_constant = cycles_constant && c == step_cycles.front();
+  const double mean_util = step_cycles.empty() ? 0.0
+                                               : static_cast<double>(reports.front().perf[7]) /
+                                                     (double(step_cycles.front()) * n * n);
+  std::ostringstream report;
+  {
+    const compiler::StepStats& st = step_prog.stats();
+    report << "Tessera training step: " << st.instructions << " instructions (DMA " << st.dma
+           << ", MXU " << st.mxu << ", VPU " << st.vpu << "; " << st.waits << " waits, "
+           << st.signals << " signals), " << st.macs << " MACs\n";
+    report << "analytic bound: MXU " << step_prog.mxu_bound_cycles() << " cycles (rows + tile "
+           << "loads), VPU " << step_prog.vpu_bound_cycles() << " cycles (one op each)\n\n";
+    report << "phase        instructions\n";
+    for (const auto& p : st.phases)
+      report << std::left << std::setw(13) << p.name << p.instructions << "\n";
+    if (!reports.empty()) {
+      const auto& r = reports.front();
+      const double c = double(r.cycles);
+      report << "\nrtl step: " << r.cycles << " cycles"
+             << (cycles_constant ? " (identical on every measured step)" : " (VARIES)") << "\n";
+      const char* unit[] = {"DMA", "MXU", "VPU"};
+      for (int u = 0; u < 3; ++u)
+        report << "  " << unit[u] << " busy " << r.perf[1 + u] << " (" << std::fixed
+               << std::setprecision(1) << 100.0 * r.perf[1 + u] / c << "%), stalled "
+               << r.perf[4 + u] << std::defaultfloat << "\n";
+      report << "  MXU utilization (MACs / N^2 / cycles) " << 100.0 * mean_util << "%\n";
+      report << "  cycles / bound (MXU + VPU) "
+             << c / double(step_prog.mxu_bound_cycles() + step_prog.vpu_bound_cycles()) << "\n";
+      report << "  HBM read " << r.perf[8] << " B, written " << r.perf[9] << " B\n";
+    }
+  }
+  {
+    std::ofstream f(run_dir + "/cycle_report.txt");
+    f << report.str();
+  }
+  using runlog::JsonValue;
+  runlog::write_summary_json(
+      run_dir + "/summary.json",
+      {{"backend", JsonValue(opt.backend)},
+       {"array", JsonValue(n)},
+       {"steps", JsonValue(static_cast<unsigned long long>(last_step))},
+       {"first_step", JsonValue(static_cast<unsigned long long>(first_step))},
+       {"batch", JsonValue(opt.batch)},
+       {"seed", JsonValue(static_cast<unsigned long long>(opt.seed))},
+       {"final_loss", JsonValue(last_loss)},
+       {"final_accuracy", JsonValue(last_acc)},
+       {"test_loss", JsonValue(ev.loss)},
+       {"test_accuracy", JsonValue(ev.accuracy)},
+       {"test_samples", JsonValue(static_cast<unsigned long long>(ev.samples))},
+       {"eval_backend", JsonValue(opt.eval_backend)},
+       {"step_cycles", JsonValue::array(step_cycles)},
+       {"step_cycles_identical", JsonValue(cycles_constant)},
+       {"sampled_steps", JsonValue(static_cast<unsigned long long>(sampled_steps))},
+       {"mxu_utilization", JsonValue(mean_util)},
+       {"mxu_bound_cycles",
+        JsonValue(static_cast<unsigned long long>(step_prog.mxu_bound_cycles()))},
+       {"vpu_bound_cycles",
+        JsonValue(static_cast<unsigned long long>(step_prog.vpu_bound_cycles()))},
+       {"program_instructions",
+        JsonValue(static_cast<unsigned long long>(step_prog.stats().instructions))},
+       {"wall_seconds", JsonValue(train_wall)},
+       {"eval_wall_seconds", JsonValue(eval_wall)},
+       {"images_per_second_wall",
+        JsonValue(double(last_step - first_step) * opt.batch / train_wall)}});
+  try {
+    runlog::plot_training_curves(csv.path(), run_dir + "/loss.png");
+  } catch (const std::exception& e) {
+    err << "tessera train: loss.png not written: " << e.what() << "\n";
+  }
+  out << report.str() << "wrote " << run_dir << "/{summary.json,metrics.csv,"
+      << events.path().substr(events.path().rfind('/') + 1)
+      << ",loss.png,cycle_report.txt,checkpoint/ckpt.tsr}\n";
+  return 0;
+}
+
+}  // namespace tessera::tools

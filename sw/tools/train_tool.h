@@ -1,0 +1,36 @@
+// tessera train: trains the example CNN (Conv2D(32,3,relu) -> MaxPool2D -> Flatten ->
+// Dense(10,softmax), Adam) on Fashion-MNIST on the simulated chip and writes a run folder
+// (docs/training.md): summary.json, metrics.csv, a TensorBoard event file, loss.png, the
+// per-phase cycle report and checkpoint/. Backends: rtl (cycle-accurate), functional (bit-exact,
+// untimed) and sampled (functional every step, and every K-th step also on rtl, checked
+// bit-identical, reporting the rtl cycles). Exit status: 0 done; 2 bad input (flags, dataset,
+// configuration, checkpoint) before any training; 1 a chip fault or a sampled mismatch.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+namespace tessera::tools {
+
+struct TrainOptions {
+  std::string backend = "rtl";  // rtl | functional | sampled
+  uint64_t steps = 0;           // 0: use epochs
+  uint64_t epochs = 1;
+  uint32_t batch = 128;
+  int array = 16;
+  uint64_t seed = 0;
+  std::string data;               // default: Debian's dataset-fashion-mnist
+  std::string out;                // default: runs/<timestamp>
+  std::string resume;             // a run folder (or its checkpoint file) to continue from
+  uint64_t sample_every = 10;     // sampled: every K-th step also on rtl
+  uint64_t checkpoint_every = 0;  // 0: at each epoch end and at the end
+  uint64_t eval_samples = 0;      // 0: the whole test set; else its first N images
+  std::string eval_backend = "functional";  // bit-identical to rtl (tested), much faster
+  bool progress = true;
+  uint64_t stop_after = 0;  // testing resume: stop (with a checkpoint) after this step
+};
+
+int train(const TrainOptions& opt, std::ostream& out, std::ostream& err);
+
+}  // namespace tessera::tools
