@@ -6,14 +6,19 @@ JOBS    ?= 2
 CTEST_JOBS ?= 2
 
 SIM_PACKAGES   := verilator cmake ninja-build g++ ccache libgtest-dev libcli11-dev zlib1g-dev \
-                  dataset-fashion-mnist
+                  dataset-fashion-mnist gnuplot-nox python3
+REF_PACKAGES   := python3-torch python3-numpy
 SYNTH_PACKAGES := yosys
 WAVES_PACKAGES := gtkwave
 
-.PHONY: help deps configure build lint sim test-long soak waves bench bench-hbm synth format clean
+.PHONY: help deps configure build train train-accuracy lint sim test-long soak waves bench bench-hbm synth format clean
 
 help:
 	@echo "Tessera targets:"
+	@echo "  make train        train the example CNN on the cycle-accurate chip (rtl backend, N = 16,"
+	@echo "                    a few minutes); writes runs/<timestamp>/. TRAIN_ARGS overrides the"
+	@echo "                    flags (see build/bin/tessera train --help)"
+	@echo "  make train-accuracy  1 and 3 epochs at batch 128 on the functional backend (long)"
 	@echo "  make sim          the regression: installs what is missing, lints the RTL, builds"
 	@echo "                    every Verilator model and test, runs them all through ctest"
 	@echo "  make lint         verilator --lint-only -Wall on every RTL top (waivers: rtl/lint.vlt)"
@@ -44,6 +49,19 @@ configure: deps $(BUILD)/build.ninja
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The default `make train`: the rtl backend at N = 16, sized to finish in about 10 minutes on a
+# 2-core machine (an rtl batch-32 step is ~5 M cycles, ~40 s of simulation: docs/performance.md).
+TRAIN_ARGS ?= --backend rtl --array 16 --batch 32 --steps 12
+
+train: configure
+	cmake --build $(BUILD) -j $(JOBS) --target tessera
+	$(BUILD)/bin/tessera train $(TRAIN_ARGS)
+
+train-accuracy: configure
+	cmake --build $(BUILD) -j $(JOBS) --target tessera
+	$(BUILD)/bin/tessera train --backend functional --epochs 1 --batch 128 --seed 0 --out runs/accuracy-1epoch
+	$(BUILD)/bin/tessera train --backend functional --epochs 3 --batch 128 --seed 0 --out runs/accuracy-3epochs
+
 lint: deps
 	@scripts/lint.sh
 
@@ -51,8 +69,10 @@ sim: lint build
 	@scripts/run_tests.sh $(BUILD) $(CTEST_JOBS)
 
 test-long: build
+	@scripts/ensure_packages.sh $(REF_PACKAGES)
 	TESSERA_FP_VECTORS=20000000 $(BUILD)/tests/test_fpu
 	TESSERA_FP_VECTORS=20000000 $(BUILD)/tests/test_fp_divsqrt
+	tests/reference/compare_with_torch.sh 200 128
 
 soak: configure
 	cmake --build $(BUILD) -j $(JOBS) --target test_chip_diff

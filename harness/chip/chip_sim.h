@@ -31,7 +31,7 @@ class ChipSim {
  public:
   ChipSim(int channels, const hbm::HbmTiming& timing = hbm::HbmTiming{},
           const std::string& wave_name = "")
-      : sim_(wave_name), dev_(channels, timing), map_(channels) {
+      : sim_(wave_name), dev_(channels, timing), map_(channels), trefi_(timing.trefi) {
     auto& m = sim_.top();
     m.csr_valid_i = 0;
     m.csr_write_i = 0;
@@ -163,8 +163,15 @@ class ChipSim {
   }
 
   // Runs the program at prog_addr to its end (HALT or a fault), at most max_cycles.
-  ChipRun run(uint32_t prog_addr, uint64_t max_cycles = 10'000'000) {
+  // `align_refresh`: ring the doorbell at a fixed phase of the HBM refresh interval (idling up to
+  // tREFI cycles first). The controller refreshes on a free-running timer, so without it the
+  // same program's cycle count varies by the refresh collisions of wherever it happened to
+  // start; aligned, a program's timing is reproducible from run to run (the training step's
+  // cycles are then identical every step: its timing does not depend on the data).
+  ChipRun run(uint32_t prog_addr, uint64_t max_cycles = 10'000'000, bool align_refresh = false) {
     csr_write(isa::CSR_PROG_ADDR, prog_addr);
+    if (align_refresh)
+      while (sim_.cycle() % static_cast<uint64_t>(trefi_) != 0) step();
     acts_ = cols_ = 0;
     csr_write(isa::CSR_DOORBELL, 1);
     const uint64_t start = sim_.cycle();
@@ -212,6 +219,7 @@ class ChipSim {
     if (in.cmd == hbm::HbmCmd::kRd || in.cmd == hbm::HbmCmd::kWr) ++cols_;
   };
   hbm::HbmAddressMap map_;
+  int trefi_;
 };
 
 }  // namespace tessera::chip

@@ -51,7 +51,8 @@ class RtlDevice : public Device {
   uint32_t csr_read(uint32_t offset) override { return chip_.csr_read(offset); }
 
   RunReport run(uint64_t prog_addr, uint64_t timeout) override {
-    const chip::ChipRun r = chip_.run(static_cast<uint32_t>(prog_addr), timeout);
+    // Doorbell at a fixed refresh phase: a program's cycle count is reproducible run to run.
+    const chip::ChipRun r = chip_.run(static_cast<uint32_t>(prog_addr), timeout, true);
     if (r.timed_out) throw DeviceTimeout(timeout_report(timeout));
     if (r.status == isa::STATUS_FAULTED) throw_fault(r.cycles);
     RunReport rep;

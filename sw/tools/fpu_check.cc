@@ -8,9 +8,9 @@
 #include "Vtpu_fp_divsqrt.h"
 #include "Vtpu_fpu.h"
 #include "Vtpu_vpu_lane.h"
-#include "tessera/isa_gen.h"
 #include "harness/fp_ref.h"
 #include "harness/sim_ctrl.h"
+#include "tessera/isa_gen.h"
 
 namespace tessera::tools {
 namespace {

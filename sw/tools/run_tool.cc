@@ -29,13 +29,14 @@ bool parse_u64(const std::string& s, uint64_t& v) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 const char* kCounterNames[driver::kPerfCounters] = {
-    "cycles",        "dma_busy",       "mxu_busy",       "vpu_busy",  "dma_stall",
-    "mxu_stall",     "vpu_stall",      "macs",           "hbm_bytes_read", "hbm_bytes_written",
-    "hbm_row_hits",  "hbm_row_misses", "instructions"};
+    "cycles",       "dma_busy",       "mxu_busy",    "vpu_busy",       "dma_stall",
+    "mxu_stall",    "vpu_stall",      "macs",        "hbm_bytes_read", "hbm_bytes_written",
+    "hbm_row_hits", "hbm_row_misses", "instructions"};
 
 }  // namespace
 
@@ -129,7 +130,8 @@ int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err) {
   for (const auto& d : dumps) {
     const auto bytes = dev->read(d.addr, d.bytes);
     std::ofstream f(d.file, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    f.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
     if (!f) {
       err << "tessera run: cannot write " << d.file << "\n";
       return 2;

@@ -13,12 +13,12 @@
 namespace tessera::tools {
 
 struct RunOptions {
-  std::string program;               // path: .s / .asm assembled, anything else raw binary
+  std::string program;  // path: .s / .asm assembled, anything else raw binary
   std::string backend = "functional";
-  std::vector<std::string> loads;    // "ADDR=FILE"
-  std::vector<std::string> dumps;    // "ADDR:BYTES=FILE"
-  uint64_t prog_addr = 0x0F000000;   // where the program is loaded in HBM
-  uint64_t timeout = 10'000'000;     // cycles (rtl) or instructions (functional)
+  std::vector<std::string> loads;   // "ADDR=FILE"
+  std::vector<std::string> dumps;   // "ADDR:BYTES=FILE"
+  uint64_t prog_addr = 0x0F000000;  // where the program is loaded in HBM
+  uint64_t timeout = 10'000'000;    // cycles (rtl) or instructions (functional)
 };
 
 int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err);

@@ -102,10 +102,20 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   trn->add_option("--stop-after", tr.stop_after, "stop after this step (checkpointed)");
   trn->add_flag("!--no-progress", tr.progress, "no progress bar");
+  trn->add_option(
+      "--dump-init", tr.dump_init,
+      "write the initial weights and the sample order here (for the PyTorch reference)");
 
   CLI11_PARSE(app, argc, argv);
 
-  if (trn->parsed()) return tessera::tools::train(tr, std::cout, std::cerr);
+  if (trn->parsed()) {
+    try {
+      return tessera::tools::train(tr, std::cout, std::cerr);
+    } catch (const std::exception& e) {  // I/O on the run folder, mostly
+      std::cerr << "tessera train: " << e.what() << "\n";
+      return 2;
+    }
+  }
 
   if (run->parsed()) return tessera::tools::run_program(run_opt, std::cout, std::cerr);
 

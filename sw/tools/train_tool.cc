@@ -232,6 +232,24 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
       << opt.batch << ", " << total << " steps (" << per_epoch << " a epoch), program "
       << step_prog.stats().instructions << " instructions\nrun folder " << run_dir << "\n";
 
+  std::FILE* order = nullptr;
+  if (!opt.dump_init.empty()) {
+    mkdirs(opt.dump_init);
+    const compiler::CnnParams p = model->get_weights();
+    auto dump = [&](const char* name, const std::vector<float>& v) {
+      const std::string path = opt.dump_init + "/" + name;
+      std::FILE* f = std::fopen(path.c_str(), "wb");
+      if (!f || std::fwrite(v.data(), 4, v.size(), f) != v.size())
+        throw std::runtime_error(path + ": cannot write");
+      std::fclose(f);
+    };
+    dump("conv_kernel.f32", p.conv_kernel);
+    dump("conv_bias.f32", p.conv_bias);
+    dump("dense_kernel.f32", p.dense_kernel);
+    dump("dense_bias.f32", p.dense_bias);
+    order = std::fopen((opt.dump_init + "/order.u32").c_str(), "wb");
+    if (!order) throw std::runtime_error(opt.dump_init + "/order.u32: cannot write");
+  }
   std::vector<uint64_t> step_cycles;
   std::vector<driver::RunReport> reports;
   uint64_t sampled_steps = 0;
@@ -245,6 +263,7 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
   try {
     for (uint64_t s = first_step; s < total; ++s) {
       const data::Batch batch = pipe.next();
+      if (order) std::fwrite(batch.sample_ids.data(), 4, batch.sample_ids.size(), order);
       const bool sample_now = sampled && (s % opt.sample_every == 0);
       if (sample_now) shadow->set_state(model->get_weights(), model->get_optimizer_state());
       keras::StepLogs logs = model->train_on_batch(batch);
@@ -297,6 +316,7 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
       if (opt.stop_after && s + 1 >= opt.stop_after) break;
     }
     if (opt.progress) err << "\n";
+    if (order) std::fclose(order);
     save(last_step);
   } catch (const driver::DeviceFault& e) {
     err << "\ntessera train: chip fault: " << e.what() << "\n";

@@ -29,6 +29,10 @@ struct TrainOptions {
   std::string eval_backend = "functional";  // bit-identical to rtl (tested), much faster
   bool progress = true;
   uint64_t stop_after = 0;  // testing resume: stop (with a checkpoint) after this step
+  // Writes the initial weights (Keras layouts, raw little-endian fp32: conv_kernel.f32,
+  // conv_bias.f32, dense_kernel.f32, dense_bias.f32) and the training sample order (order.u32:
+  // the sample ids of every step) into this folder, for tests/reference/train_ref.py.
+  std::string dump_init;
 };
 
 int train(const TrainOptions& opt, std::ostream& out, std::ostream& err);
