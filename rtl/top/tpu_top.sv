@@ -14,6 +14,7 @@ module tpu_top #(
   parameter int unsigned AccRows  = 1024,           // accumulator rows
   parameter int unsigned Channels = 1,              // HBM pseudo-channels (256 MiB each)
   parameter int unsigned QDepth   = 8,              // per-unit instruction queues
+  parameter int unsigned FetchDepth = 64,           // instructions fetched ahead (32 bursts)
   parameter int unsigned TREFI    = 3900,           // HBM refresh interval (tests shorten it)
   localparam int unsigned UbWAddrW = $clog2(UbBytes / 32),
   localparam int unsigned AccAddrW = $clog2(AccRows)
@@ -147,7 +148,10 @@ module tpu_top #(
   logic [31:0] seq_pc;
   logic [31:0] fetch_req_addr;
 
-  tpu_seq #(.N(N), .UbBytes(UbBytes), .AccRows(AccRows), .QDepth(QDepth)) u_seq (
+  // A deep fetch buffer: a compiled training step is ~10^6 straight-line instructions, and with
+  // 8 entries (3 bursts in flight) the fetch, not the units, set the pace (docs/performance.md).
+  tpu_seq #(.N(N), .UbBytes(UbBytes), .AccRows(AccRows), .QDepth(QDepth),
+            .FetchDepth(FetchDepth)) u_seq (
     .clk_i             (clk_i),
     .rst_ni            (rst_ni),
     .start_i           (start),

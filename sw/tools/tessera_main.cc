@@ -12,10 +12,13 @@
 //   train [--backend rtl|functional|sampled] [--steps S | --epochs E] [--batch B] [--array N]
 //         [--seed S] [--data DIR] [--out DIR] [--resume DIR] [--sample-every K]
 //                                                  train the example CNN on the chip
+//   compile [--array N] [--batch B] [--dump] [--evaluate] [--asm FILE]
+//                                                  the compiled step, stage by stage
 #include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "sw/tools/asm_tool.h"
+#include "sw/tools/compile_tool.h"
 #include "sw/tools/fpu_check.h"
 #include "sw/tools/hbm_replay.h"
 #include "sw/tools/run_tool.h"
@@ -106,7 +109,17 @@ int main(int argc, char** argv) {
       "--dump-init", tr.dump_init,
       "write the initial weights and the sample order here (for the PyTorch reference)");
 
+  tessera::tools::CompileOptions co;
+  auto* cmp = app.add_subcommand("compile", "compile the example CNN's step (docs/compiler.md)");
+  cmp->add_option("--array", co.array, "MXU array size N")->capture_default_str();
+  cmp->add_option("--batch", co.batch, "batch size")->capture_default_str();
+  cmp->add_flag("--dump", co.dump, "print the representation after each stage");
+  cmp->add_flag("--evaluate", co.evaluate, "the evaluation (forward-only) program");
+  cmp->add_option("--asm", co.asm_out, "write the program as assembly to FILE");
+
   CLI11_PARSE(app, argc, argv);
+
+  if (cmp->parsed()) return tessera::tools::compile_step(co, std::cout, std::cerr);
 
   if (trn->parsed()) {
     try {

@@ -1,0 +1,22 @@
+// tessera compile: compile the example CNN's training (or evaluation) step for a chip
+// configuration and print the compiler's stages (--dump) and statistics; --asm writes the
+// program's assembly. Exit status 0, or 2 for a configuration the chip cannot run.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+namespace tessera::tools {
+
+struct CompileOptions {
+  int array = 16;
+  uint32_t batch = 128;
+  bool dump = false;
+  bool evaluate = false;
+  std::string asm_out;
+};
+
+int compile_step(const CompileOptions& opt, std::ostream& out, std::ostream& err);
+
+}  // namespace tessera::tools

@@ -1,0 +1,412 @@
+// End-to-end tests of `tessera train` (sw/tools/train_tool.cc, docs/training.md): the run
+// folder, bad input, resuming after a kill, corrupt checkpoints and determinism. Every test
+// runs the real binary (TESSERA_BIN_DIR/tessera) from the repository root on the functional
+// backend with batch 8 and a few steps, in a fresh temp dir.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tessera/checkpoint.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using tessera::runlog::Checkpoint;
+using tessera::runlog::CheckpointError;
+
+const std::string kTessera = std::string(TESSERA_BIN_DIR) + "/tessera";
+const std::string kPython = "/usr/bin/python3";
+const std::string kData = "/usr/share/datasets/fashion-mnist";
+// Options every run shares: fast evaluation, no progress bar.
+const std::string kCommon = " --eval-samples 64 --no-progress";
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f << bytes;
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, sep)) out.push_back(part);
+  return out;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  for (auto& l : split(s, '\n'))
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
+
+// A command's exit status, stdout and stderr.
+struct Result {
+  int status = -1;  // exit status, or -1 when it did not exit normally
+  std::string out, err;
+};
+
+// The model signature stored in a checkpoint file: the payload starts with it (a uint32 length
+// and its bytes) right after the header (checkpoint.h).
+std::string stored_signature(const std::string& bytes) {
+  const size_t at = tessera::runlog::kCheckpointHeaderBytes;
+  if (bytes.size() < at + 4) return "";
+  uint32_t len = 0;
+  std::memcpy(&len, bytes.data() + at, 4);
+  if (bytes.size() < at + 4 + len) return "";
+  return bytes.substr(at + 4, len);
+}
+
+// Loads a checkpoint with the signature it carries (so every check but the signature's runs).
+Checkpoint load(const std::string& path) {
+  const std::string bytes = read_file(path);
+  return tessera::runlog::load_checkpoint(path, stored_signature(bytes));
+}
+
+class TrainTool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tessera_test_train.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr) << std::strerror(errno);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!HasFailure())
+      fs::remove_all(dir_, ec);
+    else
+      std::fprintf(stderr, "kept %s\n", dir_.c_str());
+  }
+
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+
+  // Runs `cmd` through the shell with stdout and stderr captured.
+  Result sh(const std::string& cmd) {
+    const std::string o = path("cmd.out"), e = path("cmd.err");
+    const int rc = std::system((cmd + " >" + o + " 2>" + e).c_str());
+    Result r;
+    if (rc != -1 && WIFEXITED(rc)) r.status = WEXITSTATUS(rc);
+    r.out = read_file(o);
+    r.err = read_file(e);
+    return r;
+  }
+  // `tessera train ARGS` with the common options, on the functional backend unless ARGS names one.
+  Result train(const std::string& args) { return sh(train_cmd(args)); }
+  static std::string train_cmd(const std::string& args) {
+    const bool backend = args.find("--backend ") != std::string::npos;
+    return kTessera + " train" + kCommon + (backend ? "" : " --backend functional") + " " + args;
+  }
+
+  std::string dir_;
+};
+
+// The first `n` comma-separated columns of every line of a CSV.
+std::vector<std::string> columns(const std::string& csv, size_t n) {
+  std::vector<std::string> out;
+  for (const auto& l : lines(csv)) {
+    auto f = split(l, ',');
+    if (f.size() > n) f.resize(n);
+    std::string joined;
+    for (size_t i = 0; i < f.size(); ++i) joined += (i ? "," : "") + f[i];
+    out.push_back(joined);
+  }
+  return out;
+}
+
+void expect_same_checkpoint(const Checkpoint& a, const Checkpoint& c) {
+  EXPECT_EQ(a.model_signature, c.model_signature);
+  EXPECT_EQ(a.step, c.step);
+  EXPECT_EQ(a.data_epoch, c.data_epoch);
+  EXPECT_EQ(a.data_index, c.data_index);
+  EXPECT_EQ(a.seed, c.seed);
+  ASSERT_EQ(a.tensors.size(), c.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    const auto &x = a.tensors[i], &y = c.tensors[i];
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.shape, y.shape) << x.name;
+    ASSERT_EQ(x.data.size(), y.data.size()) << x.name;
+    EXPECT_EQ(std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)), 0)
+        << "tensor " << x.name << " differs";
+  }
+}
+
+TEST_F(TrainTool, RunFolder) {
+  const std::string run = path("run");
+  const Result r = train("--steps 4 --batch 8 --seed 1 --out " + run);
+  ASSERT_EQ(r.status, 0) << r.err;
+
+  // summary.json
+  const Result js = sh(kPython +
+                       " -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+                       "keys=[\"backend\",\"steps\",\"batch\",\"test_accuracy\",\"test_loss\","
+                       "\"step_cycles\",\"mxu_utilization\",\"wall_seconds\"]; "
+                       "print(\",\".join(k for k in keys if k not in d) or \"-\"); "
+                       "print(d[\"steps\"], d[\"batch\"], d[\"backend\"])' " +
+                       run + "/summary.json");
+  ASSERT_EQ(js.status, 0) << js.err;
+  EXPECT_EQ(js.out, "-\n4 8 functional\n") << "missing keys, or steps/batch/backend wrong";
+
+  // metrics.csv: header, 4 rows, losses printed as %.9g of a float
+  const auto csv = lines(read_file(run + "/metrics.csv"));
+  ASSERT_EQ(csv.size(), 5u);
+  EXPECT_EQ(csv[0].rfind("step,loss,accuracy", 0), 0u) << csv[0];
+  std::vector<std::string> losses;
+  for (size_t i = 1; i < csv.size(); ++i) {
+    const auto f = split(csv[i], ',');
+    ASSERT_GE(f.size(), 3u) << csv[i];
+    EXPECT_EQ(f[0], std::to_string(i - 1));
+    losses.push_back(f[1]);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", std::stof(f[1]));
+    EXPECT_EQ(f[1], buf) << "loss not printed with 9 significant digits";
+    size_t digits = 0;
+    for (char ch : f[1]) digits += ch >= '0' && ch <= '9';
+    EXPECT_GE(digits, 7u) << f[1];  // a loss ~2.3 has 9 unless its %.9g ends in zeros
+  }
+
+  // the TensorBoard event file, read by the independent Python reader
+  std::string events;
+  for (const auto& e : fs::directory_iterator(run))
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+      events = e.path().string();
+  ASSERT_FALSE(events.empty()) << "no events.out.tfevents.* in " << run;
+  const Result ev = sh(kPython + " tests/reference/read_tfevents.py " + events);
+  ASSERT_EQ(ev.status, 0) << ev.err;
+  std::vector<std::string> ev_losses;
+  for (const auto& l : lines(ev.out)) {
+    const auto f = split(l, ',');
+    if (f.size() == 3 && f[1] == "loss") {
+      EXPECT_EQ(f[0], std::to_string(ev_losses.size()));
+      ev_losses.push_back(f[2]);
+    }
+  }
+  ASSERT_EQ(ev_losses.size(), 4u) << ev.out;
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(std::stof(ev_losses[i]), std::stof(losses[i])) << "step " << i;
+
+  // loss.png
+  EXPECT_EQ(read_file(run + "/loss.png").substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_TRUE(exists(run + "/cycle_report.txt"));
+
+  // the checkpoint: magic, loads, step 4, the model's and Adam's tensors
+  const std::string ckpt = run + "/checkpoint/ckpt.tsr";
+  const std::string bytes = read_file(ckpt);
+  ASSERT_EQ(bytes.substr(0, 8), "TSRCKPT1");
+  Checkpoint c;
+  ASSERT_NO_THROW(c = load(ckpt));
+  EXPECT_EQ(c.step, 4u);
+  EXPECT_EQ(c.seed, 1u);
+  std::vector<std::string> names;
+  for (const auto& t : c.tensors) names.push_back(t.name);
+  for (const char* want : {"conv_kernel", "conv_bias", "dense_kernel", "dense_bias",
+                           "adam/m/dense_kernel", "adam/v/conv_kernel", "adam/beta1_power"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  // another model's signature is refused
+  try {
+    tessera::runlog::load_checkpoint(ckpt, "not-this-model");
+    ADD_FAILURE() << "a wrong signature was accepted";
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(e.kind(), CheckpointError::Kind::kSignatureMismatch) << e.what();
+  }
+}
+
+TEST_F(TrainTool, BadInputExitsBeforeTraining) {
+  // Each case: exit status, a substring of stderr; the --out folder must get no metrics.
+  auto check = [&](const std::string& args, int want_status, const std::string& want_err) {
+    SCOPED_TRACE(args);
+    const std::string out = path("out");
+    const Result r = train("--steps 2 --batch 8 --out " + out + " " + args);
+    if (want_status >= 0)
+      EXPECT_EQ(r.status, want_status) << r.err;
+    else
+      EXPECT_NE(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find(want_err), std::string::npos) << "stderr: " << r.err;
+    EXPECT_FALSE(exists(out + "/metrics.csv"));
+    EXPECT_FALSE(exists(out + "/checkpoint/ckpt.tsr"));
+  };
+  check("--data /nonexistent/fashion", 2, "/nonexistent/fashion");
+
+  // The test-set files under the training names, the images file cut short.
+  const std::string data = path("truncated");
+  fs::create_directories(data);
+  const Result cut = sh(kPython + " -c 'import gzip,sys; d=gzip.open(sys.argv[1]).read(); " +
+                        "open(sys.argv[2],\"wb\").write(d[:len(d)-1000])' " + kData +
+                        "/t10k-images-idx3-ubyte.gz " + data + "/train-images-idx3-ubyte");
+  ASSERT_EQ(cut.status, 0) << cut.err;
+  for (const char* f : {"t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
+    fs::copy_file(kData + "/" + f, data + "/" + f);
+  fs::copy_file(kData + "/t10k-labels-idx1-ubyte.gz", data + "/train-labels-idx1-ubyte.gz");
+  check("--data " + data, 2, "offset");
+  check("--data " + data, 2, "train-images-idx3-ubyte");
+
+  check("--backend rtl --array 12", 2, "array sizes");
+  check("--batch 5000", -1, "--batch");
+  check("--bogus", -1, "--bogus");
+}
+
+// Run A trains 6 steps. Run B, the same run checkpointing every step, is killed (SIGKILL)
+// mid-way; run C resumes B's checkpoint. C must end bit-identical to A.
+TEST_F(TrainTool, ResumeAfterKillIsBitIdentical) {
+  const std::string flags = " --steps 6 --batch 8 --seed 3";
+  const std::string a = path("A"), b = path("B"), c = path("C");
+  const Result ra = train(flags + " --out " + a);
+  ASSERT_EQ(ra.status, 0) << ra.err;
+
+  const std::string b_cmd = train_cmd(flags + " --checkpoint-every 1 --out " + b);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen((b + ".stderr").c_str(), "w", stderr);
+    ::execl("/bin/sh", "sh", "-c", ("exec " + b_cmd).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const std::string b_ckpt = b + "/checkpoint/ckpt.tsr";
+  bool killed = false, exited = false;
+  uint64_t killed_at = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    if (exists(b_ckpt)) {
+      try {
+        const Checkpoint ck = load(b_ckpt);
+        if (ck.step >= 2 && ck.step < 6) {
+          ::kill(pid, SIGKILL);
+          ::waitpid(pid, &st, 0);
+          killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+          exited = !killed;
+          killed_at = ck.step;
+          break;
+        }
+      } catch (const CheckpointError&) {
+        // being replaced right now (the rename is atomic, but read and stat race); retry
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!killed && !exited) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    FAIL() << "run B neither checkpointed step 2..5 nor finished in 120 s";
+  }
+  Checkpoint at_kill;
+  if (killed) {
+    ASSERT_NO_THROW(at_kill = load(b_ckpt));
+    killed = at_kill.step < 6;  // it may have got further between the check and the kill
+  }
+  if (!killed) {
+    // Fallback (B finished or got to step 6 before the kill landed, e.g. on a very loaded
+    // machine): stop it deterministically after step 3 instead.
+    std::printf("run B was not killed mid-way; using --stop-after 3\n");
+    fs::remove_all(b);
+    const Result rb = train(flags + " --stop-after 3 --out " + b);
+    ASSERT_EQ(rb.status, 0) << rb.err;
+    ASSERT_NO_THROW(at_kill = load(b_ckpt));
+    ASSERT_EQ(at_kill.step, 3u);
+  } else {
+    std::printf("run B killed with its checkpoint at step %llu (seen %llu)\n",
+                static_cast<unsigned long long>(at_kill.step),
+                static_cast<unsigned long long>(killed_at));
+    EXPECT_FALSE(exists(b + "/summary.json")) << "B was killed after it finished";
+  }
+
+  const Result rc = train(flags + " --resume " + b + " --out " + c);
+  ASSERT_EQ(rc.status, 0) << rc.err;
+  EXPECT_NE(rc.out.find("resuming"), std::string::npos) << rc.out;
+
+  Checkpoint ca, cc;
+  ASSERT_NO_THROW(ca = load(a + "/checkpoint/ckpt.tsr"));
+  ASSERT_NO_THROW(cc = load(c + "/checkpoint/ckpt.tsr"));
+  EXPECT_EQ(ca.step, 6u);
+  expect_same_checkpoint(ca, cc);
+
+  // C's steps have the same loss and accuracy as A's.
+  const auto rows_a = columns(read_file(a + "/metrics.csv"), 3);
+  const auto rows_c = columns(read_file(c + "/metrics.csv"), 3);
+  ASSERT_EQ(rows_a.size(), 7u);
+  ASSERT_EQ(rows_c.size(), 1 + 6 - at_kill.step);
+  for (size_t i = 1; i < rows_c.size(); ++i)
+    EXPECT_EQ(rows_c[i], rows_a[at_kill.step + i]) << "resumed row " << i;
+}
+
+TEST_F(TrainTool, CorruptOrForeignCheckpointIsRefused) {
+  const std::string run = path("run");
+  const Result r = train("--steps 2 --batch 8 --seed 7 --out " + run);
+  ASSERT_EQ(r.status, 0) << r.err;
+
+  // One payload byte flipped (in the last tensor data, before the CRC).
+  std::string bytes = read_file(run + "/checkpoint/ckpt.tsr");
+  ASSERT_GT(bytes.size(), 64u);
+  bytes[bytes.size() - tessera::runlog::kCheckpointCrcBytes - 40] ^= 0x10;
+  const std::string bad = path("bad.tsr");
+  write_file(bad, bytes);
+  const std::string out = path("out");
+  const Result rb = train("--steps 4 --batch 8 --seed 7 --resume " + bad + " --out " + out);
+  EXPECT_EQ(rb.status, 2) << rb.err;
+  EXPECT_NE(rb.err.find("checksum"), std::string::npos) << rb.err;
+  EXPECT_NE(rb.err.find(bad), std::string::npos) << "the message names the file: " << rb.err;
+  EXPECT_EQ(read_file(bad), bytes) << "the corrupt checkpoint was modified";
+  EXPECT_FALSE(exists(out + "/checkpoint/ckpt.tsr"));
+  EXPECT_FALSE(exists(out + "/metrics.csv"));
+
+  // Another configuration (batch 16 resuming a batch-8 run).
+  const std::string before = read_file(run + "/checkpoint/ckpt.tsr");
+  const Result rf = train("--steps 4 --batch 16 --seed 7 --resume " + run + " --out " + out);
+  EXPECT_EQ(rf.status, 2) << rf.err;
+  EXPECT_NE(rf.err.find("checkpoint is for model"), std::string::npos) << rf.err;
+  EXPECT_EQ(read_file(run + "/checkpoint/ckpt.tsr"), before);
+  EXPECT_FALSE(exists(out + "/checkpoint/ckpt.tsr"));
+}
+
+TEST_F(TrainTool, SameSeedSameLosses) {
+  const std::string flags = "--steps 4 --batch 8 --seed 5 --out ";
+  const Result r1 = train(flags + path("one"));
+  ASSERT_EQ(r1.status, 0) << r1.err;
+  const Result r2 = train(flags + path("two"));
+  ASSERT_EQ(r2.status, 0) << r2.err;
+  const auto one = columns(read_file(path("one/metrics.csv")), 3);
+  const auto two = columns(read_file(path("two/metrics.csv")), 3);
+  ASSERT_EQ(one.size(), 5u);
+  EXPECT_EQ(one, two);
+  // and the final weights
+  Checkpoint c1, c2;
+  ASSERT_NO_THROW(c1 = load(path("one/checkpoint/ckpt.tsr")));
+  ASSERT_NO_THROW(c2 = load(path("two/checkpoint/ckpt.tsr")));
+  expect_same_checkpoint(c1, c2);
+  // a different seed trains differently
+  const Result r3 = train("--steps 4 --batch 8 --seed 6 --out " + path("three"));
+  ASSERT_EQ(r3.status, 0) << r3.err;
+  EXPECT_NE(columns(read_file(path("three/metrics.csv")), 3), one);
+}
+
+}  // namespace
