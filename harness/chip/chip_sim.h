@@ -6,6 +6,7 @@
 // built on it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
@@ -24,6 +25,14 @@ struct ChipRun {
   uint32_t fault_code = 0, fault_pc = 0, fault_addr = 0, fault_info = 0;
   uint64_t cycles = 0;  // doorbell to the end
   bool timed_out = false;
+};
+
+// One timeline sample of a run (ChipSim::run with sampling).
+struct ChipSample {
+  uint64_t cycle = 0;                // since the doorbell
+  uint32_t pc = 0, unit_state = 0;   // CSR PC and UNIT_STATE
+  std::array<uint64_t, 3> busy{};    // PERF[1..3], cumulative
+  uint64_t macs = 0, hbm_bytes = 0;  // PERF[7], PERF[8] + PERF[9], cumulative
 };
 
 template <class Model>
@@ -152,7 +161,8 @@ class ChipSim {
       if (m.host_req_valid_i && m.host_req_ready_o) sent += len;
       if (m.host_rd_valid_o) {
         if (m.host_rd_err_o) throw std::runtime_error("hbm_read: address beyond HBM");
-        for (int k = 0; k < 32; ++k) out.push_back(static_cast<uint8_t>(get_elem<8>(m.host_rd_data_o, k)));
+        for (int k = 0; k < 32; ++k)
+          out.push_back(static_cast<uint8_t>(get_elem<8>(m.host_rd_data_o, k)));
       }
       sim_.tick();
     }
@@ -168,7 +178,13 @@ class ChipSim {
   // same program's cycle count varies by the refresh collisions of wherever it happened to
   // start; aligned, a program's timing is reproducible from run to run (the training step's
   // cycles are then identical every step: its timing does not depend on the data).
-  ChipRun run(uint32_t prog_addr, uint64_t max_cycles = 10'000'000, bool align_refresh = false) {
+  //
+  // `samples`: every `sample_every` cycles the run records the decode PC, UNIT_STATE and the
+  // cumulative busy, MAC and HBM byte counters (combinational CSR reads between clock edges:
+  // they change nothing in the chip) — the raw material of the per-phase cycle report and the
+  // timeline (sw/tools/train_tool.cc).
+  ChipRun run(uint32_t prog_addr, uint64_t max_cycles = 10'000'000, bool align_refresh = false,
+              uint64_t sample_every = 0, std::vector<ChipSample>* samples = nullptr) {
     csr_write(isa::CSR_PROG_ADDR, prog_addr);
     if (align_refresh)
       while (sim_.cycle() % static_cast<uint64_t>(trefi_) != 0) step();
@@ -184,6 +200,8 @@ class ChipSim {
       sim_.eval();
       r.status = m.csr_rdata_o;
       if (r.status != isa::STATUS_RUNNING) break;
+      if (samples && sample_every && (sim_.cycle() - start) % sample_every == 0)
+        samples->push_back(sample(sim_.cycle() - start));
       if (sim_.cycle() - start >= max_cycles) {
         r.timed_out = true;
         break;
@@ -210,6 +228,29 @@ class ChipSim {
   }
 
  private:
+  uint32_t peek(uint32_t addr) {
+    auto& m = sim_.top();
+    m.csr_addr_i = addr;
+    sim_.eval();
+    return m.csr_rdata_o;
+  }
+  ChipSample sample(uint64_t cycle) {
+    ChipSample s;
+    s.cycle = cycle;
+    s.pc = peek(isa::CSR_PC);
+    s.unit_state = peek(isa::CSR_UNIT_STATE);
+    auto wide = [&](int c) {
+      const uint64_t lo = peek(isa::CSR_PERF_BASE + 8 * c);
+      return lo | static_cast<uint64_t>(peek(isa::CSR_PERF_BASE + 8 * c + 4)) << 32;
+    };
+    for (int u = 0; u < 3; ++u) s.busy[u] = wide(1 + u);
+    s.macs = wide(7);
+    s.hbm_bytes = wide(8) + wide(9);
+    sim_.top().csr_addr_i = isa::CSR_STATUS;
+    sim_.eval();
+    return s;
+  }
+
   SimCtrl<Model> sim_;
   hbm::HbmDevice dev_;
   uint64_t acts_ = 0, cols_ = 0;

@@ -206,7 +206,12 @@ void CnnTrainStep::compile() {
   const uint32_t row2n = 2 * N, row4n = 4 * N;
   const HbmLayout& L = layout_;
   ProgramBuilder b(n, chip_.ub_bytes, chip_.acc_rows);
-  auto phase = [&](const char* name) { stats_.phases.push_back({name, b.size(), 0}); };
+  // Per-phase statistics: the builder's counters when each phase starts.
+  std::vector<BuilderStats> phase_start;
+  auto phase = [&](const char* name) {
+    stats_.phases.push_back({name, b.size(), 0});
+    phase_start.push_back(b.stats());
+  };
 
   // ---- global UB: powers, lr_t, metrics ----
   UbArena global(0, chip_.ub_bytes, n, "setup");
@@ -723,12 +728,19 @@ void CnnTrainStep::compile() {
   }  // train
 
   program_ = b.finish();
-  for (size_t p = 0; p < stats_.phases.size(); ++p) {
-    const uint64_t end =
-        p + 1 < stats_.phases.size() ? stats_.phases[p + 1].first_instruction : program_.size();
-    stats_.phases[p].instructions = end - stats_.phases[p].first_instruction;
-  }
   const BuilderStats& bs = b.stats();
+  for (size_t p = 0; p < stats_.phases.size(); ++p) {
+    const bool last = p + 1 == stats_.phases.size();
+    const uint64_t end = last ? program_.size() : stats_.phases[p + 1].first_instruction;
+    const BuilderStats& s0 = phase_start[p];
+    const BuilderStats& s1 = last ? bs : phase_start[p + 1];
+    StepStats::Phase& ph = stats_.phases[p];
+    ph.instructions = end - ph.first_instruction;
+    ph.mxu_bound = (s1.mxu_rows - s0.mxu_rows) + (s1.mxu_ldw - s0.mxu_ldw) * N;
+    ph.vpu = s1.per_unit[2] - s0.per_unit[2];
+    ph.dma = s1.per_unit[0] - s0.per_unit[0];
+    ph.macs = (s1.mxu_rows - s0.mxu_rows) * N * N;
+  }
   stats_.instructions = program_.size();
   stats_.waits = bs.waits;
   stats_.signals = bs.signals;

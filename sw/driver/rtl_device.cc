@@ -52,12 +52,25 @@ class RtlDevice : public Device {
 
   RunReport run(uint64_t prog_addr, uint64_t timeout) override {
     // Doorbell at a fixed refresh phase: a program's cycle count is reproducible run to run.
-    const chip::ChipRun r = chip_.run(static_cast<uint32_t>(prog_addr), timeout, true);
+    std::vector<chip::ChipSample> samples;
+    const chip::ChipRun r =
+        chip_.run(static_cast<uint32_t>(prog_addr), timeout, true, sample_every_, &samples);
     if (r.timed_out) throw DeviceTimeout(timeout_report(timeout));
     if (r.status == isa::STATUS_FAULTED) throw_fault(r.cycles);
     RunReport rep;
     rep.cycles = r.cycles;
     for (int i = 0; i < kPerfCounters; ++i) rep.perf[i] = chip_.perf(i);
+    rep.samples.reserve(samples.size());
+    for (const auto& s : samples) {
+      TraceSample t;
+      t.cycle = s.cycle;
+      t.pc = s.pc;
+      t.unit_state = s.unit_state;
+      t.busy = s.busy;
+      t.macs = s.macs;
+      t.hbm_bytes = s.hbm_bytes;
+      rep.samples.push_back(t);
+    }
     return rep;
   }
 

@@ -12,6 +12,7 @@
 //   train [--backend rtl|functional|sampled] [--steps S | --epochs E] [--batch B] [--array N]
 //         [--seed S] [--data DIR] [--out DIR] [--resume DIR] [--sample-every K]
 //                                                  train the example CNN on the chip
+//   report RUN_DIR                                  a run's summary and cycle report
 //   compile [--array N] [--batch B] [--dump] [--evaluate] [--asm FILE]
 //                                                  the compiled step, stage by stage
 #include <CLI/CLI.hpp>
@@ -109,6 +110,10 @@ int main(int argc, char** argv) {
       "--dump-init", tr.dump_init,
       "write the initial weights and the sample order here (for the PyTorch reference)");
 
+  std::string report_dir;
+  auto* rep = app.add_subcommand("report", "print a run folder's summary and cycle report");
+  rep->add_option("run_dir", report_dir, "a folder tessera train wrote")->required();
+
   tessera::tools::CompileOptions co;
   auto* cmp = app.add_subcommand("compile", "compile the example CNN's step (docs/compiler.md)");
   cmp->add_option("--array", co.array, "MXU array size N")->capture_default_str();
@@ -119,6 +124,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
 
+  if (rep->parsed()) return tessera::tools::report(report_dir, std::cout, std::cerr);
   if (cmp->parsed()) return tessera::tools::compile_step(co, std::cout, std::cerr);
 
   if (trn->parsed()) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <sstream>
 
+#include "sw/tools/step_report.h"
 #include "tessera/checkpoint.h"
 #include "tessera/keras.h"
 #include "tessera/metrics.h"
@@ -252,6 +253,13 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
   }
   std::vector<uint64_t> step_cycles;
   std::vector<driver::RunReport> reports;
+  // The first rtl step is sampled every kSampleEvery cycles for the per-phase report and the
+  // timeline (a few CSR reads between clock edges; the step's cycles are unchanged).
+  constexpr uint64_t kSampleEvery = 32;
+  keras::Sequential* rtl_model =
+      backend == driver::Backend::kRtl ? model.get() : (sampled ? shadow.get() : nullptr);
+  if (rtl_model) rtl_model->device().set_sampling(kSampleEvery);
+  std::vector<PhaseTiming> phases;
   uint64_t sampled_steps = 0;
   const auto t_start = Clock::now();
   double last_loss = 0, last_acc = 0;
@@ -279,6 +287,18 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
         }
         logs.report = rtl.report;
         ++sampled_steps;
+      }
+      if (rtl_model && phases.empty() && !logs.report.samples.empty()) {
+        phases =
+            phase_timings(rtl_model->train_step(), rtl_model->train_program_address(), logs.report);
+        write_chrome_trace(run_dir + "/timeline.json", phases, logs.report);
+        try {
+          write_roofline(run_dir + "/roofline.png", phases, n, 16.0);
+        } catch (const std::exception& e) {
+          err << "tessera train: roofline.png not written: " << e.what() << "\n";
+        }
+        rtl_model->device().set_sampling(0);
+        logs.report.samples.clear();
       }
       const uint64_t cyc = logs.report.cycles;
       const double mxu_util =
@@ -381,6 +401,13 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
       report << "  cycles / bound (MXU + VPU) "
              << c / double(step_prog.mxu_bound_cycles() + step_prog.vpu_bound_cycles()) << "\n";
       report << "  HBM read " << r.perf[8] << " B, written " << r.perf[9] << " B\n";
+      if (!phases.empty())
+        report << "\nper phase (decode-PC samples every " << kSampleEvery
+               << " cycles; unit busy and MXU utilization as % of the phase's cycles;\n"
+                  "bound/cycles = the phase's MXU shape bound over its cycles):\n"
+               << phase_report(phases, n)
+               << "timeline: timeline.json (Chrome trace: ui.perfetto.dev or chrome://tracing); "
+                  "roofline.png\n";
     }
   }
   {
@@ -424,6 +451,23 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
   out << report.str() << "wrote " << run_dir << "/{summary.json,metrics.csv,"
       << events.path().substr(events.path().rfind('/') + 1)
       << ",loss.png,cycle_report.txt,checkpoint/ckpt.tsr}\n";
+  return 0;
+}
+
+int report(const std::string& run_dir, std::ostream& out, std::ostream& err) {
+  std::ifstream summary(run_dir + "/summary.json"), cycles(run_dir + "/cycle_report.txt");
+  if (!summary || !cycles) {
+    err << "tessera report: " << run_dir
+        << " is not a run folder (no summary.json / cycle_report.txt; tessera train writes them)\n";
+    return 2;
+  }
+  out << "== " << run_dir << "/summary.json\n"
+      << summary.rdbuf() << "\n== " << run_dir << "/cycle_report.txt\n"
+      << cycles.rdbuf();
+  for (const char* f : {"timeline.json", "roofline.png", "loss.png"}) {
+    std::ifstream probe(run_dir + "/" + f);
+    out << (probe ? "  " : "  (missing) ") << run_dir << "/" << f << "\n";
+  }
   return 0;
 }
 

@@ -37,4 +37,9 @@ struct TrainOptions {
 
 int train(const TrainOptions& opt, std::ostream& out, std::ostream& err);
 
+// tessera report RUN_DIR: prints a run folder's summary (summary.json) and its cycle report
+// (cycle_report.txt: per unit, per phase; timeline.json and roofline.png are beside it).
+// Exit status 2 when the folder is not a run folder.
+int report(const std::string& run_dir, std::ostream& out, std::ostream& err);
+
 }  // namespace tessera::tools

@@ -92,6 +92,10 @@ struct StepStats {
   struct Phase {
     std::string name;
     uint64_t first_instruction = 0, instructions = 0;
+    uint64_t mxu_bound = 0;  // MXU.MM rows + N per MXU.LDW: the phase's MXU shape bound
+    uint64_t vpu = 0;        // VPU instructions (one lane-vector each: the VPU bound)
+    uint64_t dma = 0;        // DMA instructions
+    uint64_t macs = 0;
   };
   std::vector<Phase> phases;
 };

@@ -32,9 +32,18 @@ struct DeviceConfig {
 std::vector<DeviceConfig> rtl_configurations();
 
 constexpr int kPerfCounters = 13;  // docs/isa.md, CSRs: PERF[0..12]
+// A timeline sample of an rtl run (Device::set_sampling): the decode PC, UNIT_STATE and the
+// cumulative counters at `cycle` cycles after the doorbell.
+struct TraceSample {
+  uint64_t cycle = 0;
+  uint32_t pc = 0, unit_state = 0;
+  std::array<uint64_t, 3> busy{};  // DMA, MXU, VPU busy cycles (PERF[1..3])
+  uint64_t macs = 0, hbm_bytes = 0;
+};
 struct RunReport {
   uint64_t cycles = 0;  // doorbell to HALT (rtl); 0 on the functional backend (untimed)
   std::array<uint64_t, kPerfCounters> perf{};
+  std::vector<TraceSample> samples;  // rtl with sampling on; else empty
 };
 
 class DeviceFault : public std::runtime_error {
@@ -73,6 +82,9 @@ class Device {
   // Launches the program and waits for HALT; throws DeviceFault or DeviceTimeout. The timeout is
   // in cycles (rtl) or instructions (functional).
   virtual RunReport run(uint64_t prog_addr, uint64_t timeout) = 0;
+  // rtl: record a TraceSample every `every` cycles of the following runs (0: off). The
+  // functional backend is untimed and ignores it.
+  void set_sampling(uint64_t every) { sample_every_ = every; }
 
  protected:
   explicit Device(const DeviceConfig& config) : config_(config) {}
@@ -81,6 +93,7 @@ class Device {
 
   DeviceConfig config_;
   std::map<uint64_t, uint64_t> allocated_;  // address -> bytes
+  uint64_t sample_every_ = 0;
 };
 
 // "ILLEGAL_INSTRUCTION", ... for a fault code.

@@ -147,7 +147,7 @@ class FunctionalModel {
   std::array<std::vector<uint32_t>, 16> v_;
   std::array<uint32_t, 16> sc_{};
   std::array<uint32_t, 16> signals_dispatched_{};
-  std::array<int, 16> signal_unit_{};  // the unit that signals each counter (-1: none yet)
+  std::array<int, 16> signal_unit_{};        // the unit that signals each counter (-1: none yet)
   std::array<LoopRegs, 2> loops_{};          // [walk]
   std::deque<std::vector<uint16_t>> tiles_;  // n x n bf16, row k at [k * n]
   Fault fault_;

@@ -119,6 +119,7 @@ class Sequential {
 
   const compiler::CnnSpec& spec() const { return spec_; }
   const compiler::CnnTrainStep& train_step() const { return *train_; }
+  uint64_t train_program_address() const { return train_prog_; }
   driver::Device& device() { return *device_; }
   std::string summary() const;    // Keras-style layer table
   std::string signature() const;  // model + configuration, for checkpoints
