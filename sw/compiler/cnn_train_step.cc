@@ -472,24 +472,28 @@ void CnnTrainStep::compile() {
       UbArena a(dense_base, chip_.ub_bytes, n, "dense_dx");
       const uint32_t SB = std::min(B, chip_.acc_rows / 2);
       const uint32_t slots = chip_.acc_rows / SB;
-      const uint64_t per_tile = uint64_t{Cpad} * row2n + uint64_t{SB} * row2n;
-      const uint32_t G =
-          static_cast<uint32_t>(std::min<uint64_t>(Dk, a.free() / (2 * per_tile + 256)));
+      // Per K tile: two W^T buffers, the rows of W as they are in HBM (one staging buffer:
+      // W^T is made by a UB-to-UB transposing walk, not by an element-per-burst HBM walk), two
+      // d-features buffers.
+      const uint64_t per_tile = 3 * uint64_t{Cpad} * row2n + 2 * uint64_t{SB} * row2n;
+      const uint32_t G = static_cast<uint32_t>(std::min<uint64_t>(Dk, a.free() / (per_tile + 256)));
       if (G < 1) a.take(a.free() + 1);
       uint32_t wt[2], dp[2];
       for (int i = 0; i < 2; ++i) {
         wt[i] = a.take(uint64_t{Cpad} * G * row2n);
         dp[i] = a.take(uint64_t{SB} * G * row2n);
       }
+      const uint32_t stage = a.take(uint64_t{Cpad} * G * row2n);
       const uint32_t GN = G * N, groups = ceil_div(Dk, G);
       uint32_t slot_counter = 0;
       for (uint32_t s0 = 0; s0 < B; s0 += SB) {
         const uint32_t sb = std::min(SB, B - s0);
         auto load = [&](uint32_t g) {
           const uint32_t gn = std::min(G, Dk - g * G) * N;
-          b.dma_copy(
-              hbm(L.dense_w16 + uint64_t{g} * GN * Cpad * 2, {{gn, int32_t(Cpad * 2)}, {Cpad, 2}}),
-              ub(wt[g % 2], {{gn, 2}, {Cpad, int32_t(GN * 2)}}), 2);
+          copy_linear(b, isa::Space::kHbm, L.dense_w16 + uint64_t{g} * GN * Cpad * 2,
+                      isa::Space::kUb, stage, uint64_t{gn} * Cpad, 2);
+          b.dma_copy(ub(stage, {{gn, int32_t(Cpad * 2)}, {Cpad, 2}}),
+                     ub(wt[g % 2], {{gn, 2}, {Cpad, int32_t(GN * 2)}}), 2);
           b.signal(isa::Unit::kDma);
         };
         load(0);
@@ -527,9 +531,11 @@ void CnnTrainStep::compile() {
       const uint32_t bias_row = 0;  // Cc ACC rows for the bias gradient
       // Weight-gradient rows per chunk (DR): ACC holds two chunks of DR x Cc rows after the bias
       // rows; the UB two chunks' features^T, W, m, v and the bf16 copy of W.
+      // features^T is made in the UB: the chunk's rows as they are in HBM into one staging
+      // buffer (contiguous runs: full bursts), then a UB-to-UB transposing walk.
       const uint64_t per_row = uint64_t{Bpad} * 2 + uint64_t{Cpad} * (3 * 4 + 2);
-      uint64_t dr = std::min<uint64_t>(
-          {uint64_t{D}, (chip_.acc_rows - Cc) / (2 * Cc), a.free() / (2 * per_row + 64)});
+      uint64_t dr = std::min<uint64_t>({uint64_t{D}, (chip_.acc_rows - Cc) / (2 * Cc),
+                                        a.free() / (2 * per_row + uint64_t{B} * 2 + 64)});
       if (dr < 1) a.take(a.free() + 1);
       const uint32_t DR = static_cast<uint32_t>(dr);
       uint32_t at[2], w[2], m[2], v[2], w16[2];
@@ -540,6 +546,7 @@ void CnnTrainStep::compile() {
         v[i] = a.take(uint64_t{DR} * Cpad * 4);
         w16[i] = a.take(uint64_t{DR} * Cpad * 2);
       }
+      const uint32_t stage = a.take(uint64_t{B} * DR * 2);
       // features^T columns of padding samples: zero once (the DMA writes only real samples)
       for (int i = 0; i < 2; ++i)
         if (B < Bpad)
@@ -569,7 +576,9 @@ void CnnTrainStep::compile() {
       const uint32_t chunks = ceil_div(D, DR);
       auto load = [&](uint32_t q) {
         const uint32_t d0 = q * DR, dr_q = std::min(DR, D - d0), i = q % 2;
-        b.dma_copy(hbm(L.features + uint64_t{d0} * 2, {{B, int32_t(D * 2)}, {dr_q, 2}}),
+        b.dma_copy(hbm(L.features + uint64_t{d0} * 2, {{dr_q, 2}, {B, int32_t(D * 2)}}),
+                   ub(stage, {{dr_q, 2}, {B, int32_t(DR * 2)}}), 2);
+        b.dma_copy(ub(stage, {{B, int32_t(DR * 2)}, {dr_q, 2}}),
                    ub(at[i], {{B, 2}, {dr_q, int32_t(Bpad * 2)}}), 2);
         const uint64_t off = uint64_t{d0} * Cpad * 4, cnt = uint64_t{dr_q} * Cpad;
         copy_linear(b, isa::Space::kHbm, L.dense_w + off, isa::Space::kUb, w[i], cnt, 4);
