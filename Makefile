@@ -30,7 +30,9 @@ help:
 	@echo "                    (results: $(BUILD)/bench/mxu.json); then HBM2 trace replay:"
 	@echo "                    bandwidth, latency, row hits of streaming, mixed and random"
 	@echo "                    traffic on 1, 2, 4 pseudo-channels ($(BUILD)/bench/hbm.json)."
-	@echo "                    BENCH_ONLY=mxu or BENCH_ONLY=hbm runs one part"
+	@echo "                    then the training step on the rtl chip (N = 16, batch 128):"
+	@echo "                    cycles, bound, MXU utilization, wall time ($(BUILD)/bench/train.json)."
+	@echo "                    BENCH_ONLY=mxu, hbm or train runs one part"
 	@echo "  make bench-hbm    the HBM part of make bench alone"
 	@echo "  make synth        Yosys: arithmetic, PE, SRAMs, DMA, MXU at N = 4 (cells, no latches)"
 	@echo "                    and the whole chip top at N = 4 (no latches, proc level)"
@@ -86,12 +88,16 @@ BENCH_ONLY ?=
 
 bench: configure
 	@scripts/ensure_packages.sh bc
-ifneq ($(BENCH_ONLY),hbm)
+ifeq ($(filter $(BENCH_ONLY),hbm train),)
 	@scripts/bench_mxu.sh $(BUILD)/bench
 endif
-ifneq ($(BENCH_ONLY),mxu)
+ifeq ($(filter $(BENCH_ONLY),mxu train),)
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
 	@scripts/bench_hbm.sh $(BUILD)/bench
+endif
+ifeq ($(filter $(BENCH_ONLY),mxu hbm),)
+	cmake --build $(BUILD) -j $(JOBS) --target tessera
+	@scripts/bench_train.sh $(BUILD)/bench
 endif
 
 bench-hbm:
