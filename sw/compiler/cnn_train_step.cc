@@ -749,6 +749,7 @@ void CnnTrainStep::compile() {
     ph.vpu = s1.per_unit[2] - s0.per_unit[2];
     ph.dma = s1.per_unit[0] - s0.per_unit[0];
     ph.macs = (s1.mxu_rows - s0.mxu_rows) * N * N;
+    ph.dma_elements = s1.dma_elements - s0.dma_elements;
   }
   stats_.instructions = program_.size();
   stats_.waits = bs.waits;
@@ -757,6 +758,7 @@ void CnnTrainStep::compile() {
   stats_.mxu = bs.per_unit[1];
   stats_.vpu = bs.per_unit[2];
   stats_.macs = bs.mxu_rows * N * N;
+  stats_.dma_elements = bs.dma_elements;
   mxu_bound_ = bs.mxu_rows + bs.mxu_ldw * N;
   layout_.bytes = layout_.program + program_.size() * isa::kInstructionBytes - layout_.base;
 }

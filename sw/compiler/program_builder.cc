@@ -160,6 +160,7 @@ void ProgramBuilder::dma_copy(const DmaWalk& src, const DmaWalk& dst, int e) {
   set_loops(isa::Walk::kDst, dst);
   Instruction i;
   i.op = isa::Opcode::kDmaCopy;
+  stats_.dma_elements += src.elements();
   i.src_space = src.space;
   i.dst_space = dst.space;
   i.elem_bytes = static_cast<uint8_t>(e);

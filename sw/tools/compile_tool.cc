@@ -91,10 +91,12 @@ int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) 
   const compiler::StepStats& st = step->stats();
   out << "== 5 program: " << st.instructions << " instructions (" << st.instructions * 16
       << " bytes), DMA " << st.dma << ", MXU " << st.mxu << ", VPU " << st.vpu
-      << "; sync: " << st.waits << " WAIT, " << st.signals << " SIGNAL; " << st.macs << " MACs\n";
+      << "; sync: " << st.waits << " WAIT, " << st.signals << " SIGNAL; " << st.macs << " MACs; "
+      << st.dma_elements << " DMA elements\n";
   for (const auto& p : st.phases)
     out << "  " << std::left << std::setw(10) << p.name << std::right << std::setw(9)
-        << p.instructions << " instructions\n";
+        << p.instructions << " instructions, MXU bound " << std::setw(8) << p.mxu_bound << ", VPU "
+        << std::setw(8) << p.vpu << ", DMA elements " << std::setw(8) << p.dma_elements << "\n";
   out << "  bound: MXU " << step->mxu_bound_cycles() << " cycles, VPU " << step->vpu_bound_cycles()
       << " cycles\n";
   if (!o.asm_out.empty()) {

@@ -384,9 +384,12 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
            << st.signals << " signals), " << st.macs << " MACs\n";
     report << "analytic bound: MXU " << step_prog.mxu_bound_cycles() << " cycles (rows + tile "
            << "loads), VPU " << step_prog.vpu_bound_cycles() << " cycles (one op each)\n\n";
-    report << "phase        instructions\n";
+    report << "DMA elements " << st.dma_elements << " (the DMA moves at most one a cycle)\n\n";
+    report << "phase        instructions  MXU bound  VPU ops   DMA elements\n";
     for (const auto& p : st.phases)
-      report << std::left << std::setw(13) << p.name << p.instructions << "\n";
+      report << std::left << std::setw(13) << p.name << std::right << std::setw(12)
+             << p.instructions << std::setw(11) << p.mxu_bound << std::setw(9) << p.vpu
+             << std::setw(15) << p.dma_elements << "\n";
     if (!reports.empty()) {
       const auto& r = reports.front();
       const double c = double(r.cycles);

@@ -89,6 +89,7 @@ struct StepStats {
   uint64_t instructions = 0, waits = 0, signals = 0;
   uint64_t dma = 0, mxu = 0, vpu = 0;  // instructions per unit (sync included)
   uint64_t macs = 0;                   // MXU.MM rows x N x N
+  uint64_t dma_elements = 0;           // elements the DMA moves (one a cycle at best)
   struct Phase {
     std::string name;
     uint64_t first_instruction = 0, instructions = 0;
@@ -96,6 +97,7 @@ struct StepStats {
     uint64_t vpu = 0;        // VPU instructions (one lane-vector each: the VPU bound)
     uint64_t dma = 0;        // DMA instructions
     uint64_t macs = 0;
+    uint64_t dma_elements = 0;
   };
   std::vector<Phase> phases;
 };
