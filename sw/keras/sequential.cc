@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tessera/checkpoint.h"
 #include "tessera/keras.h"
 
 namespace tessera::keras {
@@ -113,13 +114,17 @@ void Sequential::compile(const Adam& opt, const std::string& loss,
   dc.n = chip.n;
   dc.ub_bytes = chip.ub_bytes;
   dc.acc_rows = chip.acc_rows;
-  // Compile first (it validates the configuration), then open the device.
+  // The step's constructor validates the configuration; on failure nothing stays open.
   const uint64_t data = compiler::CnnTrainStep::data_bytes(spec_, chip, batch_);
-  auto probe = std::make_unique<compiler::CnnTrainStep>(spec_, adam_, chip, batch_, 0);
-  (void)probe;
   device_ = driver::Device::open(dc);
-  const uint64_t base = device_->alloc(data);
-  train_ = std::make_unique<compiler::CnnTrainStep>(spec_, adam_, chip, batch_, base);
+  try {
+    const uint64_t base = device_->alloc(data);
+    train_ = std::make_unique<compiler::CnnTrainStep>(spec_, adam_, chip, batch_, base);
+  } catch (...) {
+    device_.reset();
+    train_.reset();
+    throw;
+  }
   train_prog_ = device_->load_program(train_->program_bytes());
   evals_.clear();
   set_state(compiler::glorot_init(spec_, weight_seed), compiler::zero_adam_state(spec_));
@@ -279,6 +284,40 @@ std::vector<float> Sequential::predict(const data::Dataset& images, uint32_t bat
         out.insert(out.end(), p.begin(), p.end());
       });
   return out;
+}
+
+namespace {
+// The architecture part of the signature (weights do not depend on the optimizer or batch).
+std::string architecture(const std::string& signature) {
+  return signature.substr(0, signature.find('|'));
+}
+}  // namespace
+
+void Sequential::save_weights(const std::string& path) {
+  check_compiled("save_weights");
+  const compiler::CnnParams p = get_weights();
+  runlog::Checkpoint c;
+  c.model_signature = architecture(signature());
+  c.step = step_;
+  c.tensors = {{"conv_kernel", {spec_.kernel, spec_.kernel, 1, spec_.filters}, p.conv_kernel},
+               {"conv_bias", {spec_.filters}, p.conv_bias},
+               {"dense_kernel", {spec_.features(), spec_.classes}, p.dense_kernel},
+               {"dense_bias", {spec_.classes}, p.dense_bias}};
+  runlog::save_checkpoint(path, c);
+}
+
+void Sequential::load_weights(const std::string& path) {
+  check_compiled("load_weights");
+  const runlog::Checkpoint c = runlog::load_checkpoint(path, architecture(signature()));
+  compiler::CnnParams p;
+  for (const auto& t : c.tensors) {
+    if (t.name == "conv_kernel") p.conv_kernel = t.data;
+    if (t.name == "conv_bias") p.conv_bias = t.data;
+    if (t.name == "dense_kernel") p.dense_kernel = t.data;
+    if (t.name == "dense_bias") p.dense_bias = t.data;
+  }
+  // Keeps the optimizer state on the device; state_image checks every tensor's size.
+  set_state(p, get_optimizer_state());
 }
 
 std::string Sequential::summary() const {

@@ -114,6 +114,11 @@ class Sequential {
   compiler::CnnParams get_weights();
   compiler::AdamState get_optimizer_state();
   void set_state(const compiler::CnnParams& p, const compiler::AdamState& s);
+  // Keras's save_weights / load_weights: the weights (not the optimizer state) in the
+  // checkpoint format (docs/training.md), atomically; load refuses another model's file (the
+  // architecture part of signature()) with a runlog::CheckpointError naming the file.
+  void save_weights(const std::string& path);
+  void load_weights(const std::string& path);
   uint64_t step() const { return step_; }
   void set_step(uint64_t s) { step_ = s; }  // resume
 

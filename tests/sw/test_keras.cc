@@ -1,0 +1,154 @@
+// The Keras-style API (tessera/keras.h) on the functional backend: compile refuses what the chip
+// compiler cannot lower, with the reason; fit drives the callbacks and the step counter;
+// save_weights / load_weights round-trip the weights bit for bit and refuse another
+// architecture's file; evaluate and predict agree with each other (the accuracy evaluate reports
+// is the argmax of predict's probabilities, and its loss their mean cross-entropy).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "tessera/checkpoint.h"
+#include "tessera/keras.h"
+
+namespace tessera::keras {
+namespace {
+
+data::Dataset synthetic(uint32_t count, uint32_t seed) {
+  data::Dataset ds;
+  ds.count = count;
+  ds.rows = ds.cols = 28;
+  std::mt19937 rng(seed);
+  ds.images.resize(size_t{count} * 784);
+  ds.labels.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    ds.labels[i] = static_cast<uint8_t>(rng() % 10);
+    // a class-dependent blob so that training has something to learn
+    for (uint32_t p = 0; p < 784; ++p)
+      ds.images[size_t{i} * 784 + p] = static_cast<uint8_t>(
+          (p / 28 + p % 28) % 10 == ds.labels[i] ? 200 + rng() % 56 : rng() % 40);
+  }
+  return ds;
+}
+
+Sequential example(uint32_t filters = 32) {
+  return Sequential(
+      {Conv2D(filters, 3, "relu", {28, 28, 1}), MaxPool2D(2), Flatten(), Dense(10, "softmax")});
+}
+
+std::string compile_error(Sequential m, const std::string& loss = "sparse_categorical_crossentropy",
+                          DeviceOptions d = {}) {
+  try {
+    m.compile(Adam(), loss, {"accuracy"}, d, 8);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Keras, CompileRefusesWhatTheChipCompilerCannotLower) {
+  EXPECT_NE(compile_error(Sequential({Dense(10, "softmax")})).find("Conv2D -> MaxPool2D"),
+            std::string::npos);
+  EXPECT_NE(compile_error(Sequential({Conv2D(32, 3, "tanh", {28, 28, 1}), MaxPool2D(2), Flatten(),
+                                      Dense(10, "softmax")}))
+                .find("relu"),
+            std::string::npos);
+  EXPECT_NE(compile_error(Sequential({Conv2D(32, 3, "relu", {28, 28, 3}), MaxPool2D(2), Flatten(),
+                                      Dense(10, "softmax")}))
+                .find("one input channel"),
+            std::string::npos);
+  EXPECT_NE(compile_error(Sequential({Conv2D(32, 3, "relu", {28, 28, 1}, "same"), MaxPool2D(2),
+                                      Flatten(), Dense(10, "softmax")}))
+                .find("padding"),
+            std::string::npos);
+  EXPECT_NE(compile_error(example(), "mse").find("loss"), std::string::npos);
+  DeviceOptions rtl8;
+  rtl8.backend = driver::Backend::kRtl;
+  rtl8.array = 8;
+  EXPECT_NE(compile_error(example(), "sparse_categorical_crossentropy", rtl8).find("array sizes"),
+            std::string::npos);
+  EXPECT_NE(compile_error(example(24)).find("multiple of the array size"), std::string::npos);
+}
+
+struct Counter : Callback {
+  int begin = 0, steps = 0, end = 0;
+  uint64_t last_step = 0;
+  void on_train_begin(Sequential&) override { ++begin; }
+  void on_step_end(Sequential&, const StepLogs& l) override {
+    ++steps;
+    last_step = l.step;
+    EXPECT_TRUE(std::isfinite(l.loss));
+  }
+  void on_train_end(Sequential&) override { ++end; }
+};
+
+TEST(Keras, FitSaveLoadEvaluatePredict) {
+  const data::Dataset train = synthetic(64, 1), test = synthetic(20, 2);
+  Sequential a = example();
+  a.compile(Adam(1e-3f), "sparse_categorical_crossentropy", {"accuracy"}, {}, 8, 3);
+  Counter cb;
+  FitOptions fo;
+  fo.steps = 4;
+  fo.callbacks = {&cb};
+  const History h = a.fit(train, fo);
+  EXPECT_EQ(h.loss.size(), 4u);
+  EXPECT_EQ(cb.begin, 1);
+  EXPECT_EQ(cb.steps, 4);
+  EXPECT_EQ(cb.end, 1);
+  EXPECT_EQ(cb.last_step, 3u);
+  EXPECT_EQ(a.step(), 4u);
+
+  char tmpl[] = "/tmp/tessera_test_keras.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/weights.tsr";
+  a.save_weights(path);
+  Sequential b = example();
+  b.compile(Adam(1e-3f), "sparse_categorical_crossentropy", {"accuracy"}, {}, 8, 99);
+  b.load_weights(path);
+  const compiler::CnnParams pa = a.get_weights(), pb = b.get_weights();
+  for (const auto& [x, y] : {std::make_pair(&pa.conv_kernel, &pb.conv_kernel),
+                             std::make_pair(&pa.dense_kernel, &pb.dense_kernel),
+                             std::make_pair(&pa.dense_bias, &pb.dense_bias)})
+    EXPECT_EQ(std::memcmp(x->data(), y->data(), x->size() * 4), 0);
+
+  // evaluate (batch 8: two full batches and one of 4) and predict agree
+  const EvalResult ea = a.evaluate(test), eb = b.evaluate(test);
+  EXPECT_EQ(ea.samples, 20u);
+  EXPECT_EQ(ea.loss, eb.loss);
+  EXPECT_EQ(ea.accuracy, eb.accuracy);
+  const std::vector<float> p = a.predict(test);
+  ASSERT_EQ(p.size(), 200u);
+  double loss = 0;
+  int correct = 0;
+  for (int i = 0; i < 20; ++i) {
+    double sum = 0;
+    int best = 0;
+    for (int c = 0; c < 10; ++c) {
+      sum += p[i * 10 + c];
+      if (p[i * 10 + c] > p[i * 10 + best]) best = c;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5) << i;
+    correct += best == test.labels[i];
+    loss -= std::log(double{p[i * 10 + test.labels[i]]});
+  }
+  EXPECT_NEAR(ea.accuracy, correct / 20.0, 1e-12);
+  EXPECT_NEAR(ea.loss, loss / 20.0, 1e-4 * std::max(1.0, ea.loss));
+
+  // another architecture's weights are refused, naming the file
+  Sequential c = example(16);
+  c.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, {}, 8);
+  try {
+    c.load_weights(path);
+    ADD_FAILURE() << "loaded another model's weights";
+  } catch (const runlog::CheckpointError& e) {
+    EXPECT_EQ(e.kind(), runlog::CheckpointError::Kind::kSignatureMismatch);
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+  ::rmdir(tmpl);
+}
+
+}  // namespace
+}  // namespace tessera::keras
