@@ -218,48 +218,38 @@ compiler::CnnTrainStep& Sequential::eval_program(uint32_t batch) {
   return *evals_.back().step;
 }
 
-namespace {
-// Runs the evaluation program over every image of `ds` in order; calls back per batch.
-template <class PerBatch>
-void forward_all(driver::Device& dev, const data::Dataset& ds, uint32_t batch,
-                 const std::function<compiler::CnnTrainStep&(uint32_t)>& program_for,
-                 const std::function<uint64_t(const compiler::CnnTrainStep&)>& prog_addr,
-                 uint64_t timeout, PerBatch per_batch) {
+void Sequential::run_forward(
+    const data::Dataset& ds, uint32_t batch,
+    const std::function<void(compiler::CnnTrainStep&, uint32_t)>& per_batch) {
   const size_t px = size_t{ds.rows} * ds.cols;
   for (uint32_t s0 = 0; s0 < ds.count; s0 += batch) {
     const uint32_t b = std::min(batch, ds.count - s0);
-    compiler::CnnTrainStep& step = program_for(b);
+    compiler::CnnTrainStep& step = eval_program(b);
+    uint64_t prog = 0;
+    for (const auto& e : evals_)
+      if (e.step.get() == &step) prog = e.prog;
     data::Batch bt;
     bt.images.assign(ds.images.begin() + s0 * px, ds.images.begin() + (s0 + b) * px);
     bt.labels.assign(ds.labels.begin() + s0, ds.labels.begin() + s0 + b);
     for (const auto& w : step.batch_image(data::images_to_bf16(bt), bt.labels))
-      dev.write(w.first, w.second);
-    dev.run(prog_addr(step), timeout);
+      device_->write(w.first, w.second);
+    device_->run(prog, dev_opts_.timeout_cycles);
     per_batch(step, b);
   }
 }
-}  // namespace
 
 EvalResult Sequential::evaluate(const data::Dataset& test, uint32_t batch_size) {
   check_compiled("evaluate");
   const uint32_t batch = batch_size ? batch_size : batch_;
   EvalResult r;
   double loss_sum = 0, correct = 0;
-  forward_all(
-      *device_, test, batch, [&](uint32_t b) -> compiler::CnnTrainStep& { return eval_program(b); },
-      [&](const compiler::CnnTrainStep& s) {
-        for (auto& e : evals_)
-          if (e.step.get() == &s) return e.prog;
-        return uint64_t{0};
-      },
-      dev_opts_.timeout_cycles,
-      [&](compiler::CnnTrainStep& step, uint32_t b) {
-        float loss = 0, c = 0;
-        step.read_metrics(device_read, device_.get(), loss, c);
-        loss_sum += double{loss} * b;  // the program reports the batch mean
-        correct += c;
-        r.samples += b;
-      });
+  run_forward(test, batch, [&](compiler::CnnTrainStep& step, uint32_t b) {
+    float loss = 0, c = 0;
+    step.read_metrics(device_read, device_.get(), loss, c);
+    loss_sum += double{loss} * b;  // the program reports the batch mean
+    correct += c;
+    r.samples += b;
+  });
   r.loss = loss_sum / static_cast<double>(r.samples);
   r.accuracy = correct / static_cast<double>(r.samples);
   return r;
@@ -271,18 +261,10 @@ std::vector<float> Sequential::predict(const data::Dataset& images, uint32_t bat
   std::vector<float> out;
   data::Dataset ds = images;
   ds.labels.assign(ds.count, 0);  // labels are not used for the probabilities
-  forward_all(
-      *device_, ds, batch, [&](uint32_t b) -> compiler::CnnTrainStep& { return eval_program(b); },
-      [&](const compiler::CnnTrainStep& s) {
-        for (auto& e : evals_)
-          if (e.step.get() == &s) return e.prog;
-        return uint64_t{0};
-      },
-      dev_opts_.timeout_cycles,
-      [&](compiler::CnnTrainStep& step, uint32_t) {
-        const auto p = step.read_probabilities(device_read, device_.get());
-        out.insert(out.end(), p.begin(), p.end());
-      });
+  run_forward(ds, batch, [&](compiler::CnnTrainStep& step, uint32_t) {
+    const auto p = step.read_probabilities(device_read, device_.get());
+    out.insert(out.end(), p.begin(), p.end());
+  });
   return out;
 }
 

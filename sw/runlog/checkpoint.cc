@@ -11,16 +11,6 @@ namespace {
 
 using Kind = CheckpointError::Kind;
 
-void put_le(std::string& out, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-
-uint64_t get_le(const std::string& s, size_t pos, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= uint64_t{static_cast<uint8_t>(s[pos + i])} << (8 * i);
-  return v;
-}
-
 void put_string(std::string& out, const std::string& s, const std::string& what) {
   if (s.size() > UINT32_MAX) throw CheckpointError(Kind::kInvalid, what + " is over 4 GiB");
   put_le(out, s.size(), 4);

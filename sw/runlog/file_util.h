@@ -3,6 +3,7 @@
 // path. Internal to tessera_runlog.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace tessera::runlog {
@@ -23,5 +24,16 @@ void write_file_atomically(const std::string& path, const std::string& bytes);
 
 // The whole file; throws std::runtime_error naming the path when it cannot be read.
 std::string read_file(const std::string& path);
+
+// Little-endian integers of `n` bytes appended to / read from a byte string (the checkpoint and
+// TFRecord formats).
+inline void put_le(std::string& out, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+inline uint64_t get_le(const std::string& s, size_t pos, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= uint64_t{static_cast<uint8_t>(s[pos + i])} << (8 * i);
+  return v;
+}
 
 }  // namespace tessera::runlog

@@ -26,16 +26,6 @@ constexpr uint32_t kFieldSummaryValue = 1;      // repeated Summary.Value
 constexpr uint32_t kFieldValueTag = 1;          // string
 constexpr uint32_t kFieldValueSimpleValue = 2;  // float
 
-void put_le(std::string& out, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-
-uint64_t get_le(const std::string& s, size_t pos, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= uint64_t{static_cast<uint8_t>(s[pos + i])} << (8 * i);
-  return v;
-}
-
 std::string hostname() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";

@@ -131,6 +131,9 @@ class Sequential {
 
  private:
   compiler::CnnTrainStep& eval_program(uint32_t batch);
+  // Runs the evaluation program over every image of `ds` in order, `per_batch` after each.
+  void run_forward(const data::Dataset& ds, uint32_t batch,
+                   const std::function<void(compiler::CnnTrainStep&, uint32_t)>& per_batch);
   void check_compiled(const char* what) const;
   std::vector<Layer> layers_;
   compiler::CnnSpec spec_;
