@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "sw/compiler/graph.h"
 #include "tessera/checkpoint.h"
 #include "tessera/keras.h"
 
@@ -114,7 +115,9 @@ void Sequential::compile(const Adam& opt, const std::string& loss,
   dc.n = chip.n;
   dc.ub_bytes = chip.ub_bytes;
   dc.acc_rows = chip.acc_rows;
-  // The step's constructor validates the configuration; on failure nothing stays open.
+  // The graph passes check that every op has a lowering (graph.h); the step's constructor
+  // validates the configuration against the chip. On failure nothing stays open.
+  compiler::compile_graph(spec_, batch_);
   const uint64_t data = compiler::CnnTrainStep::data_bytes(spec_, chip, batch_);
   device_ = driver::Device::open(dc);
   try {

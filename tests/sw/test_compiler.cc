@@ -10,6 +10,7 @@
 #include <random>
 
 #include "harness/fp_ref.h"
+#include "sw/compiler/graph.h"
 #include "sw/compiler/program_builder.h"
 #include "sw/compiler/vpu_math.h"
 #include "tessera/compiler.h"
@@ -286,6 +287,39 @@ INSTANTIATE_TEST_SUITE_P(Chips, TrainStep,
                            return "N" + std::to_string(info.param.n) + "_B" +
                                   std::to_string(info.param.batch);
                          });
+
+TEST(GraphPasses, AutodiffCastsFuseAndLowerTheExampleStep) {
+  Graph g = build_forward(CnnSpec{}, 16);
+  EXPECT_EQ(g.live(), 15u);
+  autodiff(g);
+  // every parameter gets its gradient and one Adam update
+  for (const char* name : {"dWc", "dbc", "dWd", "dbd", "Wc'", "bc'", "Wd'", "bd'"})
+    EXPECT_GE(g.find(name), 0) << name;
+  EXPECT_EQ(g.at(g.find("dWd")).shape, (std::vector<uint32_t>{5408, 10}));
+  EXPECT_EQ(g.at(g.find("df")).shape, (std::vector<uint32_t>{16, 5408}));
+  insert_casts(g);
+  // every MXU operand is bf16 (directly or through a transpose of a bf16 value)
+  for (const Node& n : g.nodes())
+    if (n.op == "matmul" || n.op == "conv2d" || n.op == "conv2d_filter_grad")
+      for (int i : n.inputs) EXPECT_EQ(g.at(i).dtype, DType::kBf16) << n.name << " input " << i;
+  fuse(g);
+  for (const Node& n : g.nodes())
+    if (!n.dead)
+      for (const char* gone : {"relu", "maxpool", "bias_add", "relu_grad", "maxpool_grad",
+                               "softmax_cross_entropy", "reduce_sum"})
+        EXPECT_NE(n.op, gone) << n.name;
+  lower(g);
+  for (const Node& n : g.nodes())
+    if (!n.dead) EXPECT_FALSE(n.phase.empty()) << n.name;
+  // an op the chip has no lowering for is refused, by name
+  g.add("softmax", "extra", {g.find("z2")}, {16, 10}, DType::kF32);
+  try {
+    lower(g);
+    ADD_FAILURE() << "lowered an unknown op";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'softmax' (extra)"), std::string::npos) << e.what();
+  }
+}
 
 TEST(TrainStepConfig, ImpossibleConfigurationsAreRefusedWithAReason) {
   const CnnSpec spec;
