@@ -114,6 +114,9 @@ uint32_t get32(const std::vector<uint8_t>& v, size_t at) {
 
 }  // namespace
 
+uint32_t CnnTrainStep::code_words() const {
+  return (spec_.pool_w() + kCodesPerWord - 1) / kCodesPerWord;
+}
 uint32_t CnnTrainStep::class_pad() const { return ceil_div(spec_.classes, chip_.n) * chip_.n; }
 uint32_t CnnTrainStep::tap_pad() const { return ceil_div(spec_.taps(), chip_.n) * chip_.n; }
 
@@ -178,7 +181,7 @@ void CnnTrainStep::plan_hbm(uint64_t base, const HbmLayout* share) {
   l.powers = take(2 * n * 4);
   l.consts = take(2 * (cpad / n) * n * 4);
   l.features = take(uint64_t{batch_} * d * 2);
-  l.argmax = take(uint64_t{batch_} * d * 2);
+  l.argmax = take(uint64_t{batch_} * spec_.pool_h() * code_words() * spec_.filters * 4);
   l.dfeatures = take(uint64_t{batch_} * d * 2);
   l.metrics = take(2 * n * 4);
   l.probs = take(uint64_t{batch_} * cpad * 4);
@@ -203,6 +206,7 @@ void CnnTrainStep::compile() {
   const uint32_t RW = 2 * CW;                 // conv output rows of one pooled row
   const uint32_t Rpad = ceil_div(RW, N) * N;  // ... padded to whole K tiles
   const uint32_t Dk = D / N;
+  const uint32_t CWords = code_words();  // argmax code words per channel and pooled row
   const uint32_t row2n = 2 * N, row4n = 4 * N;
   const HbmLayout& L = layout_;
   ProgramBuilder b(n, chip_.ub_bytes, chip_.acc_rows);
@@ -253,19 +257,33 @@ void CnnTrainStep::compile() {
     const uint32_t w16 = a.take(uint64_t{Kc} * N * F * 2);
     const uint32_t bias = a.take(F * 4);
     const uint32_t im2col_bytes = RW * Kc * row2n, out_bytes = PW * F * 2;
-    const int nbuf = a.free() >= 2ull * (im2col_bytes + 2 * out_bytes) + 2 * 64 * 3 ? 2 : 1;
-    uint32_t col[2], feat[2], code[2];
-    for (int i = 0; i < nbuf; ++i) {
-      col[i] = a.take(im2col_bytes);
-      feat[i] = a.take(out_bytes);
-      code[i] = a.take(out_bytes);
+    const uint32_t code_bytes = CWords * F * 4;
+    const uint64_t stage_bytes = uint64_t{1 + K} * W * 2;  // see `stage` below
+    // Buffer sets: up to 3 im2col buffers (the DMA loads two items ahead, so a load never
+    // queues behind the store of the item just before it) and 2 output buffers, fewer when the
+    // UB is small (1: no prefetch at all).
+    int nin = 3, nout = 2;
+    while (nin > 1 && a.free() < uint64_t(nin) * im2col_bytes +
+                                     uint64_t(nout) * (out_bytes + code_bytes) + stage_bytes +
+                                     64 * (2 * nin + 2 * nout + 2)) {
+      --nin;
+      nout = std::min(nout, nin);
     }
+    uint32_t col[3], feat[2], code[2];
+    for (int i = 0; i < nin; ++i) col[i] = a.take(im2col_bytes);
+    for (int i = 0; i < nout; ++i) {
+      feat[i] = a.take(out_bytes);
+      code[i] = a.take(code_bytes);
+    }
+    // The image rows of one pooled row, as they are in HBM (full bursts); the im2col walk then
+    // runs UB to UB instead of gathering 3-element runs from HBM.
+    const uint32_t rows_in = 2 + K - 1, stage = a.take(uint64_t{rows_in} * W * 2);
     copy_linear(b, isa::Space::kHbm, L.conv_w16, isa::Space::kUb, w16, uint64_t{Kc} * N * F, 2);
     copy_linear(b, isa::Space::kHbm, L.conv_b, isa::Space::kUb, bias, F, 4);
     // The im2col rows' padding taps stay zero: zero the buffers once, the DMA writes only taps.
-    for (int i = 0; i < nbuf; ++i)
+    for (int i = 0; i < nin; ++i)
       for (uint32_t r = 0; r < RW * Kc; ++r) b.vpu_st(kBf16, 0, col[i] + r * row2n);
-    for (int k = 1; k <= 4; ++k) b.vpu_lif(11 + k, static_cast<float>(k));  // v12..v15 = 1..4
+    for (uint32_t k = 1; k <= 4; ++k) b.vpu_li(11 + k, k);  // v12..v15 = the codes 1..4
     b.signal(isa::Unit::kVpu);
     const uint32_t slots = chip_.acc_rows / RW;
     uint32_t slot_counter = 0;
@@ -273,21 +291,24 @@ void CnnTrainStep::compile() {
     auto load = [&](uint32_t i) {
       const uint32_t img = i / PH, py = i % PH;
       const uint64_t src = L.images + (uint64_t{img} * H * W + 2 * py * W) * 2;
-      b.dma_copy(hbm(src, {{K, 2}, {K, int32_t(W * 2)}, {CW, 2}, {2, int32_t(W * 2)}}),
-                 ub(col[i % nbuf], {{K, 2},
-                                    {K, int32_t(K * 2)},
-                                    {CW, int32_t(Kc * row2n)},
-                                    {2, int32_t(CW * Kc * row2n)}}),
+      copy_linear(b, isa::Space::kHbm, src, isa::Space::kUb, stage, uint64_t{rows_in} * W, 2);
+      b.dma_copy(ub(stage, {{K, 2}, {K, int32_t(W * 2)}, {CW, 2}, {2, int32_t(W * 2)}}),
+                 ub(col[i % nin], {{K, 2},
+                                   {K, int32_t(K * 2)},
+                                   {CW, int32_t(Kc * row2n)},
+                                   {2, int32_t(CW * Kc * row2n)}}),
                  2);
       b.signal(isa::Unit::kDma);
     };
-    if (nbuf == 2) load(0);  // one buffer: no prefetch (it would overwrite the data in use)
+    // Loads run nin - 1 items ahead (one buffer: none, it would overwrite the data in use).
+    const uint32_t ahead = nin - 1;
+    for (uint32_t k = 0; k < ahead && k < items; ++k) load(k);
     for (uint32_t i = 0; i < items; ++i) {
-      const uint32_t img = i / PH, py = i % PH, buf = i % nbuf;
-      if (nbuf == 1)
+      const uint32_t img = i / PH, py = i % PH, buf = i % nin, ob = i % nout;
+      if (ahead == 0)
         load(i);
-      else if (i + 1 < items)
-        load(i + 1);
+      else if (i + ahead < items)
+        load(i + ahead);
       for (uint32_t j = 0; j < Fc; ++j) {
         const uint32_t acc0 = (slot_counter++ % slots) * RW;
         for (uint32_t kt = 0; kt < Kc; ++kt) {
@@ -296,7 +317,9 @@ void CnnTrainStep::compile() {
         }
         b.signal(isa::Unit::kMxu);
         // bias, relu, 2x2 max pool; argmax code: first window position holding the max
-        // (0..3 in row-major order), 4 when the relu output is 0 (no gradient flows).
+        // (0..3 in row-major order), 4 when the relu output is 0 (no gradient flows). The codes
+        // are packed 3 bits each, 10 pooled columns to an int32 word (v9), so the backward pass
+        // reads 2 words per channel instead of 13 bf16 codes: the DMA moves fewer elements.
         b.vpu_ld(kF32, 7, bias + j * row4n);
         for (uint32_t px = 0; px < PW; ++px) {
           const uint32_t r0 = acc0 + 2 * px, r1 = acc0 + CW + 2 * px;
@@ -309,7 +332,7 @@ void CnnTrainStep::compile() {
           b.vpu_op(Fn::kMax, 5, 5, 6);
           b.vpu_op(Fn::kAdd, 6, 5, 7);
           b.vpu_op(Fn::kMax, 6, 6, 0);
-          b.vpu_st(kBf16, 6, feat[buf] + (px * F + j * N) * 2);
+          b.vpu_st(kBf16, 6, feat[ob] + (px * F + j * N) * 2);
           b.vpu_op(Fn::kCmpEq, 8, 3, 5);
           b.vpu_op(Fn::kSel, 11, 13, 14, 8);
           b.vpu_op(Fn::kCmpEq, 8, 2, 5);
@@ -318,13 +341,23 @@ void CnnTrainStep::compile() {
           b.vpu_op(Fn::kSel, 11, 0, 11, 8);
           b.vpu_op(Fn::kCmpLt, 8, 0, 6);
           b.vpu_op(Fn::kSel, 11, 11, 15, 8);
-          b.vpu_st(kBf16, 11, code[buf] + (px * F + j * N) * 2);
+          const uint32_t slot = px % kCodesPerWord, word = px / kCodesPerWord;
+          if (slot == 0) {
+            b.vpu_op(Fn::kIOr, 9, 11, 0);
+          } else {
+            b.vpu_li(10, 3 * slot);
+            b.vpu_op(Fn::kShl, 8, 11, 10);
+            b.vpu_op(Fn::kIOr, 9, 9, 8);
+          }
+          if (slot == kCodesPerWord - 1 || px + 1 == PW)
+            b.vpu_st(kF32, 9, code[ob] + (word * F + j * N) * 4);
         }
       }
       b.signal(isa::Unit::kVpu);
       const uint64_t at = (uint64_t{img} * D + uint64_t{py} * PW * F) * 2;
-      copy_linear(b, isa::Space::kUb, feat[buf], isa::Space::kHbm, L.features + at, PW * F, 2);
-      copy_linear(b, isa::Space::kUb, code[buf], isa::Space::kHbm, L.argmax + at, PW * F, 2);
+      copy_linear(b, isa::Space::kUb, feat[ob], isa::Space::kHbm, L.features + at, PW * F, 2);
+      copy_linear(b, isa::Space::kUb, code[ob], isa::Space::kHbm,
+                  L.argmax + (uint64_t{img} * PH + py) * CWords * F * 4, CWords * F, 4);
     }
   }
 
@@ -624,14 +657,25 @@ void CnnTrainStep::compile() {
     {
       UbArena a(phase_base, chip_.ub_bytes, n, "conv_dw");
       const uint32_t at_bytes = (T + 1) * Rpad * 2, row_bytes = PW * F * 2, dz_bytes = Rpad * F * 2;
-      const int nbuf = a.free() >= 2ull * (at_bytes + 2 * row_bytes + dz_bytes) + 4 * 64 ? 2 : 1;
-      uint32_t at[2], dp[2], code[2], dz[2];
-      for (int i = 0; i < nbuf; ++i) {
+      const uint32_t code_bytes = CWords * F * 4;
+      const uint64_t stage_bytes = uint64_t{1 + K} * W * 2;  // see `stage` below
+      // Input sets (im2col^T, d features, argmax codes): up to 3, so the DMA loads two items
+      // ahead; dz buffers: up to 2. Fewer when the UB is small.
+      const uint64_t in_bytes = uint64_t{at_bytes} + row_bytes + code_bytes;
+      int nin = 3, ndz = 2;
+      while (nin > 1 && a.free() < uint64_t(nin) * in_bytes + uint64_t(ndz) * dz_bytes +
+                                       stage_bytes + 64 * (3 * nin + ndz + 2)) {
+        --nin;
+        ndz = std::min(ndz, nin);
+      }
+      uint32_t at[3], dp[3], code[3], dz[2];
+      for (int i = 0; i < nin; ++i) {
         at[i] = a.take(at_bytes);
         dp[i] = a.take(row_bytes);
-        code[i] = a.take(row_bytes);
-        dz[i] = a.take(dz_bytes);
+        code[i] = a.take(code_bytes);
       }
+      for (int i = 0; i < ndz; ++i) dz[i] = a.take(dz_bytes);
+      const uint32_t rows_in = 2 + K - 1, stage = a.take(uint64_t{rows_in} * W * 2);
       // The kernel's Adam state reuses the same UB after each group's gradient pass (the builder
       // orders the reuse): loaded, updated for the group's columns and written back per group.
       UbArena opt(phase_base, chip_.ub_bytes, n, "conv_dw Adam");
@@ -652,23 +696,24 @@ void CnnTrainStep::compile() {
         const uint32_t j1 = std::min(Fc, j0 + jg);
         // im2col^T: T tap rows + a row of ones (the bias gradient), padding positions zero;
         // dz padding rows zero. Per group: the Adam state of the group before overwrote them.
-        b.vpu_lif(1, 1.0f);
-        for (int i = 0; i < nbuf; ++i) {
+        b.vpu_lif(8, 1.0f);
+        for (int i = 0; i < nin; ++i) {
           for (uint32_t r = 0; r < T; ++r)
             for (uint32_t c = 0; c < Rpad / N; ++c)
               b.vpu_st(kBf16, 0, at[i] + (r * Rpad + c * N) * 2);
           for (uint32_t c = 0; c < Rpad / N; ++c)
-            b.vpu_st(kBf16, 1, at[i] + (T * Rpad + c * N) * 2);
+            b.vpu_st(kBf16, 8, at[i] + (T * Rpad + c * N) * 2);
+        }
+        for (int i = 0; i < ndz; ++i)
           for (uint32_t r = RW; r < Rpad; ++r)
             for (uint32_t j = 0; j < Fc; ++j) b.vpu_st(kBf16, 0, dz[i] + (r * F + j * N) * 2);
-        }
-        b.vpu_lif(2, 2.0f);
-        b.vpu_lif(3, 3.0f);
+        for (uint32_t k = 1; k <= 3; ++k) b.vpu_li(k, k);  // v0..v3: the window codes 0..3
         b.signal(isa::Unit::kVpu);
         auto load = [&](uint32_t i) {
-          const uint32_t img = i / PH, py = i % PH, buf = i % nbuf;
+          const uint32_t img = i / PH, py = i % PH, buf = i % nin;
           const uint64_t src = L.images + (uint64_t{img} * H * W + 2 * py * W) * 2;
-          b.dma_copy(hbm(src, {{CW, 2}, {2, int32_t(W * 2)}, {K, 2}, {K, int32_t(W * 2)}}),
+          copy_linear(b, isa::Space::kHbm, src, isa::Space::kUb, stage, uint64_t{rows_in} * W, 2);
+          b.dma_copy(ub(stage, {{CW, 2}, {2, int32_t(W * 2)}, {K, 2}, {K, int32_t(W * 2)}}),
                      ub(at[buf], {{CW, 2},
                                   {2, int32_t(CW * 2)},
                                   {K, int32_t(Rpad * 2)},
@@ -676,31 +721,39 @@ void CnnTrainStep::compile() {
                      2);
           const uint64_t off = (uint64_t{img} * D + uint64_t{py} * PW * F) * 2;
           copy_linear(b, isa::Space::kHbm, L.dfeatures + off, isa::Space::kUb, dp[buf], PW * F, 2);
-          copy_linear(b, isa::Space::kHbm, L.argmax + off, isa::Space::kUb, code[buf], PW * F, 2);
+          copy_linear(b, isa::Space::kHbm, L.argmax + (uint64_t{img} * PH + py) * CWords * F * 4,
+                      isa::Space::kUb, code[buf], CWords * F, 4);
           b.signal(isa::Unit::kDma);
         };
-        if (nbuf == 2) load(0);  // one buffer: no prefetch (it would overwrite the data in use)
+        // Loads run nin - 1 items ahead (one set: none, it would overwrite the data in use).
+        const uint32_t ahead = nin - 1;
+        for (uint32_t k = 0; k < ahead && k < items; ++k) load(k);
         for (uint32_t i = 0; i < items; ++i) {
-          const uint32_t buf = i % nbuf;
-          if (nbuf == 1)
+          const uint32_t buf = i % nin, zb = i % ndz;
+          if (ahead == 0)
             load(i);
-          else if (i + 1 < items)
-            load(i + 1);
+          else if (i + ahead < items)
+            load(i + ahead);
           for (uint32_t j = j0; j < j1; ++j)
             for (uint32_t px = 0; px < PW; ++px) {
               b.vpu_ld(kBf16, 4, dp[buf] + (px * F + j * N) * 2);
-              b.vpu_ld(kBf16, 5, code[buf] + (px * F + j * N) * 2);
+              const uint32_t slot = px % kCodesPerWord, word = px / kCodesPerWord;
+              if (slot == 0) b.vpu_ld(kF32, 9, code[buf] + (word * F + j * N) * 4);
+              b.vpu_li(10, 3 * slot);
+              b.vpu_op(Fn::kShr, 5, 9, 10);
+              b.vpu_li(10, 7);
+              b.vpu_op(Fn::kIAnd, 5, 5, 10);  // the code (an int; cmpeq compares it exactly)
               for (uint32_t pos = 0; pos < 4; ++pos) {
                 const uint32_t r = (pos / 2) * CW + 2 * px + pos % 2;
-                b.vpu_op(Fn::kCmpEq, 6, 5, static_cast<int>(pos));  // v0..v3 hold 0..3
+                b.vpu_op(Fn::kCmpEq, 6, 5, static_cast<int>(pos));
                 b.vpu_op(Fn::kSel, 7, 4, 0, 6);
-                b.vpu_st(kBf16, 7, dz[buf] + (r * F + j * N) * 2);
+                b.vpu_st(kBf16, 7, dz[zb] + (r * F + j * N) * 2);
               }
             }
           b.signal(isa::Unit::kVpu);
           for (uint32_t j = j0; j < j1; ++j) {
             for (uint32_t c = 0; c < Rpad / N; ++c) {
-              b.mxu_ldw(dz[buf] + (c * N * F + j * N) * 2, F * 2);
+              b.mxu_ldw(dz[zb] + (c * N * F + j * N) * 2, F * 2);
               b.mxu_mm(i > 0 || c > 0, at[buf] + c * row2n, Rpad * 2, T + 1, (j - j0) * (T + 1));
             }
           }

@@ -190,8 +190,8 @@ void fuse(Graph& g) {
             {conv.inputs[0], conv.inputs[1], g.at(a1).inputs[1]}, g.at(p).shape, DType::kF32,
             "relu(max(z) + b) == max(relu(z + b)); also argmax: window position "
             "0..3 of the max, 4 where relu is off");
-  const int argmax =
-      g.add("output", "argmax", {fused}, g.at(p).shape, DType::kBf16, "kept for the backward pass");
+  const int argmax = g.add("output", "argmax", {fused}, g.at(p).shape, DType::kI32,
+                           "kept for the backward pass: 3-bit codes, 10 to an int32 word");
   for (auto& n : g.nodes())
     for (int& i : n.inputs)
       if (i == p) i = fused;

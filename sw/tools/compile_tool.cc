@@ -48,7 +48,7 @@ int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) 
         {"dense_w f32 [D][Cpad]", L.dense_w},   {"dense_w m,v", L.dense_w_m},
         {"dense_b f32 (+m,v)", L.dense_b},      {"dense_w16 bf16 [D][Cpad]", L.dense_w16},
         {"powers f32 [2][N]", L.powers},        {"consts f32 [2Cc][N]", L.consts},
-        {"features bf16 [B][D]", L.features},   {"argmax bf16 [B][D]", L.argmax},
+        {"features bf16 [B][D]", L.features},   {"argmax i32 [B][PH][2][F]", L.argmax},
         {"dfeatures bf16 [B][D]", L.dfeatures}, {"metrics f32 [2][N]", L.metrics},
         {"probs f32 [B][Cpad]", L.probs},       {"program", L.program}};
     for (const auto& r : regions)

@@ -97,10 +97,12 @@ void write_chrome_trace(const std::string& path, const std::vector<PhaseTiming>&
     first = false;
   }
   for (const auto& p : phases) event(p.name, 0, p.begin, p.end);
-  // Per unit: intervals of consecutive samples with the busy bit (1) or the WAIT bit (2) set.
+  // Per unit: intervals of consecutive samples with each UNIT_STATE bit set (docs/isa.md).
   for (int u = 0; u < 3; ++u)
-    for (int bit : {1, 2}) {
-      const char* name = bit == 1 ? "busy" : "held by WAIT";
+    for (int bit : {0, 1, 2, 3}) {
+      static const char* kNames[] = {"instructions queued", "busy", "held by WAIT",
+                                     "refused (unit back-pressure)"};
+      const char* name = kNames[bit];
       bool on = false;
       uint64_t since = 0;
       for (const auto& s : run.samples) {

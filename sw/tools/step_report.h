@@ -28,8 +28,9 @@ std::vector<PhaseTiming> phase_timings(const compiler::CnnTrainStep& step, uint6
                                        const driver::RunReport& run);
 // The per-phase table (text).
 std::string phase_report(const std::vector<PhaseTiming>& phases, int n);
-// Chrome Trace Event JSON: program phases, and per unit its busy and WAIT-held intervals at the
-// sampling resolution. Cycles are shown as nanoseconds (a nominal 1 GHz clock).
+// Chrome Trace Event JSON: program phases, and per unit its UNIT_STATE intervals (instructions
+// queued, busy, held by a WAIT, refused) at the sampling resolution. Cycles are shown as
+// nanoseconds (a nominal 1 GHz clock).
 void write_chrome_trace(const std::string& path, const std::vector<PhaseTiming>& phases,
                         const driver::RunReport& run);
 // Roofline: each phase's MACs per HBM byte against MACs per cycle, under the MXU peak (N^2) and

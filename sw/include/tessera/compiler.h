@@ -77,7 +77,8 @@ struct HbmLayout {
   uint64_t consts = 0;                                 // [2*Cc][N] fp32: class index, valid mask
   // activations kept for the backward pass
   uint64_t features = 0;  // [batch][features] bf16, the pooled relu output
-  uint64_t argmax = 0;  // [batch][features] bf16: pool window position 0..3 of the max, 4: relu off
+  uint64_t argmax = 0;     // [batch][pool_h][code_words()][F] int32: per pooled column the
+                           // window position 0..3 of the max (4: relu off), 3 bits, 10 a word
   uint64_t dfeatures = 0;  // [batch][features] bf16, d loss / d features
   // results
   uint64_t metrics = 0;  // [2][N] fp32: batch mean loss, number of correct predictions
@@ -146,8 +147,10 @@ class CnnTrainStep {
   std::vector<float> read_probabilities(Reader read, void* ctx) const;
 
   // Shape helpers.
-  uint32_t class_pad() const;  // classes rounded up to N
-  uint32_t tap_pad() const;    // taps rounded up to N
+  uint32_t class_pad() const;   // classes rounded up to N
+  uint32_t tap_pad() const;     // taps rounded up to N
+  uint32_t code_words() const;  // argmax words per pooled row and channel: ceil(pool_w / 10)
+  static constexpr uint32_t kCodesPerWord = 10;  // 3-bit argmax codes in an int32
 
  private:
   CnnTrainStep() = default;
