@@ -16,6 +16,7 @@
 //   compile [--array N] [--batch B] [--dump] [--evaluate] [--asm FILE]
 //                                                  the compiled step, stage by stage
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <iostream>
 
 #include "sw/tools/asm_tool.h"
@@ -24,6 +25,7 @@
 #include "sw/tools/hbm_replay.h"
 #include "sw/tools/run_tool.h"
 #include "sw/tools/train_tool.h"
+#include "tessera/data.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera: a TPU-style training accelerator, simulated cycle by cycle"};
@@ -114,6 +116,18 @@ int main(int argc, char** argv) {
   auto* rep = app.add_subcommand("report", "print a run folder's summary and cycle report");
   rep->add_option("run_dir", report_dir, "a folder tessera train wrote")->required();
 
+  // data-order: the training sample ids the pipeline gives for a seed (tessera train's order),
+  // for the PyTorch reference (tests/reference/crosscheck_accuracy.sh).
+  uint64_t order_seed = 0, order_steps = 468;
+  uint32_t order_batch = 128;
+  std::string order_out, order_data;
+  auto* ord = app.add_subcommand("data-order", "write the training sample order of a seed");
+  ord->add_option("--seed", order_seed, "the pipeline's seed")->capture_default_str();
+  ord->add_option("--batch", order_batch, "batch size")->capture_default_str();
+  ord->add_option("--steps", order_steps, "steps (batches) to write")->capture_default_str();
+  ord->add_option("--data", order_data, "IDX directory (default: Debian's Fashion-MNIST)");
+  ord->add_option("-o,--out", order_out, "output: little-endian uint32 sample ids")->required();
+
   tessera::tools::CompileOptions co;
   auto* cmp = app.add_subcommand("compile", "compile the example CNN's step (docs/compiler.md)");
   cmp->add_option("--array", co.array, "MXU array size N")->capture_default_str();
@@ -124,6 +138,30 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
 
+  if (ord->parsed()) {
+    try {
+      namespace data = tessera::data;
+      const data::Dataset ds = data::load_mnist(
+          order_data.empty() ? data::default_data_dir() : order_data, data::Split::kTrain);
+      data::PipelineConfig pc;
+      pc.batch = order_batch;
+      pc.seed = order_seed;
+      pc.shuffle_buffer = ds.count;  // as tessera train
+      pc.prefetch = 0;
+      data::Pipeline pipe(ds, pc);
+      std::FILE* f = std::fopen(order_out.c_str(), "wb");
+      if (!f) throw std::runtime_error(order_out + ": cannot write");
+      for (uint64_t s = 0; s < order_steps; ++s) {
+        const data::Batch b = pipe.next();
+        std::fwrite(b.sample_ids.data(), 4, b.sample_ids.size(), f);
+      }
+      if (std::fclose(f) != 0) throw std::runtime_error(order_out + ": write failed");
+      return 0;
+    } catch (const std::exception& e) {
+      std::cerr << "tessera data-order: " << e.what() << "\n";
+      return 2;
+    }
+  }
   if (rep->parsed()) return tessera::tools::report(report_dir, std::cout, std::cerr);
   if (cmp->parsed()) return tessera::tools::compile_step(co, std::cout, std::cerr);
 

@@ -567,7 +567,7 @@ TEST(ImagesToBf16, MatchesNearestValueForAllPixels) {
 TEST(FashionMnist, LoadsTheDebianDataset) {
   const std::string dir = default_data_dir();
   if (access(dir.c_str(), R_OK) != 0) {
-    GTEST_SKIP() << dir << " is absent: install the Debian package dataset-fashion-mnist";
+    GTEST_FAIL() << dir << " is absent: install the Debian package dataset-fashion-mnist";
   }
   const Dataset train = load_mnist(dir, Split::kTrain);
   const Dataset test = load_mnist(dir, Split::kTest);

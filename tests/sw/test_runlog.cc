@@ -268,7 +268,7 @@ TEST(EventWriter, UnwritableDirectoryThrowsNamingIt) {
 }
 
 TEST(EventWriter, IndependentPythonReaderAgrees) {
-  if (!exists(kPython)) GTEST_SKIP() << kPython << " missing (Debian: apt-get install python3)";
+  if (!exists(kPython)) GTEST_FAIL() << kPython << " missing (Debian: apt-get install python3)";
   const std::string dir = test_dir();
   const std::string path = write_sample_events(dir);
   int status;
@@ -328,7 +328,7 @@ TEST(SummaryJson, EscapesAndNumbers) {
 }
 
 TEST(SummaryJson, PythonReadsItBack) {
-  if (!exists(kPython)) GTEST_SKIP() << kPython << " missing (Debian: apt-get install python3)";
+  if (!exists(kPython)) GTEST_FAIL() << kPython << " missing (Debian: apt-get install python3)";
   const std::string dir = test_dir();
   const std::string path = dir + "/summary.json";
   spit(path, "old contents");
@@ -375,7 +375,7 @@ TEST(SummaryJson, MissingDirectoryThrows) {
 
 TEST(Plot, WritesAPng) {
   if (find_gnuplot().empty()) {
-    GTEST_SKIP() << "gnuplot missing (Debian: apt-get install gnuplot-nox)";
+    GTEST_FAIL() << "gnuplot missing (Debian: apt-get install gnuplot-nox)";
   }
   const std::string dir = test_dir();
   {
@@ -394,7 +394,7 @@ TEST(Plot, WritesAPng) {
 
 TEST(Plot, GnuplotFailureThrowsWithItsOutput) {
   if (find_gnuplot().empty()) {
-    GTEST_SKIP() << "gnuplot missing (Debian: apt-get install gnuplot-nox)";
+    GTEST_FAIL() << "gnuplot missing (Debian: apt-get install gnuplot-nox)";
   }
   const std::string dir = test_dir();
   try {
