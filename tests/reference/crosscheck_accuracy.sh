@@ -13,7 +13,7 @@ seeds=${2:-"0 1 2"}
 tessera=${TESSERA:-build/bin/tessera}
 data=${DATA:-/usr/share/datasets/fashion-mnist}
 [ -x "$tessera" ] || { echo "crosscheck_accuracy: $tessera not built" >&2; exit 2; }
-steps=$((epochs * 60000 / 128))
+steps=$((epochs * (60000 / 128)))  # whole batches: tessera drops the partial last one
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-crosscheck.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 for s in $seeds; do
