@@ -91,16 +91,6 @@ void copy_linear(ProgramBuilder& b, isa::Space ss, uint64_t src, isa::Space ds, 
   }
 }
 
-uint32_t f32_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float bits_f32(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 void put32(std::vector<uint8_t>& v, size_t at, uint32_t x) {
   for (int i = 0; i < 4; ++i) v[at + i] = static_cast<uint8_t>(x >> (8 * i));
 }
@@ -838,7 +828,7 @@ std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
   auto f32s = [&](uint64_t addr, const std::vector<float>& v, size_t want, const char* what) {
     check(v, want, what);
     std::vector<uint8_t> bytes(v.size() * 4);
-    for (size_t i = 0; i < v.size(); ++i) put32(bytes, i * 4, f32_bits(v[i]));
+    for (size_t i = 0; i < v.size(); ++i) put32(bytes, i * 4, fp::bits(v[i]));
     out.push_back({addr, std::move(bytes)});
   };
   // dense tensors padded to Cpad columns
@@ -849,7 +839,7 @@ std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
     std::vector<uint8_t> bytes(size_t{rows} * Cpad * e, 0);
     for (uint32_t r = 0; r < rows; ++r)
       for (uint32_t c = 0; c < C; ++c) {
-        const uint32_t bits = f32_bits(v[size_t{r} * C + c]);
+        const uint32_t bits = fp::bits(v[size_t{r} * C + c]);
         const size_t at = (size_t{r} * Cpad + c) * e;
         if (bf16)
           put16(bytes, at, fp::fp32_to_bf16(bits));
@@ -868,7 +858,7 @@ std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
   {
     std::vector<uint8_t> bytes(size_t{tap_pad()} * F * 2, 0);
     for (size_t i = 0; i < size_t{T} * F; ++i)
-      put16(bytes, i * 2, fp::fp32_to_bf16(f32_bits(p.conv_kernel[i])));
+      put16(bytes, i * 2, fp::fp32_to_bf16(fp::bits(p.conv_kernel[i])));
     out.push_back({L.conv_w16, std::move(bytes)});
   }
   dense(L.dense_w, p.dense_kernel, D, "dense kernel", false);
@@ -881,8 +871,8 @@ std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
   {
     std::vector<uint8_t> bytes(2 * N * 4);
     for (uint32_t l = 0; l < N; ++l) {
-      put32(bytes, l * 4, f32_bits(s.beta1_power));
-      put32(bytes, (N + l) * 4, f32_bits(s.beta2_power));
+      put32(bytes, l * 4, fp::bits(s.beta1_power));
+      put32(bytes, (N + l) * 4, fp::bits(s.beta2_power));
     }
     out.push_back({L.powers, std::move(bytes)});
   }
@@ -891,7 +881,7 @@ std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
     for (uint32_t c = 0; c < Cc; ++c)
       for (uint32_t l = 0; l < N; ++l) {
         const uint32_t cls = c * N + l;
-        put32(bytes, (c * N + l) * 4, f32_bits(static_cast<float>(cls)));
+        put32(bytes, (c * N + l) * 4, fp::bits(static_cast<float>(cls)));
         put32(bytes, ((Cc + c) * N + l) * 4, cls < C ? 0xFFFFFFFFu : 0u);
       }
     out.push_back({L.consts, std::move(bytes)});
@@ -914,7 +904,7 @@ std::vector<CnnTrainStep::Write> CnnTrainStep::batch_image(const std::vector<uin
     if (lbl[i] >= spec_.classes)
       throw std::invalid_argument("label " + std::to_string(lbl[i]) + " of sample " +
                                   std::to_string(i) + " is not a class of the model");
-    put32(lab, i * 4, f32_bits(static_cast<float>(lbl[i])));
+    put32(lab, i * 4, fp::bits(static_cast<float>(lbl[i])));
   }
   return {{layout_.images, std::move(img)}, {layout_.labels, std::move(lab)}};
 }
@@ -925,7 +915,7 @@ void CnnTrainStep::read_state(Reader read, void* ctx, CnnParams& p, AdamState& s
   auto f32s = [&](uint64_t addr, size_t count) {
     const std::vector<uint8_t> bytes = read(ctx, addr, count * 4);
     std::vector<float> v(count);
-    for (size_t i = 0; i < count; ++i) v[i] = bits_f32(get32(bytes, i * 4));
+    for (size_t i = 0; i < count; ++i) v[i] = fp::f32(get32(bytes, i * 4));
     return v;
   };
   auto dense = [&](uint64_t addr, uint32_t rows) {
@@ -959,14 +949,14 @@ std::vector<float> CnnTrainStep::read_probabilities(Reader read, void* ctx) cons
   std::vector<float> p(size_t{batch_} * C);
   for (uint32_t i = 0; i < batch_; ++i)
     for (uint32_t c = 0; c < C; ++c)
-      p[size_t{i} * C + c] = bits_f32(get32(bytes, (i * Cpad + c) * 4));
+      p[size_t{i} * C + c] = fp::f32(get32(bytes, (i * Cpad + c) * 4));
   return p;
 }
 
 void CnnTrainStep::read_metrics(Reader read, void* ctx, float& loss, float& correct) const {
   const std::vector<uint8_t> bytes = read(ctx, layout_.metrics, 2 * chip_.n * 4);
-  loss = bits_f32(get32(bytes, 0));
-  correct = bits_f32(get32(bytes, chip_.n * 4));
+  loss = fp::f32(get32(bytes, 0));
+  correct = fp::f32(get32(bytes, chip_.n * 4));
 }
 
 namespace {

@@ -19,21 +19,11 @@
 namespace tessera::compiler {
 namespace {
 
-float bits_f(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint32_t f_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float bf16_round(float f) { return bits_f(uint32_t{fp::fp32_to_bf16(f_bits(f))} << 16); }
+float bf16_round(float f) { return fp::f32(uint32_t{fp::fp32_to_bf16(fp::bits(f))} << 16); }
 
 // ULP distance between two finite floats of the same sign.
 int64_t ulps(float a, float b) {
-  return std::llabs(static_cast<int64_t>(f_bits(a)) - static_cast<int64_t>(f_bits(b)));
+  return std::llabs(static_cast<int64_t>(fp::bits(a)) - static_cast<int64_t>(fp::bits(b)));
 }
 
 // Runs `body` (which reads v1 from UB 0 and leaves its result in v2) on vectors of inputs.
@@ -228,7 +218,7 @@ TEST_P(TrainStep, OneStepMatchesTheHostReference) {
   for (auto& v : lbl) v = static_cast<uint8_t>(rng() % 10);
   std::vector<uint16_t> img16(img.size());
   for (size_t i = 0; i < img.size(); ++i)
-    img16[i] = fp::fp32_to_bf16(f_bits(static_cast<float>(img[i]) / 255.0f));
+    img16[i] = fp::fp32_to_bf16(fp::bits(static_cast<float>(img[i]) / 255.0f));
 
   for (const auto& w : step.state_image(p, zero_adam_state(spec)))
     fm.hbm().write(w.first, w.second.data(), w.second.size());
@@ -299,18 +289,26 @@ TEST(GraphPasses, AutodiffCastsFuseAndLowerTheExampleStep) {
   EXPECT_EQ(g.at(g.find("df")).shape, (std::vector<uint32_t>{16, 5408}));
   insert_casts(g);
   // every MXU operand is bf16 (directly or through a transpose of a bf16 value)
-  for (const Node& n : g.nodes())
-    if (n.op == "matmul" || n.op == "conv2d" || n.op == "conv2d_filter_grad")
-      for (int i : n.inputs) EXPECT_EQ(g.at(i).dtype, DType::kBf16) << n.name << " input " << i;
+  for (const Node& n : g.nodes()) {
+    if (n.op != "matmul" && n.op != "conv2d" && n.op != "conv2d_filter_grad") continue;
+    for (int i : n.inputs) {
+      EXPECT_EQ(g.at(i).dtype, DType::kBf16) << n.name << " input " << i;
+    }
+  }
   fuse(g);
-  for (const Node& n : g.nodes())
-    if (!n.dead)
-      for (const char* gone : {"relu", "maxpool", "bias_add", "relu_grad", "maxpool_grad",
-                               "softmax_cross_entropy", "reduce_sum"})
-        EXPECT_NE(n.op, gone) << n.name;
+  for (const Node& n : g.nodes()) {
+    if (n.dead) continue;
+    for (const char* gone : {"relu", "maxpool", "bias_add", "relu_grad", "maxpool_grad",
+                             "softmax_cross_entropy", "reduce_sum"}) {
+      EXPECT_NE(n.op, gone) << n.name;
+    }
+  }
   lower(g);
-  for (const Node& n : g.nodes())
-    if (!n.dead) EXPECT_FALSE(n.phase.empty()) << n.name;
+  for (const Node& n : g.nodes()) {
+    if (!n.dead) {
+      EXPECT_FALSE(n.phase.empty()) << n.name;
+    }
+  }
   // an op the chip has no lowering for is refused, by name
   g.add("softmax", "extra", {g.find("z2")}, {16, 10}, DType::kF32);
   try {
