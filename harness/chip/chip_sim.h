@@ -67,6 +67,7 @@ class ChipSim {
 
   // One clock cycle with the inputs set so far.
   void step() {
+    gate();
     sim_.eval();
     hbm::exchange_hbm_pins(sim_.top(), dev_, sim_.cycle(), counter_);
     sim_.eval();
@@ -95,15 +96,23 @@ class ChipSim {
     m.csr_write_i = 0;
   }
 
+  // A function called at the start of every clock cycle this class runs, before the cycle's
+  // inputs are set: the SystemC platform (sim/systemc) uses it to pace the chip by its clock
+  // (the function waits for the next edge) or to count cycles. None by default.
+  void set_cycle_gate(std::function<void()> gate) { gate_ = std::move(gate); }
+
   // Writes `bytes` at `addr` (32-byte aligned; a partial last burst is written with byte
-  // enables) through the host port; returns when every write has completed.
-  void hbm_write(uint64_t addr, const std::vector<uint8_t>& bytes) {
+  // enables) through the host port; returns when every write has completed. `enables`, when
+  // given (one entry per byte, nonzero = write), masks bytes out through the burst strobes.
+  void hbm_write(uint64_t addr, const std::vector<uint8_t>& bytes,
+                 const std::vector<uint8_t>* enables = nullptr) {
     if (addr % 32) throw std::invalid_argument("hbm_write: address not 32-byte aligned");
     auto& m = sim_.top();
     const size_t bursts = (bytes.size() + 31) / 32;
     size_t sent = 0, beats = 0, done = 0, requests = 0;
     for (uint64_t guard = 0; done < requests || sent < bursts; ++guard) {
       if (guard > 100 * bursts + 100000) throw std::runtime_error("hbm_write: host port stuck");
+      gate();
       const size_t len = std::min<size_t>(16, bursts - sent);
       m.host_req_valid_i = sent < bursts && beats == sent;
       m.host_req_write_i = 1;
@@ -115,7 +124,7 @@ class ChipSim {
         for (int k = 0; k < 32; ++k) {
           const size_t i = 32 * beats + k;
           put_elem<8>(m.host_wd_data_i, k, i < bytes.size() ? bytes[i] : 0);
-          if (i < bytes.size()) strb |= 1u << k;
+          if (i < bytes.size() && (!enables || (*enables)[i])) strb |= 1u << k;
         }
         m.host_wd_strb_i = strb;
       }
@@ -149,6 +158,7 @@ class ChipSim {
     size_t sent = 0;
     for (uint64_t guard = 0; out.size() < 32 * bursts; ++guard) {
       if (guard > 100 * bursts + 100000) throw std::runtime_error("hbm_read: host port stuck");
+      gate();
       const size_t len = std::min<size_t>(16, bursts - sent);
       m.host_req_valid_i = sent < bursts;
       m.host_req_write_i = 0;
@@ -251,8 +261,13 @@ class ChipSim {
     return s;
   }
 
+  void gate() {
+    if (gate_) gate_();
+  }
+
   SimCtrl<Model> sim_;
   hbm::HbmDevice dev_;
+  std::function<void()> gate_;
   uint64_t acts_ = 0, cols_ = 0;
   std::function<void(int, const hbm::HbmPinsIn&)> counter_ = [this](int, const hbm::HbmPinsIn& in) {
     if (!in.cmd_valid) return;

@@ -62,6 +62,30 @@ uint64_t Device::load_program(const std::vector<uint8_t>& program) {
   return addr;
 }
 
+bool same_chip(const DeviceConfig& a, const DeviceConfig& b) {
+  return a.n == b.n && a.ub_bytes == b.ub_bytes && a.acc_rows == b.acc_rows &&
+         a.channels == b.channels;
+}
+
+std::string Device::hang_report(uint64_t timeout) {
+  const uint32_t st = csr_read(isa::CSR_UNIT_STATE), pc = csr_read(isa::CSR_PC);
+  std::ostringstream s;
+  s << "no HALT after " << timeout << " cycles; decode at pc 0x" << std::hex << pc << std::dec
+    << ";";
+  const char* names[] = {"DMA", "MXU", "VPU"};
+  for (int u = 0; u < 3; ++u) {
+    const uint32_t b = st >> (4 * u) & 15;
+    s << " " << names[u] << ": ";
+    if (b == 0) s << "idle";
+    if (b & 1) s << "queued ";
+    if (b & 2) s << "busy ";
+    if (b & 4) s << "held by a WAIT ";
+    if (b & 8) s << "refusing its next instruction ";
+    s << ";";
+  }
+  return s.str();
+}
+
 void Device::throw_fault(uint64_t cycle) {
   const uint32_t code = csr_read(isa::CSR_FAULT_CODE), pc = csr_read(isa::CSR_FAULT_PC);
   const uint32_t addr = csr_read(isa::CSR_FAULT_ADDR), info = csr_read(isa::CSR_FAULT_INFO);

@@ -55,7 +55,7 @@ class RtlDevice : public Device {
     std::vector<chip::ChipSample> samples;
     const chip::ChipRun r =
         chip_.run(static_cast<uint32_t>(prog_addr), timeout, true, sample_every_, &samples);
-    if (r.timed_out) throw DeviceTimeout(timeout_report(timeout));
+    if (r.timed_out) throw DeviceTimeout(hang_report(timeout));
     if (r.status == isa::STATUS_FAULTED) throw_fault(r.cycles);
     RunReport rep;
     rep.cycles = r.cycles;
@@ -75,39 +75,15 @@ class RtlDevice : public Device {
   }
 
  private:
-  std::string timeout_report(uint64_t timeout) {
-    const uint32_t st = chip_.csr_read(isa::CSR_UNIT_STATE), pc = chip_.csr_read(isa::CSR_PC);
-    std::ostringstream s;
-    s << "no HALT after " << timeout << " cycles; decode at pc 0x" << std::hex << pc << std::dec
-      << ";";
-    const char* names[] = {"DMA", "MXU", "VPU"};
-    for (int u = 0; u < 3; ++u) {
-      const uint32_t b = st >> (4 * u) & 15;
-      s << " " << names[u] << ": ";
-      if (b == 0) s << "idle";
-      if (b & 1) s << "queued ";
-      if (b & 2) s << "busy ";
-      if (b & 4) s << "held by a WAIT ";
-      if (b & 8) s << "refusing its next instruction ";
-      s << ";";
-    }
-    return s.str();
-  }
-
   chip::ChipSim<Model> chip_;
 };
-
-bool same(const DeviceConfig& a, const DeviceConfig& b) {
-  return a.n == b.n && a.ub_bytes == b.ub_bytes && a.acc_rows == b.acc_rows &&
-         a.channels == b.channels;
-}
 
 }  // namespace
 
 std::unique_ptr<Device> make_rtl_device(const DeviceConfig& config) {
   const auto built = rtl_configurations();
-  if (same(config, built[0])) return std::make_unique<RtlDevice<Vtpu_top_n4>>(config);
-  if (same(config, built[1])) return std::make_unique<RtlDevice<Vtpu_top_n16>>(config);
+  if (same_chip(config, built[0])) return std::make_unique<RtlDevice<Vtpu_top_n4>>(config);
+  if (same_chip(config, built[1])) return std::make_unique<RtlDevice<Vtpu_top_n16>>(config);
   std::ostringstream s;
   s << "the rtl backend is built for N = 4 (UB 8192 bytes, 64 ACC rows) and N = 16 (UB 65536 "
     << "bytes, 256 ACC rows), 1 pseudo-channel; asked for N = " << config.n << ", UB "

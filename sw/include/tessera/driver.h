@@ -30,6 +30,8 @@ struct DeviceConfig {
 };
 // The configurations the rtl backend is built for (one Verilator model each).
 std::vector<DeviceConfig> rtl_configurations();
+// The same chip (N, UB, ACC, channels), whatever the backend.
+bool same_chip(const DeviceConfig& a, const DeviceConfig& b);
 
 constexpr int kPerfCounters = 13;  // docs/isa.md, CSRs: PERF[0..12]
 // A timeline sample of an rtl run (Device::set_sampling): the decode PC, UNIT_STATE and the
@@ -90,6 +92,9 @@ class Device {
   explicit Device(const DeviceConfig& config) : config_(config) {}
   // The fault CSRs as an exception with context.
   [[noreturn]] void throw_fault(uint64_t cycle);
+  // For a DeviceTimeout of a timed backend: where decode stands (CSR PC) and what each unit is
+  // doing (CSR UNIT_STATE: queued, busy, held by a WAIT, refusing).
+  std::string hang_report(uint64_t timeout);
 
   DeviceConfig config_;
   std::map<uint64_t, uint64_t> allocated_;  // address -> bytes
