@@ -34,7 +34,9 @@ help:
 	@echo "                    traffic on 1, 2, 4 pseudo-channels ($(BUILD)/bench/hbm.json)."
 	@echo "                    then the training step on the rtl chip (N = 16, batch 128):"
 	@echo "                    cycles, bound, MXU utilization, wall time ($(BUILD)/bench/train.json)."
-	@echo "                    BENCH_ONLY=mxu, hbm or train runs one part"
+	@echo "                    then the SystemC platform's cost against the plain harness (idle"
+	@echo "                    chip, one training step; $(BUILD)/bench/systemc.json)."
+	@echo "                    BENCH_ONLY=mxu, hbm, train or systemc runs one part"
 	@echo "  make bench-hbm    the HBM part of make bench alone"
 	@echo "  make synth        Yosys: arithmetic, PE, SRAMs, DMA, MXU at N = 4 (cells, no latches)"
 	@echo "                    and the whole chip top at N = 4 (no latches, proc level)"
@@ -91,16 +93,20 @@ BENCH_ONLY ?=
 
 bench: configure
 	@scripts/ensure_packages.sh bc
-ifeq ($(filter $(BENCH_ONLY),hbm train),)
+ifeq ($(filter $(BENCH_ONLY),hbm train systemc),)
 	@scripts/bench_mxu.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu train),)
+ifeq ($(filter $(BENCH_ONLY),mxu train systemc),)
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
 	@scripts/bench_hbm.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu hbm),)
+ifeq ($(filter $(BENCH_ONLY),mxu hbm systemc),)
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
 	@scripts/bench_train.sh $(BUILD)/bench
+endif
+ifeq ($(filter $(BENCH_ONLY),mxu hbm train),)
+	cmake --build $(BUILD) -j $(JOBS) --target systemc_cost
+	@scripts/bench_systemc.sh $(BUILD)/bench
 endif
 
 bench-hbm:

@@ -8,6 +8,7 @@ build=${1:-build}
 test=${2:-}
 cd "$(dirname "$0")/.."
 
+export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1  # test_systemc's banner is not a test name
 list_tests() {  # prints "binary Suite.Name" for every test of every test binary
   for bin in "$build"/tests/test_*; do
     [ -x "$bin" ] || continue
@@ -35,7 +36,7 @@ case "$(basename "$bin")" in
   test_mxu_*) layout=waves/mxu.gtkw ;;
   test_hbm_ctrl) layout=waves/hbm_ctrl.gtkw ;;
   test_hbm) layout=waves/hbm.gtkw ;;
-  test_chip) layout=waves/chip.gtkw ;;
+  test_chip | test_systemc) layout=waves/chip.gtkw ;;
   *) layout=waves/fpu.gtkw ;;
 esac
 

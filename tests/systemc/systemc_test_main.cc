@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -48,6 +49,7 @@ int sc_main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--gtest_list_tests", 18) == 0) listing = true;
   }
   if (!listing) {
+    setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);  // the children's banner
     const std::vector<std::string> tests = selected_tests(argv[0], filter);
     if (tests.size() > 1) {
       std::vector<std::string> failed;

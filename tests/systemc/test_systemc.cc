@@ -19,6 +19,7 @@
 #include "tessera/driver.h"
 #include "tessera/isa_gen.h"
 #include "tests/common/test_util.h"
+#include "tests/common/train_step_run.h"
 
 namespace tessera {
 namespace {
@@ -204,44 +205,17 @@ INSTANTIATE_TEST_SUITE_P(Modes, PlatformPrograms,
 // ---------------------------------------------------------------------------------------------
 // One training step of the example CNN (N = 4, batch 3), compiled once, run on both harnesses.
 
-struct StepOutcome {
-  driver::RunReport report;
-  std::vector<uint8_t> state, metrics;
-};
-
-StepOutcome train_step(driver::Device& dev, uint32_t batch) {
-  const compiler::CnnSpec spec;
-  const auto& c = dev.config();
-  const compiler::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
-  const uint64_t base = dev.alloc(compiler::CnnTrainStep::data_bytes(spec, chip, batch));
-  compiler::CnnTrainStep step(spec, compiler::AdamSpec{}, chip, batch, base);
-  const uint64_t prog = dev.load_program(step.program_bytes());
-  for (const auto& w : step.state_image(compiler::glorot_init(spec, 5), compiler::zero_adam_state(spec)))
-    dev.write(w.first, w.second);
-  std::mt19937 rng(77);
-  std::vector<uint16_t> img(size_t{batch} * 784);
-  std::vector<uint8_t> lbl(batch);
-  for (auto& v : img) v = fp::fp32_to_bf16(fp::bits(static_cast<float>(rng() % 256) / 255.0f));
-  for (auto& v : lbl) v = static_cast<uint8_t>(rng() % 10);
-  for (const auto& w : step.batch_image(img, lbl)) dev.write(w.first, w.second);
-  StepOutcome o;
-  o.report = dev.run(prog, 100'000'000);
-  const compiler::HbmLayout& L = step.layout();
-  o.state = dev.read(L.conv_w, L.consts - L.conv_w);
-  o.metrics = dev.read(L.metrics, 2 * c.n * 4);
-  return o;
-}
-
 class PlatformTrainStep : public ::testing::TestWithParam<TimingMode> {};
 
 TEST_P(PlatformTrainStep, WeightsOptimizerStateAndCyclesBitIdentical) {
   constexpr uint32_t kBatch = 3;
   driver::DeviceConfig cfg = chip_config(4);
   cfg.backend = driver::Backend::kRtl;
-  const StepOutcome plain = train_step(*driver::Device::open(cfg), kBatch);
-  StepOutcome tlm;
-  systemc::run_platform(platform_config(4, GetParam()),
-                        [&](driver::Device& dev) { tlm = train_step(dev, kBatch); });
+  const test::TrainStepRun plain = test::run_train_step(*driver::Device::open(cfg), kBatch, 5, 77);
+  test::TrainStepRun tlm;
+  systemc::run_platform(platform_config(4, GetParam()), [&](driver::Device& dev) {
+    tlm = test::run_train_step(dev, kBatch, 5, 77);
+  });
   EXPECT_GT(plain.report.cycles, 100000u);
   EXPECT_EQ(tlm.report.cycles, plain.report.cycles);
   for (int k = 0; k < driver::kPerfCounters; ++k)

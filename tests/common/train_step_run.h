@@ -1,0 +1,50 @@
+// One compiled training step of the example CNN on any driver::Device (rtl, functional, or the
+// SystemC platform's TlmDevice): compile for the device's chip, load the program, write glorot
+// weights (init_seed) and zero Adam state, write one random batch (data_seed), run, read back the
+// training state and the metrics. Shared by the SystemC tests and bench/systemc_cost.cc.
+#pragma once
+
+#include <chrono>
+#include <random>
+#include <vector>
+
+#include "harness/fp_ref.h"
+#include "tessera/compiler.h"
+#include "tessera/driver.h"
+
+namespace tessera::test {
+
+struct TrainStepRun {
+  driver::RunReport report;
+  double run_seconds = 0;                // wall time of Device::run alone
+  std::vector<uint8_t> state, metrics;  // HBM: weights .. Adam powers; the step's metrics
+};
+
+inline TrainStepRun run_train_step(driver::Device& dev, uint32_t batch, uint32_t init_seed,
+                                   uint32_t data_seed) {
+  const compiler::CnnSpec spec;
+  const auto& c = dev.config();
+  const compiler::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
+  const uint64_t base = dev.alloc(compiler::CnnTrainStep::data_bytes(spec, chip, batch));
+  compiler::CnnTrainStep step(spec, compiler::AdamSpec{}, chip, batch, base);
+  const uint64_t prog = dev.load_program(step.program_bytes());
+  for (const auto& w :
+       step.state_image(compiler::glorot_init(spec, init_seed), compiler::zero_adam_state(spec)))
+    dev.write(w.first, w.second);
+  std::mt19937 rng(data_seed);
+  std::vector<uint16_t> img(size_t{batch} * 784);
+  std::vector<uint8_t> lbl(batch);
+  for (auto& v : img) v = fp::fp32_to_bf16(fp::bits(static_cast<float>(rng() % 256) / 255.0f));
+  for (auto& v : lbl) v = static_cast<uint8_t>(rng() % 10);
+  for (const auto& w : step.batch_image(img, lbl)) dev.write(w.first, w.second);
+  TrainStepRun r;
+  const auto t0 = std::chrono::steady_clock::now();
+  r.report = dev.run(prog, 1'000'000'000);
+  r.run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const compiler::HbmLayout& L = step.layout();
+  r.state = dev.read(L.conv_w, L.consts - L.conv_w);
+  r.metrics = dev.read(L.metrics, 2 * c.n * 4);
+  return r;
+}
+
+}  // namespace tessera::test
