@@ -1,16 +1,20 @@
 // tpu_dma: the DMA data mover. A descriptor names a source walk and a destination walk (each a
 // tpu_dma_agen descriptor: base, four (count, stride) loops) over one of two address spaces
 // (0 = HBM, 1 = the on-chip SRAM) and an element size (2 or 4 bytes, the same on both sides);
-// element i of the source walk is copied to element i of the destination walk. Source side:
-// the source walk's addresses go into an element queue (byte offset, "new word" flag); an
-// element in a different 32-byte word than the one before issues one read (an HBM single-burst
-// request or an SRAM word read), up to MaxReads in flight, whose data returns in order into a
-// data queue. The extractor pairs each element with the destination walk's next address and
-// merges it into a one-word write-combining buffer with byte strobes; when the next element
-// lands in another word (or the walk ends) the word is written (an HBM write burst with strobes,
-// or an SRAM write with a byte mask). Throughput: one element per cycle in steady state
-// (elements per cycle = min(1, reads the memory returns per cycle x elements per word)); reads
-// run up to ElemDepth elements / MaxReads words ahead of the writes, which hides HBM latencies up
+// element i of the source walk is copied to element i of the destination walk. Both walks hand
+// out runs: up to a word's worth of consecutive elements (one 32-byte word, the innermost loop
+// contiguous: tpu_dma_agen). Source side: each source run goes into a chunk queue (byte offset,
+// element count, "new word" flag); a run in a different 32-byte word than the one before issues
+// one read (an HBM single-burst request or an SRAM word read), up to MaxReads in flight, whose
+// data returns in order into a data queue. The extractor pairs the head chunk with the
+// destination walk's run — min(elements left in the chunk, the destination run) elements move,
+// shifted from their source to their destination offset — and merges them into a one-word
+// write-combining buffer with byte strobes; when the next elements land in another word (or the
+// walk ends) the word is written (an HBM write burst with strobes, or an SRAM write with a byte
+// mask). Throughput: one run per cycle — a word (16 bf16 or 8 fp32 elements) per cycle for
+// copies whose innermost loops are contiguous on both sides, as far as the memories deliver
+// (one HBM pseudo-channel: a burst every two cycles), one element per cycle for gathers; reads
+// run up to ElemDepth chunks / MaxReads words ahead of the writes, which hides HBM latencies up
 // to about ElemDepth cycles. Latency: 1 cycle from acceptance to the checks, 1 more to the first
 // read. done_o pulses when every write has been performed (HBM: all completions received).
 // Faults: illegal size, unequal element counts and misalignment are checked before anything
@@ -26,7 +30,7 @@ module tpu_dma #(
   parameter int unsigned SramWordBytes = 32,                      // SRAM word = 1 HBM burst
   parameter int unsigned MaxReads      = 16,                      // reads in flight, pow2
   parameter int unsigned MaxWrites     = 16,                      // HBM writes uncompleted
-  parameter int unsigned ElemDepth     = 64,                      // element queue, pow2
+  parameter int unsigned ElemDepth     = 64,                      // chunk queue, pow2
   parameter int unsigned CountW        = 16,                      // loop count width
   localparam int unsigned AddrW        = HbmAddrW,                // both walks' address width
   localparam int unsigned WordBytes    = SramWordBytes,
@@ -206,6 +210,8 @@ module tpu_dma #(
   logic [AW1-1:0]   dst_fault_addr;
   logic [31:0]      dst_fault_index;
   logic             unused_src_last, unused_dst_last;
+  logic [4:0]       src_run, dst_run;                 // elements the walks offer this cycle
+  logic [4:0]       ex_m;                             // elements the extractor moves
 
   tpu_dma_agen #(
     .AddrW  (AddrW),
@@ -224,6 +230,8 @@ module tpu_dma #(
     .addr_valid_o  (src_avalid),
     .addr_ready_i  (src_aready),
     .addr_o        (src_addr),
+    .run_o         (src_run),
+    .take_i        (src_run),
     .addr_last_o   (unused_src_last),
     .fault_o       (src_fault),
     .fault_addr_o  (src_fault_addr),
@@ -247,6 +255,8 @@ module tpu_dma #(
     .addr_valid_o  (dst_avalid),
     .addr_ready_i  (dst_aready),
     .addr_o        (dst_addr),
+    .run_o         (dst_run),
+    .take_i        (ex_m),
     .addr_last_o   (unused_dst_last),
     .fault_o       (dst_fault),
     .fault_addr_o  (dst_fault_addr),
@@ -259,9 +269,9 @@ module tpu_dma #(
   // ---------------------------------------------------------------------------------------------
   // Source side: element queue, read requests, read data
   // ---------------------------------------------------------------------------------------------
-  // Element queue entry: {starts a new word, byte offset in its word}.
+  // Chunk queue entry: {starts a new word, byte offset in its word, elements (1 .. 16)}.
   logic              efifo_push, efifo_pop, efifo_full, efifo_empty;
-  logic [OffW:0]     efifo_head;
+  logic [OffW+5:0]   efifo_head;
   logic [$clog2(ElemDepth):0] unused_efifo_count;
   // Read data queue: one word per issued read, in order.
   logic              dfifo_push, dfifo_pop, dfifo_full, dfifo_empty;
@@ -318,13 +328,13 @@ module tpu_dma #(
   end
 
   tpu_dma_fifo #(
-    .Width (OffW + 1),
+    .Width (OffW + 6),
     .Depth (ElemDepth)
   ) u_efifo (
     .clk_i   (clk_i),
     .rst_ni  (rst_ni),
     .push_i  (efifo_push),
-    .data_i  ({src_new_word, src_addr[OffW-1:0]}),
+    .data_i  ({src_new_word, src_addr[OffW-1:0], src_run}),
     .full_o  (efifo_full),
     .pop_i   (efifo_pop),
     .data_o  (efifo_head),
@@ -359,18 +369,27 @@ module tpu_dma #(
   );
 
   // ---------------------------------------------------------------------------------------------
-  // Extractor: one element per cycle from the read words to the destination walk
+  // Extractor: one run per cycle from the read words to the destination walk
   // ---------------------------------------------------------------------------------------------
-  logic [WordW-1:0] cur_word_q;                       // the word the last element came from
-  logic             ex_new, ex_valid, ex_move, ex_discard, ex_pop;
-  logic [OffW-1:0]  ex_off;
+  logic [WordW-1:0] cur_word_q;                       // the word the last chunk came from
+  logic [4:0]       ex_done_q;                        // elements of the head chunk already moved
+  logic             ex_head_new, ex_new, ex_valid, ex_move, ex_discard, ex_pop, ex_last;
+  logic [OffW-1:0]  ex_head_off, ex_off;
+  logic [4:0]       ex_head_n, ex_left;
+  logic [OffW-1:0]  ex_done_bytes;
   logic [WordW-1:0] ex_word;
-  logic [31:0]      ex_elem;
-  assign ex_new   = efifo_head[OffW];
-  assign ex_off   = efifo_head[OffW-1:0];
-  assign ex_valid = !efifo_empty && (!ex_new || !dfifo_empty);
-  assign ex_word  = ex_new ? dfifo_head : cur_word_q;
-  assign ex_elem  = 32'(ex_word >> {ex_off, 3'b000});
+  assign {ex_head_new, ex_head_off, ex_head_n} = efifo_head;
+  // The chunk's word is still at the head of the data queue until its first elements move.
+  assign ex_new        = ex_head_new && (ex_done_q == '0);
+  assign ex_left       = ex_head_n - ex_done_q;
+  // (A chunk holds at most 16 bf16 / 8 fp32 elements: the offset stays inside the word.)
+  assign ex_done_bytes = (elem_bytes_q == 4'd4) ? OffW'({ex_done_q[2:0], 2'b00})
+                                                : OffW'({ex_done_q[3:0], 1'b0});
+  assign ex_off        = ex_head_off + ex_done_bytes;
+  assign ex_valid      = !efifo_empty && (!ex_new || !dfifo_empty);
+  assign ex_word       = ex_new ? dfifo_head : cur_word_q;
+  assign ex_m          = (dst_run < ex_left) ? dst_run : ex_left;
+  assign ex_last       = ex_m == ex_left;               // this move finishes the head chunk
 
   // Write-combining buffer: one destination word with byte strobes.
   logic                 wc_valid_q;
@@ -387,14 +406,15 @@ module tpu_dma #(
   logic [OffW-1:0]      dst_off;
   logic                 wc_hit, src_exhausted, no_more, wc_flush;
   logic [WordBytes-1:0] new_strb;
-  logic [3:0]           elem_strb;
+  logic [6:0]           move_bytes;
   logic [WordW-1:0]     new_data, new_bits;
-  assign dst_word = dst_addr[AddrW-1:OffW];
-  assign dst_off  = dst_addr[OffW-1:0];
-  assign wc_hit   = wc_valid_q && (dst_word == wc_word_q);
-  assign elem_strb = (elem_bytes_q == 4'd4) ? 4'hF : 4'h3;
-  assign new_strb  = WordBytes'(elem_strb) << dst_off;
-  assign new_data = WordW'(ex_elem) << {dst_off, 3'b000};
+  assign dst_word   = dst_addr[AddrW-1:OffW];
+  assign dst_off    = dst_addr[OffW-1:0];
+  assign wc_hit     = wc_valid_q && (dst_word == wc_word_q);
+  assign move_bytes = (elem_bytes_q == 4'd4) ? {ex_m, 2'b00} : {1'b0, ex_m, 1'b0};
+  assign new_strb   = (~({WordBytes{1'b1}} << move_bytes)) << dst_off;
+  // The moved bytes, from their offset in the source word to theirs in the destination word.
+  assign new_data   = (ex_word >> {ex_off, 3'b000}) << {dst_off, 3'b000};
   always_comb begin
     for (int k = 0; k < WordBytes; k++) begin
       new_bits[8*k +: 8] = {8{new_strb[k]}};
@@ -409,9 +429,9 @@ module tpu_dma #(
   assign ex_move    = dst_avalid && dst_aready;
   // After the destination walk stopped (fault), leftover source elements are dropped.
   assign ex_discard = running && dst_idle && ex_valid;
-  assign ex_pop     = ex_move || ex_discard;
+  assign ex_pop     = (ex_move && ex_last) || ex_discard;
   assign efifo_pop  = ex_pop;
-  assign dfifo_pop  = ex_pop && ex_new;
+  assign dfifo_pop  = (ex_move || ex_discard) && ex_new;
   // Write the held word out: another word arrives, or nothing more will arrive.
   assign wc_flush   = wc_valid_q && !wq_full && ((ex_move && !wc_hit) || (!ex_move && no_more));
   assign wq_push    = wc_flush;
@@ -419,6 +439,16 @@ module tpu_dma #(
 
   always_ff @(posedge clk_i) begin
     if (dfifo_pop) cur_word_q <= dfifo_head;
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      ex_done_q <= '0;
+    end else if (ex_pop) begin
+      ex_done_q <= '0;
+    end else if (ex_move) begin
+      ex_done_q <= ex_done_q + ex_m;
+    end
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -571,7 +601,7 @@ module tpu_dma #(
       elems_moved_o <= '0;
     end else begin
       done_o <= 1'b0;
-      if (ex_move) elems_moved_o <= elems_moved_o + 1'b1;
+      if (ex_move) elems_moved_o <= elems_moved_o + 32'(ex_m);
       unique case (state_q)
         IdleS: begin
           if (desc_valid_i) begin

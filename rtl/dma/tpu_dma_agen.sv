@@ -9,9 +9,14 @@
 // offending address and element index and stops the walk instead of wrapping.
 // Incremental form: cur_q (loop k) is the address where the current iteration of loop k began; one
 // adder per cycle advances the lowest loop that has not finished, and every loop below it
-// restarts at that new address. Throughput one address per cycle; 1 cycle from start_i to the
-// first address. abort_i abandons a walk in progress (idle the next cycle, no fault): the DMA
+// restarts at that new address. Runs: when the innermost loop is contiguous (stride = element
+// size), run_o says how many elements from addr_o on lie in the same 32-byte word and in that
+// loop (1 .. 16); the consumer takes take_i of them (1 .. run_o) in one cycle. A run never holds
+// an out-of-range element: it stays inside one word, and a word that reaches past the limit
+// gives runs of 1. Throughput one run per cycle; 1 cycle from start_i to the first address. abort_i abandons a walk in progress (idle the next cycle, no fault): the DMA
 // uses it to stop one walk when the other has faulted.
+`include "tpu_assert.svh"
+
 module tpu_dma_agen #(
   parameter int unsigned AddrW  = 34,                 // byte address width (16 GiB)
   parameter int unsigned CountW = 16,                 // loop count width
@@ -32,11 +37,13 @@ module tpu_dma_agen #(
   output logic                     addr_valid_o,      // addr_o is the next element's address
   input  logic                     addr_ready_i,      // the consumer takes it this cycle
   output logic [AddrW-1:0]         addr_o,
+  output logic [4:0]               run_o,             // elements from addr_o on, one word
+  input  logic [4:0]               take_i,            // elements taken (1 .. run_o)
   output logic                     addr_last_o,       // the walk's final element
   // faults
   output logic                     fault_o,           // sticky until the next start
   output logic [AddrW:0]           fault_addr_o,      // the out-of-range address (signed)
-  output logic [31:0]              fault_index_o      // how many addresses were emitted first
+  output logic [31:0]              fault_index_o      // how many elements were emitted first
 );
   typedef enum logic [1:0] {IdleS, RunS, FaultS} state_e;
 
@@ -52,19 +59,48 @@ module tpu_dma_agen #(
   logic [3:0]             elem_bytes_q;
   logic [31:0]            emitted_q;
 
-  // The lowest loop that still has iterations left advances; all loops below it restart.
-  logic [2:0]     level;                              // 0..3, or 4 = every loop finished
-  int             level32;                            // the same, for loop comparisons
-  logic [AddrW:0] next_addr;
-  logic           in_range;
+  // The lowest loop that still has iterations left advances; all loops below it restart. A run
+  // that takes the rest of loop 0 advances the lowest loop above it that has not finished.
+  logic [2:0]        level;                           // 0..3, or 4 = every loop finished
+  logic [2:0]        level_above0;                    // the same, loop 0 counted as finished
+  logic [2:0]        step_level;                      // the loop this cycle's take advances
+  int                step32;                          // the same, for loop comparisons
+  logic [AddrW:0]    next_addr;
+  logic              in_range;
+  logic [CountW-1:0] left0;                           // elements left in loop 0, this one too
+  logic [AddrW:0]    word_end;                        // the byte after addr_o's 32-byte word
+  logic [5:0]        word_left;                       // bytes from addr_o to its word's end
+  logic [4:0]        word_elems;
+  logic              contiguous;
+  logic [AddrW:0]    step0;                           // loop 0's advance for this take
+  // The run at addr_o (independent of take_i: the consumer's take may depend on it).
+  always_comb begin
+    left0      = count_q[CountW-1:0] - idx_q[CountW-1:0];
+    word_end   = {cur_q[AW1-1:5], 5'd0} + AW1'(32);
+    word_left  = 6'd32 - {1'b0, cur_q[4:0]};
+    word_elems = (elem_bytes_q == 4'd4) ? 5'(word_left >> 2) : 5'(word_left >> 1);
+    contiguous = (stride_q[AW1-1:0] == AW1'(elem_bytes_q)) && (word_end <= limit_q);
+    run_o = 5'd1;
+    if (contiguous) run_o = (left0 < CountW'(word_elems)) ? 5'(left0) : word_elems;
+  end
+
   always_comb begin
     level = 3'd4;
+    level_above0 = 3'd4;
     for (int k = Loops - 1; k >= 0; k--) begin
-      if (idx_q[CountW*k +: CountW] != count_q[CountW*k +: CountW] - 1'b1) level = 3'(k);
+      if (idx_q[CountW*k +: CountW] != count_q[CountW*k +: CountW] - 1'b1) begin
+        level = 3'(k);
+        if (k > 0) level_above0 = 3'(k);
+      end
     end
-    level32 = {29'd0, level};
-    next_addr = (level == 3'd4) ? cur_q[AW1-1:0]
-                                : cur_q[AW1*level[1:0] +: AW1] + stride_q[AW1*level[1:0] +: AW1];
+    step_level = (CountW'(take_i) == left0) ? level_above0 : 3'd0;
+    step32 = {29'd0, step_level};
+    step0 = (take_i == 5'd1) ? stride_q[AW1-1:0]
+                             : ((elem_bytes_q == 4'd4) ? AW1'({take_i, 2'b00})
+                                                       : AW1'({take_i, 1'b0}));
+    if (step_level == 3'd4)      next_addr = cur_q[AW1-1:0];
+    else if (step_level == 3'd0) next_addr = cur_q[AW1-1:0] + step0;
+    else next_addr = cur_q[AW1*step_level[1:0] +: AW1] + stride_q[AW1*step_level[1:0] +: AW1];
     // In range: not negative, and the whole element below the limit.
     in_range = !cur_q[AddrW] && ((cur_q[AW1-1:0] + AW1'(elem_bytes_q)) <= limit_q);
   end
@@ -99,8 +135,8 @@ module tpu_dma_agen #(
             fault_addr_o  <= cur_q[AW1-1:0];
             fault_index_o <= emitted_q;
           end else if (addr_ready_i) begin
-            emitted_q <= emitted_q + 1'b1;
-            if (level == 3'd4) state_q <= IdleS;
+            emitted_q <= emitted_q + 32'(take_i);
+            if (step_level == 3'd4) state_q <= IdleS;
           end
         end
         default: state_q <= IdleS;
@@ -117,16 +153,20 @@ module tpu_dma_agen #(
       stride_q <= stride_i;
       limit_q      <= limit_i;
       elem_bytes_q <= elem_bytes_i;
-    end else if (addr_valid_o && addr_ready_i && !abort_i && (level != 3'd4)) begin
+    end else if (addr_valid_o && addr_ready_i && !abort_i && (step_level != 3'd4)) begin
       for (int k = 0; k < Loops; k++) begin
-        if (k < level32) begin
+        if (k < step32) begin
           cur_q[AW1*k +: AW1]      <= next_addr;
           idx_q[CountW*k +: CountW] <= '0;
-        end else if (k == level32) begin
+        end else if (k == step32) begin
           cur_q[AW1*k +: AW1]      <= next_addr;
-          idx_q[CountW*k +: CountW] <= idx_q[CountW*k +: CountW] + 1'b1;
+          idx_q[CountW*k +: CountW] <= idx_q[CountW*k +: CountW] +
+                                       ((k == 0) ? CountW'(take_i) : CountW'(1));
         end
       end
     end
   end
+
+  // take_i is 1 .. run_o whenever an address is taken.
+  `TPU_ASSERT(TakeWithinRun, (addr_valid_o && addr_ready_i) |-> (take_i != '0) && (take_i <= run_o))
 endmodule

@@ -46,7 +46,7 @@ struct BuilderStats {
   std::array<uint64_t, 3> per_unit{};  // DMA, MXU, VPU instructions (sync included)
   uint64_t mxu_rows = 0;      // activation rows streamed by MXU.MM (one cycle each at best)
   uint64_t mxu_ldw = 0;       // weight tiles loaded (N rows each)
-  uint64_t dma_elements = 0;  // elements moved by DMA.COPY (the DMA moves one a cycle at best)
+  uint64_t dma_elements = 0;  // elements moved by DMA.COPY (a word a cycle on contiguous runs)
 };
 
 class ProgramBuilder {

@@ -384,7 +384,9 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
            << st.signals << " signals), " << st.macs << " MACs\n";
     report << "analytic bound: MXU " << step_prog.mxu_bound_cycles() << " cycles (rows + tile "
            << "loads), VPU " << step_prog.vpu_bound_cycles() << " cycles (one op each)\n\n";
-    report << "DMA elements " << st.dma_elements << " (the DMA moves at most one a cycle)\n\n";
+    report << "DMA elements " << st.dma_elements
+           << " (the DMA moves up to a 32-byte word a cycle along contiguous runs, one element "
+              "a cycle otherwise)\n\n";
     report << "phase        instructions  MXU bound  VPU ops   DMA elements\n";
     for (const auto& p : st.phases)
       report << std::left << std::setw(13) << p.name << std::right << std::setw(12)

@@ -8,8 +8,8 @@
 // fp32 as sources into a contiguous destination for HBM->SRAM, SRAM->HBM and SRAM->SRAM; a
 // transpose as the destination (scatter); random descriptors in every direction under random
 // back-pressure on every interface; every fault code with its address, the writes before it
-// intact and the next descriptor working; reset in the middle of a transfer; and the element
-// rate of a long contiguous copy.
+// intact and the next descriptor working; reset in the middle of a transfer; and the rate of a
+// long contiguous copy (a word per cycle where the memories allow).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -633,8 +633,10 @@ TEST_F(Dma, ResetInTheMiddleOfATransfer) {
   }
 }
 
-// Elements per cycle of a long contiguous copy with no back-pressure (HBM latency 5..40).
-TEST_F(Dma, ContiguousCopyMovesAboutOneElementPerCycle) {
+// A long contiguous copy moves a word a cycle as far as the memories allow (no back-pressure,
+// HBM latency 5..40): the SRAM gives and takes a 32-byte word a cycle, the HBM slave model a
+// 32-byte burst every two cycles at best (16 B/cycle).
+TEST_F(Dma, ContiguousCopyMovesAWordPerCycle) {
   const std::pair<unsigned, unsigned> dirs[] = {
       {kHbm, kSram}, {kSram, kHbm}, {kSram, kSram}, {kHbm, kHbm}};
   for (const auto& [ss, ds] : dirs) {
@@ -652,7 +654,7 @@ TEST_F(Dma, ContiguousCopyMovesAboutOneElementPerCycle) {
       std::cout << "[ rate     ] " << space_name(ss) << "->" << space_name(ds) << " e=" << e
                 << ": " << n << " elements in " << r.cycles << " cycles = " << rate
                 << " elements/cycle" << std::endl;
-      EXPECT_GT(rate, 0.95);
+      EXPECT_GT(rate * e, (ss == kSram && ds == kSram) ? 30.0 : 11.0) << "bytes per cycle";
     }
   }
 }

@@ -5,6 +5,7 @@
 // with the address and index instead of wrapping, and the generator starts again afterwards.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "Vtpu_dma_agen.h"
@@ -25,6 +26,7 @@ class DmaAgen : public ::testing::Test {
     m.start_i = 0;
     m.abort_i = 0;
     m.addr_ready_i = 0;
+    m.take_i = 1;
     sim_.reset();
   }
 
@@ -43,7 +45,11 @@ class DmaAgen : public ::testing::Test {
   }
 
   // Runs one descriptor; `ready_pct` is the chance the consumer takes an address each cycle.
-  dma::Walk run(const dma::Descriptor& d, int ready_pct = 100, bool* last_ok = nullptr) {
+  // Each take is a random 1 .. run_o elements (all of the run when `whole_runs`): the addresses
+  // of a run are addr_o, addr_o + elem_bytes, ...; every run is checked to stay in one 32-byte
+  // word. `runs` (if given) counts the takes of more than one element.
+  dma::Walk run(const dma::Descriptor& d, int ready_pct = 100, bool* last_ok = nullptr,
+                bool whole_runs = false, uint64_t* runs = nullptr) {
     auto& m = sim_.top();
     load(d);
     sim_.eval();
@@ -66,8 +72,18 @@ class DmaAgen : public ::testing::Test {
         break;
       }
       if (m.idle_o) break;
+      const uint32_t run = m.run_o;
+      EXPECT_GE(run, 1u);
+      const uint32_t take =
+          whole_runs ? run : 1 + static_cast<uint32_t>(rng_() % std::max<uint32_t>(run, 1));
+      m.take_i = take;
+      sim_.eval();
       if (m.addr_valid_o && m.addr_ready_i) {
-        w.addrs.push_back(m.addr_o);
+        const uint64_t a = m.addr_o;
+        EXPECT_EQ(a / 32, (a + uint64_t{run} * d.elem_bytes - 1) / 32)
+            << "a run of " << run << " at 0x" << std::hex << a << " crosses a word";
+        for (uint32_t i = 0; i < take; ++i) w.addrs.push_back(a + uint64_t{i} * d.elem_bytes);
+        if (runs && take > 1) ++*runs;
         saw_last = m.addr_last_o;
       }
       sim_.tick();
@@ -168,6 +184,33 @@ TEST_F(DmaAgen, OutOfRangeFaultsInsteadOfWrapping) {
   // A fault does not wedge the generator: the next descriptor runs normally.
   const auto ok = dma::transpose(0, 4, 4, 2, 1024);
   expect_same(dma::reference_walk(ok), run(ok));
+}
+
+// A contiguous innermost loop comes out in runs of up to a word (16 bf16 / 8 fp32 elements),
+// whatever the alignment, and the walk is the reference walk element for element; a word that
+// reaches past the limit gives single elements up to the fault.
+TEST_F(DmaAgen, ContiguousLoopsComeOutInWordRuns) {
+  for (unsigned e : {2u, 4u}) {
+    dma::Descriptor d;
+    d.base = 0x1000 + 6 * e;  // not word-aligned
+    d.elem_bytes = e;
+    d.limit = 1u << 20;
+    d.loops[0] = {100, static_cast<int64_t>(e)};
+    d.loops[1] = {3, 1000};
+    uint64_t runs = 0;
+    expect_same(dma::reference_walk(d), run(d, 100, nullptr, true, &runs));
+    // Each row of 100 elements spans 100 e / 32 or more words, nearly all taken as runs.
+    EXPECT_GT(runs, 3 * (100 * e / 32 - 1)) << "e=" << e;
+  }
+  dma::Descriptor f;
+  f.base = 0;
+  f.elem_bytes = 2;
+  f.limit = 40;  // the second word reaches past the limit
+  f.loops[0] = {32, 2};
+  const auto w = run(f, 100, nullptr, true);
+  EXPECT_TRUE(w.fault);
+  EXPECT_EQ(w.addrs.size(), 20u);
+  EXPECT_EQ(w.fault_addr, 40);
 }
 
 // abort_i (used by the DMA when the other walk faults) abandons a walk: idle the next cycle,

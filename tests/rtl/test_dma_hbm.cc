@@ -229,7 +229,8 @@ TEST_F(DmaOnHbm, ContiguousCopyRate) {
   const double rate = double(n) / double(r.cycles);
   std::cout << "HBM -> SRAM contiguous bf16: " << n << " elements in " << r.cycles
             << " cycles = " << rate << " elements/cycle\n";
-  EXPECT_GT(rate, 0.9);
+  // Runs of a word: two pseudo-channels deliver up to 32 B/cycle (16 bf16 elements).
+  EXPECT_GT(rate, 8.0);
 }
 
 }  // namespace

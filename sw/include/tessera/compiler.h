@@ -90,7 +90,7 @@ struct StepStats {
   uint64_t instructions = 0, waits = 0, signals = 0;
   uint64_t dma = 0, mxu = 0, vpu = 0;  // instructions per unit (sync included)
   uint64_t macs = 0;                   // MXU.MM rows x N x N
-  uint64_t dma_elements = 0;           // elements the DMA moves (one a cycle at best)
+  uint64_t dma_elements = 0;           // elements the DMA moves (a word a cycle on runs)
   struct Phase {
     std::string name;
     uint64_t first_instruction = 0, instructions = 0;
