@@ -148,6 +148,7 @@ class ChipSim {
     m.host_wr_done_ready_i = 0;
     // A completion means the WR issued; let its data reach the device.
     for (int i = 0; i < 16; ++i) step();
+    last_host_cycle_ = sim_.cycle();
   }
 
   std::vector<uint8_t> hbm_read(uint64_t addr, size_t n) {
@@ -178,16 +179,31 @@ class ChipSim {
     }
     m.host_req_valid_i = 0;
     m.host_rd_ready_i = 0;
+    last_host_cycle_ = sim_.cycle();
     out.resize(n);
     return out;
   }
 
+  // Idles to the cycle a doorbell is rung at when its timing must be reproducible: at least one
+  // whole refresh interval (plus the REF's own time) after the last host-port access — so a REF
+  // has closed every row the host left open and every timing constraint has expired — and at a
+  // multiple of tREFI, a fixed phase of the controller's free-running refresh timer. From there
+  // a program's cycle count and every counter depend only on the program and its data
+  // addresses, not on what the host did before or how long it took (the SystemC platform's
+  // doorbell uses the same rule).
+  void idle_to_doorbell_phase() {
+    const uint64_t t = static_cast<uint64_t>(trefi_);
+    while (sim_.cycle() < last_host_cycle_ + t + kRefreshSettle || sim_.cycle() % t != 0) step();
+  }
+
   // Runs the program at prog_addr to its end (HALT or a fault), at most max_cycles.
-  // `align_refresh`: ring the doorbell at a fixed phase of the HBM refresh interval (idling up to
-  // tREFI cycles first). The controller refreshes on a free-running timer, so without it the
-  // same program's cycle count varies by the refresh collisions of wherever it happened to
-  // start; aligned, a program's timing is reproducible from run to run (the training step's
-  // cycles are then identical every step: its timing does not depend on the data).
+  // `align_refresh`: ring the doorbell at a fixed phase of the HBM refresh interval, at least one
+  // refresh after the last host access (idle_to_doorbell_phase: up to ~2 tREFI idle cycles
+  // first). The controller refreshes on a free-running timer and keeps rows open, so without it
+  // the same program's cycle count varies with where it happened to start and with what the
+  // host touched last; aligned, a program's timing is reproducible from run to run and harness
+  // to harness (the training step's cycles are identical every step: its timing does not depend
+  // on the data).
   //
   // `samples`: every `sample_every` cycles the run records the decode PC, UNIT_STATE and the
   // cumulative busy, MAC and HBM byte counters (combinational CSR reads between clock edges:
@@ -196,8 +212,7 @@ class ChipSim {
   ChipRun run(uint32_t prog_addr, uint64_t max_cycles = 10'000'000, bool align_refresh = false,
               uint64_t sample_every = 0, std::vector<ChipSample>* samples = nullptr) {
     csr_write(isa::CSR_PROG_ADDR, prog_addr);
-    if (align_refresh)
-      while (sim_.cycle() % static_cast<uint64_t>(trefi_) != 0) step();
+    if (align_refresh) idle_to_doorbell_phase();
     acts_ = cols_ = 0;
     csr_write(isa::CSR_DOORBELL, 1);
     const uint64_t start = sim_.cycle();
@@ -265,9 +280,13 @@ class ChipSim {
     if (gate_) gate_();
   }
 
+  // Cycles a REF takes to come and finish once due on an idle controller (PRE, tRP, tRFC).
+  static constexpr uint64_t kRefreshSettle = 256;
+
   SimCtrl<Model> sim_;
   hbm::HbmDevice dev_;
   std::function<void()> gate_;
+  uint64_t last_host_cycle_ = 0;
   uint64_t acts_ = 0, cols_ = 0;
   std::function<void(int, const hbm::HbmPinsIn&)> counter_ = [this](int, const hbm::HbmPinsIn& in) {
     if (!in.cmd_valid) return;

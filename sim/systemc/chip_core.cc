@@ -41,7 +41,7 @@ class ChipCoreOf : public ChipCore {
   }
   uint64_t cycle() const override { return chip_.cycle(); }
   bool irq() override { return chip_.top().irq_o != 0; }
-  int trefi() const override { return hbm::HbmTiming{}.trefi; }
+  void idle_to_doorbell_phase() override { chip_.idle_to_doorbell_phase(); }
   void set_cycle_gate(std::function<void()> gate) override {
     chip_.set_cycle_gate(std::move(gate));
   }

@@ -35,7 +35,8 @@ class ChipCore {
 
   virtual uint64_t cycle() const = 0;  // clock cycles run since construction (reset included)
   virtual bool irq() = 0;              // the chip's irq_o
-  virtual int trefi() const = 0;       // the HBM refresh interval in cycles
+  // Idle cycles to a reproducible doorbell point (ChipSim::idle_to_doorbell_phase).
+  virtual void idle_to_doorbell_phase() = 0;
   // Called at the start of every cycle (ChipSim::set_cycle_gate).
   virtual void set_cycle_gate(std::function<void()> gate) = 0;
 };

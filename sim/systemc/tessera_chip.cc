@@ -211,9 +211,8 @@ void TesseraChip::csr_b_transport(tlm::tlm_generic_payload& t, sc_time& delay) {
     uint32_t v = 0;
     if (t.is_write()) {
       std::memcpy(&v, t.get_data_ptr(), 4);
-      if (a == isa::CSR_DOORBELL && (v & 1) && config_.align_doorbell) {
-        while (core_->cycle() % static_cast<uint64_t>(core_->trefi()) != 0) core_->step();
-      }
+      if (a == isa::CSR_DOORBELL && (v & 1) && config_.align_doorbell)
+        core_->idle_to_doorbell_phase();
       core_->csr_write(static_cast<uint32_t>(a), v);
     } else {
       v = core_->csr_read(static_cast<uint32_t>(a));

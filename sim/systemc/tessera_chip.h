@@ -18,9 +18,10 @@
 //     cycles it took are added to `delay` (the initiator's quantum keeper decides when to sync).
 //     A thread of the module advances the chip to SystemC time once per quantum and updates
 //     `irq` (so the interrupt is seen up to one quantum late). `clk` may stay unbound.
-// Doorbell writes are applied at the next cycle that is a multiple of the HBM refresh interval
-// (as ChipSim::run does with align_refresh): a program's cycle count is then the same whatever
-// the host's timing, in both modes and in the plain harness.
+// Doorbell writes are applied at a reproducible point — at least one refresh after the last
+// host-port access and at a multiple of the refresh interval (ChipSim::idle_to_doorbell_phase, as
+// ChipSim::run does with align_refresh): a program's cycle count and counters are then the same
+// whatever the host's timing, in both modes and in the plain harness.
 // Rejected transactions (outside the map, widths, byte enables, streaming) get the standard
 // error responses and a logged reason (errors(), SC_REPORT_WARNING); the chip is not touched.
 #pragma once

@@ -7,9 +7,12 @@
 //                pool and the window position of the max -> DMA features / argmax to HBM
 //   dense_fwd    MXU features x W (K tiles streamed by the DMA) -> VPU bias, softmax,
 //                cross-entropy, accuracy, d logits (bf16, kept in the UB)
-//   dense_dx     MXU d logits x W^T (W^T tiles = a transposing DMA walk) -> d features to HBM
-//   dense_dw     MXU features^T x d logits (features^T = a transposing DMA walk), bias grads by
-//                a row of ones -> VPU Adam on W and b (fused: the gradient never leaves the ACC)
+//   dense_dx     MXU d logits x W^T (W^T tiles: rows of the bf16 copy kept as [Cpad][features])
+//                -> d features to HBM
+//   dense_dw     MXU d W^T = d logits^T x features (features rows are the weight tiles, d logits^T
+//                a small UB-to-UB transpose), bias grads by a row of ones -> VPU Adam on W^T and b
+//                (fused: the gradient never leaves the ACC; W, m, v are kept as [classes][features]
+//                so the lanes run along features), the bf16 copies in both layouts
 //   conv_dw      per (image, pooled row): DMA transposed im2col rows, d features, argmax ->
 //                VPU max-pool and relu backward -> MXU im2col^T x dz (row of ones: bias grad)
 //                accumulated over the batch in the ACC -> VPU Adam on the kernel and bias
@@ -161,13 +164,15 @@ void CnnTrainStep::plan_hbm(uint64_t base, const HbmLayout* share) {
   l.conv_b_m = take(f * 4);
   l.conv_b_v = take(f * 4);
   l.conv_w16 = take(tap_pad() * f * 2);
-  l.dense_w = take(d * cpad * 4);
-  l.dense_w_m = take(d * cpad * 4);
-  l.dense_w_v = take(d * cpad * 4);
+  const uint64_t c = spec_.classes;
+  l.dense_w = take(c * d * 4);
+  l.dense_w_m = take(c * d * 4);
+  l.dense_w_v = take(c * d * 4);
   l.dense_b = take(cpad * 4);
   l.dense_b_m = take(cpad * 4);
   l.dense_b_v = take(cpad * 4);
   l.dense_w16 = take(d * cpad * 2);
+  l.dense_w16t = take(cpad * d * 2);
   l.powers = take(2 * n * 4);
   l.consts = take(2 * (cpad / n) * n * 4);
   l.features = take(uint64_t{batch_} * d * 2);
@@ -181,7 +186,8 @@ void CnnTrainStep::plan_hbm(uint64_t base, const HbmLayout* share) {
          {&HbmLayout::conv_w, &HbmLayout::conv_w_m, &HbmLayout::conv_w_v, &HbmLayout::conv_b,
           &HbmLayout::conv_b_m, &HbmLayout::conv_b_v, &HbmLayout::conv_w16, &HbmLayout::dense_w,
           &HbmLayout::dense_w_m, &HbmLayout::dense_w_v, &HbmLayout::dense_b, &HbmLayout::dense_b_m,
-          &HbmLayout::dense_b_v, &HbmLayout::dense_w16, &HbmLayout::powers, &HbmLayout::consts})
+          &HbmLayout::dense_b_v, &HbmLayout::dense_w16, &HbmLayout::dense_w16t, &HbmLayout::powers,
+          &HbmLayout::consts})
       l.*m = share->*m;
   }  // the program follows; its size is known after compile()
 }
@@ -495,10 +501,9 @@ void CnnTrainStep::compile() {
       UbArena a(dense_base, chip_.ub_bytes, n, "dense_dx");
       const uint32_t SB = std::min(B, chip_.acc_rows / 2);
       const uint32_t slots = chip_.acc_rows / SB;
-      // Per K tile: two W^T buffers, the rows of W as they are in HBM (one staging buffer:
-      // W^T is made by a UB-to-UB transposing walk, not by an element-per-burst HBM walk), two
-      // d-features buffers.
-      const uint64_t per_tile = 3 * uint64_t{Cpad} * row2n + 2 * uint64_t{SB} * row2n;
+      // Per K tile: two W^T buffers (rows of the [Cpad][features] bf16 copy: contiguous runs),
+      // two d-features buffers.
+      const uint64_t per_tile = 2 * uint64_t{Cpad} * row2n + 2 * uint64_t{SB} * row2n;
       const uint32_t G = static_cast<uint32_t>(std::min<uint64_t>(Dk, a.free() / (per_tile + 256)));
       if (G < 1) a.take(a.free() + 1);
       uint32_t wt[2], dp[2];
@@ -506,16 +511,13 @@ void CnnTrainStep::compile() {
         wt[i] = a.take(uint64_t{Cpad} * G * row2n);
         dp[i] = a.take(uint64_t{SB} * G * row2n);
       }
-      const uint32_t stage = a.take(uint64_t{Cpad} * G * row2n);
       const uint32_t GN = G * N, groups = ceil_div(Dk, G);
       uint32_t slot_counter = 0;
       for (uint32_t s0 = 0; s0 < B; s0 += SB) {
         const uint32_t sb = std::min(SB, B - s0);
         auto load = [&](uint32_t g) {
           const uint32_t gn = std::min(G, Dk - g * G) * N;
-          copy_linear(b, isa::Space::kHbm, L.dense_w16 + uint64_t{g} * GN * Cpad * 2,
-                      isa::Space::kUb, stage, uint64_t{gn} * Cpad, 2);
-          b.dma_copy(ub(stage, {{gn, int32_t(Cpad * 2)}, {Cpad, 2}}),
+          b.dma_copy(hbm(L.dense_w16t + uint64_t{g} * GN * 2, {{gn, 2}, {Cpad, int32_t(D * 2)}}),
                      ub(wt[g % 2], {{gn, 2}, {Cpad, int32_t(GN * 2)}}), 2);
           b.signal(isa::Unit::kDma);
         };
@@ -551,30 +553,34 @@ void CnnTrainStep::compile() {
       const AdamRegs ar;
       emit_adam_constants(b, ar, adam_.beta1, adam_.beta2, adam_.epsilon, ub_lrt);
       UbArena a(dense_base, chip_.ub_bytes, n, "dense_dw");
+      const uint32_t C = spec_.classes;
       const uint32_t bias_row = 0;  // Cc ACC rows for the bias gradient
-      // Weight-gradient rows per chunk (DR): ACC holds two chunks of DR x Cc rows after the bias
-      // rows; the UB two chunks' features^T, W, m, v and the bf16 copy of W.
-      // features^T is made in the UB: the chunk's rows as they are in HBM into one staging
-      // buffer (contiguous runs: full bursts), then a UB-to-UB transposing walk.
-      const uint64_t per_row = uint64_t{Bpad} * 2 + uint64_t{Cpad} * (3 * 4 + 2);
-      uint64_t dr = std::min<uint64_t>({uint64_t{D}, (chip_.acc_rows - Cc) / (2 * Cc),
-                                        a.free() / (2 * per_row + uint64_t{B} * 2 + 64)});
-      if (dr < 1) a.take(a.free() + 1);
-      const uint32_t DR = static_cast<uint32_t>(dr);
-      uint32_t at[2], w[2], m[2], v[2], w16[2];
+      // d logits^T [Cpad][Bpad]: the activation rows of d W^T = d logits^T x features. Rows of
+      // padding samples are zero in d logits, so their columns here are too.
+      const uint32_t dlogt = a.take(uint64_t{Cpad} * Bpad * 2);
+      b.dma_copy(ub(dlog, {{Bpad, int32_t(Cpad * 2)}, {Cpad, 2}}),
+                 ub(dlogt, {{Bpad, 2}, {Cpad, int32_t(Bpad * 2)}}), 2);
+      b.signal(isa::Unit::kDma);
+      // Chunks of DR features (DRt tiles of N): the ACC holds two chunks of DRt x C rows after
+      // the bias rows; the UB two chunks' features columns [Bpad][DR] (the weight tiles), W^T,
+      // m^T, v^T [C][DR] and the bf16 copy of W^T.
+      const uint64_t per_col = uint64_t{Bpad} * 2 + uint64_t{C} * (3 * 4 + 2);
+      const uint64_t drt = std::min<uint64_t>(
+          {uint64_t{Dk}, (chip_.acc_rows - Cc) / (2 * C), a.free() / (2 * per_col * N + 512)});
+      if (drt < 1) a.take(a.free() + 1);
+      const uint32_t DRt = static_cast<uint32_t>(drt), DR = DRt * N;
+      uint32_t fw[2], w[2], m[2], v[2], w16[2];
       for (int i = 0; i < 2; ++i) {
-        at[i] = a.take(uint64_t{DR} * Bpad * 2);
-        w[i] = a.take(uint64_t{DR} * Cpad * 4);
-        m[i] = a.take(uint64_t{DR} * Cpad * 4);
-        v[i] = a.take(uint64_t{DR} * Cpad * 4);
-        w16[i] = a.take(uint64_t{DR} * Cpad * 2);
+        fw[i] = a.take(uint64_t{Bpad} * DR * 2);
+        w[i] = a.take(uint64_t{C} * DR * 4);
+        m[i] = a.take(uint64_t{C} * DR * 4);
+        v[i] = a.take(uint64_t{C} * DR * 4);
+        w16[i] = a.take(uint64_t{C} * DR * 2);
       }
-      const uint32_t stage = a.take(uint64_t{B} * DR * 2);
-      // features^T columns of padding samples: zero once (the DMA writes only real samples)
+      // feature rows of padding samples: zero once (the DMA writes only real samples)
       for (int i = 0; i < 2; ++i)
-        if (B < Bpad)
-          for (uint32_t r = 0; r < DR; ++r)
-            b.vpu_st(kBf16, 0, at[i] + (r * Bpad + (Bk - 1) * N) * 2);
+        for (uint32_t r = B; r < Bpad; ++r)
+          for (uint32_t j = 0; j < DRt; ++j) b.vpu_st(kBf16, 0, fw[i] + (r * DR + j * N) * 2);
       // bias gradient and its Adam step
       for (uint32_t kt = 0; kt < Bk; ++kt)
         for (uint32_t ct = 0; ct < Cc; ++ct) {
@@ -597,48 +603,57 @@ void CnnTrainStep::compile() {
       copy_linear(b, isa::Space::kUb, db_m, isa::Space::kHbm, L.dense_b_m, Cpad, 4);
       copy_linear(b, isa::Space::kUb, db_v, isa::Space::kHbm, L.dense_b_v, Cpad, 4);
       const uint32_t chunks = ceil_div(D, DR);
+      // W^T-shaped tensors: C rows of D in HBM, C rows of DR in the UB.
+      auto rows_hbm = [&](uint64_t base, uint32_t d0, uint32_t dr, int e) {
+        return hbm(base + uint64_t{d0} * e, {{dr, e}, {C, int32_t(D * e)}});
+      };
+      auto rows_ub = [&](uint32_t base, uint32_t dr, int e) {
+        return ub(base, {{dr, e}, {C, int32_t(DR * e)}});
+      };
       auto load = [&](uint32_t q) {
         const uint32_t d0 = q * DR, dr_q = std::min(DR, D - d0), i = q % 2;
         b.dma_copy(hbm(L.features + uint64_t{d0} * 2, {{dr_q, 2}, {B, int32_t(D * 2)}}),
-                   ub(stage, {{dr_q, 2}, {B, int32_t(DR * 2)}}), 2);
-        b.dma_copy(ub(stage, {{B, int32_t(DR * 2)}, {dr_q, 2}}),
-                   ub(at[i], {{B, 2}, {dr_q, int32_t(Bpad * 2)}}), 2);
-        const uint64_t off = uint64_t{d0} * Cpad * 4, cnt = uint64_t{dr_q} * Cpad;
-        copy_linear(b, isa::Space::kHbm, L.dense_w + off, isa::Space::kUb, w[i], cnt, 4);
-        copy_linear(b, isa::Space::kHbm, L.dense_w_m + off, isa::Space::kUb, m[i], cnt, 4);
-        copy_linear(b, isa::Space::kHbm, L.dense_w_v + off, isa::Space::kUb, v[i], cnt, 4);
+                   ub(fw[i], {{dr_q, 2}, {B, int32_t(DR * 2)}}), 2);
+        b.dma_copy(rows_hbm(L.dense_w, d0, dr_q, 4), rows_ub(w[i], dr_q, 4), 4);
+        b.dma_copy(rows_hbm(L.dense_w_m, d0, dr_q, 4), rows_ub(m[i], dr_q, 4), 4);
+        b.dma_copy(rows_hbm(L.dense_w_v, d0, dr_q, 4), rows_ub(v[i], dr_q, 4), 4);
         b.signal(isa::Unit::kDma);
       };
       load(0);
       for (uint32_t q = 0; q < chunks; ++q) {
         if (q + 1 < chunks) load(q + 1);
-        const uint32_t d0 = q * DR, dr_q = std::min(DR, D - d0), i = q % 2;
-        const uint32_t acc0 = Cc + i * DR * Cc;
-        for (uint32_t kt = 0; kt < Bk; ++kt)
-          for (uint32_t ct = 0; ct < Cc; ++ct) {
-            b.mxu_ldw(dlog + (kt * N * Cpad + ct * N) * 2, Cpad * 2);
-            b.mxu_mm(kt > 0, at[i] + kt * row2n, Bpad * 2, dr_q, acc0 + ct * DR);
+        const uint32_t d0 = q * DR, dr_q = std::min(DR, D - d0), i = q % 2, tq = dr_q / N;
+        const uint32_t acc0 = Cc + i * DRt * C;
+        // d W^T[c][tile j] = sum over sample tiles of d logits^T[c][kt] x features[kt][tile j]
+        for (uint32_t j = 0; j < tq; ++j)
+          for (uint32_t kt = 0; kt < Bk; ++kt) {
+            b.mxu_ldw(fw[i] + (kt * N * DR + j * N) * 2, DR * 2);
+            b.mxu_mm(kt > 0, dlogt + kt * row2n, Bpad * 2, C, acc0 + j * C);
           }
         b.signal(isa::Unit::kMxu);
-        for (uint32_t r = 0; r < dr_q; ++r)
-          for (uint32_t ct = 0; ct < Cc; ++ct) {
-            const uint32_t off4 = (r * Cpad + ct * N) * 4;
-            b.vpu_ld(kAcc, ar.g, acc0 + ct * DR + r);
-            b.vpu_ld(kF32, ar.w, w[i] + off4);
-            b.vpu_ld(kF32, ar.m, m[i] + off4);
-            b.vpu_ld(kF32, ar.v, v[i] + off4);
+        for (uint32_t j = 0; j < tq; ++j)
+          for (uint32_t c = 0; c < C; ++c) {
+            const uint32_t off = c * DR + j * N;
+            b.vpu_ld(kAcc, ar.g, acc0 + j * C + c);
+            b.vpu_ld(kF32, ar.w, w[i] + off * 4);
+            b.vpu_ld(kF32, ar.m, m[i] + off * 4);
+            b.vpu_ld(kF32, ar.v, v[i] + off * 4);
             emit_adam_update(b, ar);
-            b.vpu_st(kF32, ar.w, w[i] + off4);
-            b.vpu_st(kF32, ar.m, m[i] + off4);
-            b.vpu_st(kF32, ar.v, v[i] + off4);
-            b.vpu_st(kBf16, ar.w, w16[i] + (r * Cpad + ct * N) * 2);
+            b.vpu_st(kF32, ar.w, w[i] + off * 4);
+            b.vpu_st(kF32, ar.m, m[i] + off * 4);
+            b.vpu_st(kF32, ar.v, v[i] + off * 4);
+            b.vpu_st(kBf16, ar.w, w16[i] + off * 2);
           }
         b.signal(isa::Unit::kVpu);
-        const uint64_t off = uint64_t{d0} * Cpad, cnt = uint64_t{dr_q} * Cpad;
-        copy_linear(b, isa::Space::kUb, w[i], isa::Space::kHbm, L.dense_w + off * 4, cnt, 4);
-        copy_linear(b, isa::Space::kUb, m[i], isa::Space::kHbm, L.dense_w_m + off * 4, cnt, 4);
-        copy_linear(b, isa::Space::kUb, v[i], isa::Space::kHbm, L.dense_w_v + off * 4, cnt, 4);
-        copy_linear(b, isa::Space::kUb, w16[i], isa::Space::kHbm, L.dense_w16 + off * 2, cnt, 2);
+        b.dma_copy(rows_ub(w[i], dr_q, 4), rows_hbm(L.dense_w, d0, dr_q, 4), 4);
+        b.dma_copy(rows_ub(m[i], dr_q, 4), rows_hbm(L.dense_w_m, d0, dr_q, 4), 4);
+        b.dma_copy(rows_ub(v[i], dr_q, 4), rows_hbm(L.dense_w_v, d0, dr_q, 4), 4);
+        // the bf16 copy both ways: [Cpad][D] rows for dense_dx, [D][Cpad] for dense_fwd (a
+        // transposing walk; the padding columns keep the zeros the host wrote)
+        b.dma_copy(rows_ub(w16[i], dr_q, 2), rows_hbm(L.dense_w16t, d0, dr_q, 2), 2);
+        b.dma_copy(ub(w16[i], {{C, int32_t(DR * 2)}, {dr_q, 2}}),
+                   hbm(L.dense_w16 + uint64_t{d0} * Cpad * 2, {{C, 2}, {dr_q, int32_t(Cpad * 2)}}),
+                   2);
       }
     }
 
@@ -861,10 +876,28 @@ std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
       put16(bytes, i * 2, fp::fp32_to_bf16(fp::bits(p.conv_kernel[i])));
     out.push_back({L.conv_w16, std::move(bytes)});
   }
-  dense(L.dense_w, p.dense_kernel, D, "dense kernel", false);
-  dense(L.dense_w_m, s.m.dense_kernel, D, "dense kernel m", false);
-  dense(L.dense_w_v, s.v.dense_kernel, D, "dense kernel v", false);
+  // the dense kernel transposed: [classes][features] fp32 and [Cpad][features] bf16
+  auto dense_t = [&](uint64_t addr, const std::vector<float>& v, uint32_t rows, const char* what,
+                     bool bf16) {
+    check(v, size_t{D} * C, what);
+    const int e = bf16 ? 2 : 4;
+    std::vector<uint8_t> bytes(size_t{rows} * D * e, 0);
+    for (uint32_t c = 0; c < C; ++c)
+      for (uint32_t d = 0; d < D; ++d) {
+        const uint32_t bits = fp::bits(v[size_t{d} * C + c]);
+        const size_t at = (size_t{c} * D + d) * e;
+        if (bf16)
+          put16(bytes, at, fp::fp32_to_bf16(bits));
+        else
+          put32(bytes, at, bits);
+      }
+    out.push_back({addr, std::move(bytes)});
+  };
+  dense_t(L.dense_w, p.dense_kernel, C, "dense kernel", false);
+  dense_t(L.dense_w_m, s.m.dense_kernel, C, "dense kernel m", false);
+  dense_t(L.dense_w_v, s.v.dense_kernel, C, "dense kernel v", false);
   dense(L.dense_w16, p.dense_kernel, D, "dense kernel", true);
+  dense_t(L.dense_w16t, p.dense_kernel, Cpad, "dense kernel", true);
   dense(L.dense_b, p.dense_bias, 1, "dense bias", false);
   dense(L.dense_b_m, s.m.dense_bias, 1, "dense bias m", false);
   dense(L.dense_b_v, s.v.dense_bias, 1, "dense bias v", false);
@@ -932,9 +965,16 @@ void CnnTrainStep::read_state(Reader read, void* ctx, CnnParams& p, AdamState& s
   p.conv_bias = f32s(L.conv_b, F);
   s.m.conv_bias = f32s(L.conv_b_m, F);
   s.v.conv_bias = f32s(L.conv_b_v, F);
-  p.dense_kernel = dense(L.dense_w, D);
-  s.m.dense_kernel = dense(L.dense_w_m, D);
-  s.v.dense_kernel = dense(L.dense_w_v, D);
+  auto dense_t = [&](uint64_t addr) {  // [classes][features] -> [features][classes]
+    const std::vector<float> t = f32s(addr, size_t{C} * D);
+    std::vector<float> v(size_t{D} * C);
+    for (uint32_t c = 0; c < C; ++c)
+      for (uint32_t d = 0; d < D; ++d) v[size_t{d} * C + c] = t[size_t{c} * D + d];
+    return v;
+  };
+  p.dense_kernel = dense_t(L.dense_w);
+  s.m.dense_kernel = dense_t(L.dense_w_m);
+  s.v.dense_kernel = dense_t(L.dense_w_v);
   p.dense_bias = dense(L.dense_b, 1);
   s.m.dense_bias = dense(L.dense_b_m, 1);
   s.v.dense_bias = dense(L.dense_b_v, 1);
