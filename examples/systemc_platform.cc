@@ -14,10 +14,13 @@
 // order, relu). Exit code 0 when every element matches.
 //
 //   build/bin/systemc_example [at|lt]     (at: clocked chip, the default; lt: temporally decoupled)
+// The TLM utilities need SystemC's declarations first.
+// clang-format off
 #include <systemc>
 #include <tlm>
 #include <tlm_utils/simple_initiator_socket.h>
 #include <tlm_utils/simple_target_socket.h>
+// clang-format on
 
 #include <cstdio>
 #include <cstring>
@@ -117,8 +120,8 @@ struct TrafficGenerator : sc_module {
     socket->b_transport(t, delay);
     wait(delay);  // this initiator keeps no local time: it waits out what each access took
     if (!t.is_response_ok())
-      SC_REPORT_FATAL("generator", (t.get_response_string() + " at address " +
-                                    std::to_string(addr)).c_str());
+      SC_REPORT_FATAL("generator",
+                      (t.get_response_string() + " at address " + std::to_string(addr)).c_str());
   }
   void write32(uint64_t addr, uint32_t v) { access(tlm::TLM_WRITE_COMMAND, addr, &v, 4); }
   uint32_t read32(uint64_t addr) {
@@ -149,7 +152,8 @@ struct TrafficGenerator : sc_module {
     // A (8 x 4) at memory 0x1000, W (4 x 4) at 0x2000, as bf16.
     uint16_t A[8][4], W[4][4];
     for (int m = 0; m < 8; ++m)
-      for (int k = 0; k < 4; ++k) A[m][k] = bf16(0.25f * static_cast<float>((m * 7 + k * 3) % 9 - 4));
+      for (int k = 0; k < 4; ++k)
+        A[m][k] = bf16(0.25f * static_cast<float>((m * 7 + k * 3) % 9 - 4));
     for (int k = 0; k < 4; ++k)
       for (int j = 0; j < 4; ++j) W[k][j] = bf16(0.5f * static_cast<float>((k * 5 + j) % 7 - 3));
     access(tlm::TLM_WRITE_COMMAND, kMem + 0x1000, A, sizeof A);
@@ -160,9 +164,9 @@ struct TrafficGenerator : sc_module {
     copy(kHbm + 0x11000, kMem + 0x2000, sizeof W);
     std::string text =
         "dma.loop src, 0, 32, 2, 1, 0\ndma.loop dst, 0, 32, 2, 1, 0\n"
-        "dma.copy hbm, ub, 2, 0x10000, 0x0\n"          // A -> UB 0x000
+        "dma.copy hbm, ub, 2, 0x10000, 0x0\n"  // A -> UB 0x000
         "dma.loop src, 0, 16, 2, 1, 0\ndma.loop dst, 0, 16, 2, 1, 0\n"
-        "dma.copy hbm, ub, 2, 0x11000, 0x100\n"        // W -> UB 0x100
+        "dma.copy hbm, ub, 2, 0x11000, 0x100\n"  // W -> UB 0x100
         "signal dma, sc0\nwait mxu, sc0, 1\n"
         "mxu.ldw 0x100, 8\nmxu.mm set, 0x0, 8, 8, 0\n"  // ACC rows 0..7 = A x W
         "signal mxu, sc1\nwait vpu, sc1, 1\n";

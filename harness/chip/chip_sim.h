@@ -75,6 +75,7 @@ class ChipSim {
   }
 
   uint32_t csr_read(uint32_t offset) {
+    const PortsIdleOnExit idle{this};
     auto& m = sim_.top();
     m.csr_valid_i = 1;
     m.csr_write_i = 0;
@@ -86,6 +87,7 @@ class ChipSim {
     return v;
   }
   void csr_write(uint32_t offset, uint32_t value) {
+    const PortsIdleOnExit idle{this};
     auto& m = sim_.top();
     m.csr_valid_i = 1;
     m.csr_write_i = 1;
@@ -96,9 +98,10 @@ class ChipSim {
     m.csr_write_i = 0;
   }
 
-  // A function called at the start of every clock cycle this class runs, before the cycle's
-  // inputs are set: the SystemC platform (sim/systemc) uses it to pace the chip by its clock
-  // (the function waits for the next edge) or to count cycles. None by default.
+  // A function called at the start of every clock cycle this class runs, before the clock edge
+  // (for the host-port loops before that cycle's inputs are set; csr_read/csr_write set their
+  // inputs first): the SystemC platform (sim/systemc) uses it to pace the chip by its clock (the
+  // function waits for the next edge). None by default.
   void set_cycle_gate(std::function<void()> gate) { gate_ = std::move(gate); }
 
   // Writes `bytes` at `addr` (32-byte aligned; a partial last burst is written with byte
@@ -107,6 +110,7 @@ class ChipSim {
   void hbm_write(uint64_t addr, const std::vector<uint8_t>& bytes,
                  const std::vector<uint8_t>* enables = nullptr) {
     if (addr % 32) throw std::invalid_argument("hbm_write: address not 32-byte aligned");
+    const PortsIdleOnExit idle{this};
     auto& m = sim_.top();
     const size_t bursts = (bytes.size() + 31) / 32;
     size_t sent = 0, beats = 0, done = 0, requests = 0;
@@ -153,6 +157,7 @@ class ChipSim {
 
   std::vector<uint8_t> hbm_read(uint64_t addr, size_t n) {
     if (addr % 32) throw std::invalid_argument("hbm_read: address not 32-byte aligned");
+    const PortsIdleOnExit idle{this};
     auto& m = sim_.top();
     const size_t bursts = (n + 31) / 32;
     std::vector<uint8_t> out;
@@ -279,6 +284,20 @@ class ChipSim {
   void gate() {
     if (gate_) gate_();
   }
+  // The host-side inputs back at idle when a CSR or host-port access ends, however it ends (an
+  // exception mid-burst must not leave a request or a CSR write asserted for later cycles).
+  struct PortsIdleOnExit {
+    ChipSim* sim;
+    ~PortsIdleOnExit() {
+      auto& m = sim->sim_.top();
+      m.csr_valid_i = 0;
+      m.csr_write_i = 0;
+      m.host_req_valid_i = 0;
+      m.host_wd_valid_i = 0;
+      m.host_rd_ready_i = 0;
+      m.host_wr_done_ready_i = 0;
+    }
+  };
 
   // Cycles a REF takes to come and finish once due on an idle controller (PRE, tRP, tRFC).
   static constexpr uint64_t kRefreshSettle = 256;

@@ -23,6 +23,8 @@ void HostCpu::main() {
     TlmDevice device(chip_.device, csr_socket, hbm_socket, irq, chip_.mode, chip_.clock_period);
     software_(device);
     device.sync();
+  } catch (const sc_core::sc_unwind_exception&) {
+    throw;  // this thread is being killed or reset: SystemC needs the exception back
   } catch (...) {
     error_ = std::current_exception();
   }

@@ -4,9 +4,12 @@
 // simulation; what it threw is kept for the caller of sc_start (error()).
 #pragma once
 
+// The TLM utilities need SystemC's declarations first.
+// clang-format off
 #include <systemc>
 #include <tlm>
 #include <tlm_utils/simple_initiator_socket.h>
+// clang-format on
 
 #include <exception>
 #include <functional>

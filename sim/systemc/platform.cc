@@ -1,16 +1,13 @@
 // Platform and run_platform (platform.h).
 #include "sim/systemc/platform.h"
 
-#include <tlm_utils/tlm_quantumkeeper.h>
+#include "sim/systemc/tlm_device.h"  // SystemC, then tlm_utils::tlm_quantumkeeper
 
 namespace tessera::systemc {
 
 Platform::Platform(sc_core::sc_module_name name, const ChipConfig& config,
                    HostCpu::Software software)
-    : sc_module(name),
-      irq("irq"),
-      chip("chip", config),
-      cpu("cpu", config, std::move(software)) {
+    : sc_module(name), irq("irq"), chip("chip", config), cpu("cpu", config, std::move(software)) {
   if (config.mode == TimingMode::kApproximatelyTimed) {
     // Rising edges half a period after each whole period: transactions annotated in whole
     // periods never coincide with an edge.

@@ -12,9 +12,7 @@ namespace tessera::systemc {
 using sc_core::sc_time;
 using sc_core::SC_ZERO_TIME;
 
-const char* timing_mode_name(TimingMode m) {
-  return m == TimingMode::kLooselyTimed ? "lt" : "at";
-}
+const char* timing_mode_name(TimingMode m) { return m == TimingMode::kLooselyTimed ? "lt" : "at"; }
 TimingMode parse_timing_mode(const std::string& name) {
   if (name == "lt") return TimingMode::kLooselyTimed;
   if (name == "at") return TimingMode::kApproximatelyTimed;
@@ -100,19 +98,70 @@ void TesseraChip::end_of_elaboration() {
 }
 
 void TesseraChip::on_clock() {
+  if (!broken_.empty()) return;
   if (busy_) {
     edge_.notify();  // the transaction in progress runs this cycle
-    return;
+  } else {
+    try {
+      core_->step();
+    } catch (const std::exception& e) {
+      stop(e.what());
+      return;
+    }
   }
-  core_->step();
   sync_irq();
 }
 
 void TesseraChip::lt_thread() {
   for (;;) {
     sc_core::wait(config_.quantum);
-    catch_up(sc_core::sc_time_stamp());
+    if (!broken_.empty()) continue;
+    try {
+      catch_up(sc_core::sc_time_stamp());
+    } catch (const std::exception& e) {
+      stop(e.what());
+      continue;
+    }
     sync_irq();
+  }
+}
+
+void TesseraChip::stop(const std::string& why) {
+  broken_ = "the chip model stopped at cycle " + std::to_string(cycles()) + ": " + why;
+  errors_.push_back(std::string(name()) + ": " + broken_);
+  SC_REPORT_WARNING("tessera/TesseraChip", errors_.back().c_str());
+}
+
+void TesseraChip::perform(tlm::tlm_generic_payload& t, sc_time& delay, const char* socket,
+                          const std::function<void()>& body) {
+  if (!broken_.empty()) {
+    reject(t, tlm::TLM_GENERIC_ERROR_RESPONSE,
+           std::string(socket) + " socket: " + describe(t) + ": " + broken_);
+    return;
+  }
+  // Whatever leaves this function — a return, an error response, SystemC unwinding a killed
+  // or reset initiator thread — ends the access (AT: releases the host ports to others).
+  struct EndAccess {
+    TesseraChip* chip;
+    sc_time& delay;
+    bool begun = false;
+    ~EndAccess() {
+      if (begun) chip->end_access(delay);
+    }
+  } end{this, delay};
+  try {
+    begin_access(delay);
+    end.begun = true;
+    body();
+    t.set_response_status(tlm::TLM_OK_RESPONSE);
+  } catch (const sc_core::sc_unwind_exception&) {
+    throw;  // a kill or reset of the initiator: must propagate
+  } catch (const std::exception& e) {
+    // The RTL or the HBM model failed (a timing violation, a stuck port: a chip bug). The
+    // model's state is undefined from here: the chip stops, later transactions are refused.
+    stop(e.what());
+    reject(t, tlm::TLM_GENERIC_ERROR_RESPONSE,
+           std::string(socket) + " socket: " + describe(t) + ": " + e.what());
   }
 }
 
@@ -206,8 +255,7 @@ void TesseraChip::csr_b_transport(tlm::tlm_generic_payload& t, sc_time& delay) {
       return;
     }
   }
-  begin_access(delay);
-  try {
+  perform(t, delay, "csr", [&] {
     uint32_t v = 0;
     if (t.is_write()) {
       std::memcpy(&v, t.get_data_ptr(), 4);
@@ -218,11 +266,7 @@ void TesseraChip::csr_b_transport(tlm::tlm_generic_payload& t, sc_time& delay) {
       v = core_->csr_read(static_cast<uint32_t>(a));
       std::memcpy(t.get_data_ptr(), &v, 4);
     }
-    t.set_response_status(tlm::TLM_OK_RESPONSE);
-  } catch (const std::exception& e) {
-    reject(t, tlm::TLM_GENERIC_ERROR_RESPONSE, "csr socket: " + describe(t) + ": " + e.what());
-  }
-  end_access(delay);
+  });
 }
 
 void TesseraChip::hbm_b_transport(tlm::tlm_generic_payload& t, sc_time& delay) {
@@ -230,16 +274,14 @@ void TesseraChip::hbm_b_transport(tlm::tlm_generic_payload& t, sc_time& delay) {
   const uint64_t a = t.get_address(), n = t.get_data_length();
   if (a >= hbm_bytes() || n > hbm_bytes() - a) {
     reject(t, tlm::TLM_ADDRESS_ERROR_RESPONSE,
-           "hbm socket: " + describe(t) + " is outside HBM (0x0 .. " + hex(hbm_bytes() - 1) +
-               ")");
+           "hbm socket: " + describe(t) + " is outside HBM (0x0 .. " + hex(hbm_bytes() - 1) + ")");
     return;
   }
   // The host port moves whole 32-byte bursts; the bytes outside [a, a + n) and the disabled
   // ones are masked by the write strobes (writes) or not copied (reads).
   const uint64_t lo = a / 32 * 32, hi = (a + n + 31) / 32 * 32;
   unsigned char* data = t.get_data_ptr();
-  begin_access(delay);
-  try {
+  perform(t, delay, "hbm", [&] {
     if (t.is_write()) {
       std::vector<uint8_t> buf(hi - lo, 0), en(hi - lo, 0);
       for (uint64_t i = 0; i < n; ++i) {
@@ -252,11 +294,7 @@ void TesseraChip::hbm_b_transport(tlm::tlm_generic_payload& t, sc_time& delay) {
       for (uint64_t i = 0; i < n; ++i)
         if (enabled(t, i)) data[i] = buf[a - lo + i];
     }
-    t.set_response_status(tlm::TLM_OK_RESPONSE);
-  } catch (const std::exception& e) {
-    reject(t, tlm::TLM_GENERIC_ERROR_RESPONSE, "hbm socket: " + describe(t) + ": " + e.what());
-  }
-  end_access(delay);
+  });
 }
 
 unsigned int TesseraChip::hbm_transport_dbg(tlm::tlm_generic_payload& t) {
@@ -264,6 +302,7 @@ unsigned int TesseraChip::hbm_transport_dbg(tlm::tlm_generic_payload& t) {
   if (a >= hbm_bytes()) return 0;
   const uint64_t n = std::min<uint64_t>(t.get_data_length(), hbm_bytes() - a);
   unsigned char* data = t.get_data_ptr();
+  if (!data) return 0;
   for (uint64_t i = 0; i < n; ++i) {
     if (t.is_write()) {
       core_->poke(a + i, data[i]);

@@ -24,12 +24,19 @@
 // whatever the host's timing, in both modes and in the plain harness.
 // Rejected transactions (outside the map, widths, byte enables, streaming) get the standard
 // error responses and a logged reason (errors(), SC_REPORT_WARNING); the chip is not touched.
+// If the chip model itself fails (the HBM timing checker or the host port throws: a chip bug),
+// the module logs it, stops the chip and answers every later transaction with
+// TLM_GENERIC_ERROR_RESPONSE naming the cause; the simulation goes on.
 #pragma once
 
+// The TLM utilities need SystemC's declarations first.
+// clang-format off
 #include <systemc>
 #include <tlm>
 #include <tlm_utils/simple_target_socket.h>
+// clang-format on
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,7 +54,7 @@ struct ChipConfig {
   driver::DeviceConfig device;  // one of driver::rtl_configurations() (backend ignored)
   TimingMode mode = TimingMode::kApproximatelyTimed;
   sc_core::sc_time clock_period = sc_core::sc_time(1, sc_core::SC_NS);  // nominal 1 GHz
-  sc_core::sc_time quantum = sc_core::sc_time(10, sc_core::SC_US);       // LT background step
+  sc_core::sc_time quantum = sc_core::sc_time(10, sc_core::SC_US);      // LT background step
   bool align_doorbell = true;
   std::string wave_name;  // FST dump name when WAVES=1
 };
@@ -80,25 +87,31 @@ class TesseraChip : public sc_core::sc_module {
   bool check(tlm::tlm_generic_payload& trans, const char* socket);
   void reject(tlm::tlm_generic_payload& trans, tlm::tlm_response_status status,
               const std::string& why);
+  // Runs one access's cycles (`body`) between begin_access and end_access; a chip-model failure
+  // becomes TLM_GENERIC_ERROR_RESPONSE and stops the chip (stop()).
+  void perform(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay, const char* socket,
+               const std::function<void()>& body);
+  void stop(const std::string& why);  // the chip model failed: no more cycles, refuse accesses
 
   void end_of_elaboration() override;
-  void on_clock();    // AT: one chip cycle per rising edge (or hands the edge to a transaction)
-  void lt_thread();   // LT: advances the chip to SystemC time every quantum
+  void on_clock();   // AT: one chip cycle per rising edge (or hands the edge to a transaction)
+  void lt_thread();  // LT: advances the chip to SystemC time every quantum
   void begin_access(sc_core::sc_time& delay);  // AT: wait until annotated time; LT: catch up
   void end_access(sc_core::sc_time& delay);    // AT: delay 0; LT: delay = chip's lead
   void catch_up(const sc_core::sc_time& t);    // LT: run idle cycles until the chip is at t
-  void sync_irq();   // notes a change of the chip's irq_o for write_irq
-  void write_irq();  // the one process that writes `irq`
+  void sync_irq();                             // notes a change of the chip's irq_o for write_irq
+  void write_irq();                            // the one process that writes `irq`
   sc_core::sc_time chip_time() const { return config_.clock_period * double(cycles()); }
 
   ChipConfig config_;
   std::unique_ptr<ChipCore> core_;
   uint64_t cycle0_ = 0;
-  bool busy_ = false;               // a transaction owns the RTL's host ports
-  sc_core::sc_event edge_, idle_;   // AT: an edge handed to the transaction; access finished
+  bool busy_ = false;              // a transaction owns the RTL's host ports
+  sc_core::sc_event edge_, idle_;  // AT: an edge handed to the transaction; access finished
   sc_core::sc_event irq_changed_;
   bool irq_level_ = false;
   std::vector<std::string> errors_;
+  std::string broken_;  // why the chip model stopped (empty while it runs)
 };
 
 }  // namespace tessera::systemc

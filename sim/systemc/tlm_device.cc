@@ -11,8 +11,8 @@ using sc_core::sc_time;
 using sc_core::SC_ZERO_TIME;
 
 TlmDevice::TlmDevice(const driver::DeviceConfig& config, tlm::tlm_initiator_socket<>& csr,
-                     tlm::tlm_initiator_socket<>& hbm, sc_core::sc_in<bool>& irq,
-                     TimingMode mode, sc_time clock_period)
+                     tlm::tlm_initiator_socket<>& hbm, sc_core::sc_in<bool>& irq, TimingMode mode,
+                     sc_time clock_period)
     : Device(config), csr_(csr), hbm_(hbm), irq_(irq), mode_(mode), period_(clock_period) {
   config_.backend = driver::Backend::kRtl;  // the cycle-accurate chip, through the platform
   qk_.reset();
@@ -22,8 +22,8 @@ void TlmDevice::sync() {
   if (mode_ == TimingMode::kLooselyTimed) qk_.sync();
 }
 
-void TlmDevice::transport(tlm::tlm_initiator_socket<>& socket, tlm::tlm_command cmd,
-                          uint64_t addr, uint8_t* data, size_t bytes) {
+void TlmDevice::transport(tlm::tlm_initiator_socket<>& socket, tlm::tlm_command cmd, uint64_t addr,
+                          uint8_t* data, size_t bytes) {
   tlm::tlm_generic_payload t;
   t.set_command(cmd);
   t.set_address(addr);
@@ -90,7 +90,8 @@ driver::RunReport TlmDevice::run(uint64_t prog_addr, uint64_t timeout) {
     sync();
     const sc_time now = sc_core::sc_time_stamp();
     if (now >= deadline) throw driver::DeviceTimeout(hang_report(timeout));
-    sc_core::wait(deadline - now, irq_->posedge_event());
+    // (Loosely timed, the line may have risen while the sync above waited: read it first.)
+    if (!irq_->read()) sc_core::wait(deadline - now, irq_->posedge_event());
   }
   csr_write(isa::CSR_IRQ_PENDING, kDoneAndFault);
   driver::RunReport rep;

@@ -9,9 +9,12 @@
 // Must be used from an SC_THREAD (HostCpu runs the software in one).
 #pragma once
 
+// The TLM utilities need SystemC's declarations first.
+// clang-format off
 #include <systemc>
 #include <tlm>
 #include <tlm_utils/tlm_quantumkeeper.h>
+// clang-format on
 
 #include "sim/systemc/tessera_chip.h"
 #include "tessera/driver.h"

@@ -16,7 +16,7 @@ namespace tessera::test {
 
 struct TrainStepRun {
   driver::RunReport report;
-  double run_seconds = 0;                // wall time of Device::run alone
+  double run_seconds = 0;               // wall time of Device::run alone
   std::vector<uint8_t> state, metrics;  // HBM: weights .. Adam powers; the step's metrics
 };
 

@@ -1,9 +1,8 @@
-// sc_main() of the SystemC test binaries (libsystemc's main() calls it). The SystemC kernel cannot be restarted within a process,
-// so each test must run in a process of its own: ctest does that (one test per invocation); run
-// by hand with several tests selected, this main runs each of them in a child process of this
-// binary (--gtest_filter=Suite.Name) and reports them together.
+// sc_main() of the SystemC test binaries (libsystemc's main() calls it). The SystemC kernel cannot
+// be restarted within a process, so each test must run in a process of its own: ctest does that
+// (one test per invocation); run by hand with several tests selected, this main runs each of them
+// in a child process of this binary (--gtest_filter=Suite.Name) and reports them together.
 #include <gtest/gtest.h>
-#include <systemc>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,14 +10,21 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <systemc>
 #include <vector>
 
 namespace {
 
 // The tests this invocation selects, from this binary's own --gtest_list_tests.
-std::vector<std::string> selected_tests(const char* self, const std::string& filter) {
-  const std::string cmd =
-      std::string("'") + self + "' --gtest_list_tests '--gtest_filter=" + filter + "'";
+// This binary's own path (argv[0] may be a bare name found through PATH).
+std::string self_path() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+std::vector<std::string> selected_tests(const std::string& self, const std::string& filter) {
+  const std::string cmd = "'" + self + "' --gtest_list_tests '--gtest_filter=" + filter + "'";
   std::vector<std::string> names;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return names;
@@ -50,16 +56,30 @@ int sc_main(int argc, char** argv) {
   }
   if (!listing) {
     setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);  // the children's banner
-    const std::vector<std::string> tests = selected_tests(argv[0], filter);
+    const std::vector<std::string> tests = selected_tests(self_path(), filter);
     if (tests.size() > 1) {
+      // Children: this very binary (/proc/self/exe, whatever argv[0] says) with every flag
+      // given, the filter narrowed to one test.
+      std::vector<std::string> args;
+      for (int i = 1; i < argc; ++i)
+        if (std::strncmp(argv[i], "--gtest_filter=", 15) != 0) args.push_back(argv[i]);
       std::vector<std::string> failed;
       for (const std::string& t : tests) {
         std::printf("[ process  ] %s\n", t.c_str());
         std::fflush(stdout);
         const pid_t pid = fork();
+        if (pid < 0) {
+          std::perror("fork");
+          return 1;
+        }
         if (pid == 0) {
-          const std::string f = "--gtest_filter=" + t;
-          execl(argv[0], argv[0], f.c_str(), static_cast<char*>(nullptr));
+          std::vector<std::string> own = args;
+          own.push_back("--gtest_filter=" + t);
+          std::vector<char*> cargv{argv[0]};
+          for (auto& a : own) cargv.push_back(a.data());
+          cargv.push_back(nullptr);
+          execv("/proc/self/exe", cargv.data());
+          std::perror("execv /proc/self/exe");
           _exit(127);
         }
         int status = 0;

@@ -131,8 +131,9 @@ ProgramsOutcome run_programs(driver::Device& dev, const std::vector<ProgramCase>
   }
   // A UB range fault (UB is 8 KiB at N = 4) after two instructions.
   try {
-    dev.run(dev.load_program(assemble("vpu.li v1, 1\nvpu.li v2, 2\nvpu.st f32, v1, 0x4000\nhalt\n")),
-            1'000'000);
+    dev.run(
+        dev.load_program(assemble("vpu.li v1, 1\nvpu.li v2, 2\nvpu.st f32, v1, 0x4000\nhalt\n")),
+        1'000'000);
   } catch (const driver::DeviceFault& f) {
     o.fault = f.what();
     o.fault_code = f.code;
@@ -160,8 +161,8 @@ TEST_P(PlatformPrograms, BitIdenticalToThePlainHarness) {
   cfg.backend = driver::Backend::kRtl;
   const ProgramsOutcome plain = run_programs(*driver::Device::open(cfg), cases);
   ProgramsOutcome tlm;
-  const auto run = systemc::run_platform(platform_config(4, GetParam()),
-                                         [&](driver::Device& dev) { tlm = run_programs(dev, cases); });
+  const auto run = systemc::run_platform(
+      platform_config(4, GetParam()), [&](driver::Device& dev) { tlm = run_programs(dev, cases); });
   ASSERT_EQ(tlm.reports.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(cases[i].name);
@@ -182,8 +183,8 @@ TEST_P(PlatformPrograms, BitIdenticalToThePlainHarness) {
   const auto& in = cases[1].inputs[0].second;
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 16; ++c)
-      ASSERT_EQ(std::memcmp(&mem[0x21000 - kRegionBegin + 2 * (16 * r + c)], &in[2 * (16 * c + r)], 2),
-                0)
+      ASSERT_EQ(
+          std::memcmp(&mem[0x21000 - kRegionBegin + 2 * (16 * r + c)], &in[2 * (16 * c + r)], 2), 0)
           << r << "," << c;
   EXPECT_EQ(plain.fault_code, isa::FAULT_UB_RANGE);
   EXPECT_EQ(tlm.fault, plain.fault);
@@ -192,6 +193,9 @@ TEST_P(PlatformPrograms, BitIdenticalToThePlainHarness) {
   EXPECT_NE(plain.timeout.find("no HALT after 3000 cycles"), std::string::npos) << plain.timeout;
   EXPECT_NE(tlm.timeout.find("no HALT after 3000 cycles"), std::string::npos) << tlm.timeout;
   EXPECT_NE(tlm.timeout.find("DMA: busy"), std::string::npos) << tlm.timeout;
+  // Every run ended on the interrupt, not on its watchdog (1,000,000 cycles a program): the whole
+  // sequence, doorbell alignments included, fits in far less SystemC time.
+  EXPECT_LT(run.sim_time, sc_core::sc_time(200, sc_core::SC_US));
   std::printf("fault: %s\ntimeout: %s\n%s platform: %s of SystemC time, %llu chip cycles\n",
               tlm.fault.c_str(), tlm.timeout.c_str(), systemc::timing_mode_name(GetParam()),
               run.sim_time.to_string().c_str(), static_cast<unsigned long long>(run.chip_cycles));
@@ -246,7 +250,9 @@ struct Request {
   unsigned streaming_width;
   std::vector<uint8_t> byte_enables;
   tlm::tlm_response_status expect;
-  std::string reason;  // a piece of the logged reason
+  std::string reason;          // a piece of the logged reason
+  bool null_data = false;      // no data pointer at all
+  bool empty_enables = false;  // a byte-enable pointer with length 0
 };
 
 class Prober : public sc_core::sc_module {
@@ -258,20 +264,26 @@ class Prober : public sc_core::sc_module {
     SC_HAS_PROCESS(Prober);
     SC_THREAD(main);
   }
+  // One blocking transaction issued at local time now + `at`; `done` (if given) gets the local
+  // time it completed at (SystemC time plus the delay the target returned).
   tlm::tlm_response_status send(bool to_csr, tlm::tlm_command cmd, uint64_t addr, uint8_t* data,
                                 unsigned length, unsigned streaming_width,
-                                std::vector<uint8_t>* be = nullptr) {
+                                std::vector<uint8_t>* be = nullptr, bool empty_enables = false,
+                                sc_core::sc_time at = sc_core::SC_ZERO_TIME,
+                                sc_core::sc_time* done = nullptr) {
     tlm::tlm_generic_payload t;
+    uint8_t dummy = 0xFF;
     t.set_command(cmd);
     t.set_address(addr);
     t.set_data_ptr(data);
     t.set_data_length(length);
     t.set_streaming_width(streaming_width);
-    t.set_byte_enable_ptr(be && !be->empty() ? be->data() : nullptr);
-    t.set_byte_enable_length(be ? static_cast<unsigned>(be->size()) : 0);
+    t.set_byte_enable_ptr(empty_enables ? &dummy : (be && !be->empty() ? be->data() : nullptr));
+    t.set_byte_enable_length(be && !empty_enables ? static_cast<unsigned>(be->size()) : 0);
     t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+    sc_core::sc_time delay = at;
     (to_csr ? csr : hbm)->b_transport(t, delay);
+    if (done) *done = sc_core::sc_time_stamp() + delay;
     sc_core::wait(delay);
     return t.get_response_status();
   }
@@ -306,24 +318,81 @@ TEST_P(PlatformBadInput, ErrorResponsesWithReasonsAndNothingChanges) {
   }
   const uint64_t hbm = chip.hbm_bytes();
   const std::vector<Request> bad = {
-      {true, tlm::TLM_READ_COMMAND, 0x100, 4, 4, {}, tlm::TLM_ADDRESS_ERROR_RESPONSE,
+      {true,
+       tlm::TLM_READ_COMMAND,
+       0x100,
+       4,
+       4,
+       {},
+       tlm::TLM_ADDRESS_ERROR_RESPONSE,
        "outside the CSR map"},
       {true, tlm::TLM_READ_COMMAND, 0x40, 8, 8, {}, tlm::TLM_BURST_ERROR_RESPONSE, "32-bit"},
       {true, tlm::TLM_WRITE_COMMAND, 0x2E, 4, 4, {}, tlm::TLM_BURST_ERROR_RESPONSE, "aligned"},
-      {true, tlm::TLM_WRITE_COMMAND, 0x10, 4, 4, {0xFF, 0x00, 0xFF, 0xFF},
-       tlm::TLM_BYTE_ENABLE_ERROR_RESPONSE, "byte 1 disabled"},
+      {true,
+       tlm::TLM_WRITE_COMMAND,
+       0x10,
+       4,
+       4,
+       {0xFF, 0x00, 0xFF, 0xFF},
+       tlm::TLM_BYTE_ENABLE_ERROR_RESPONSE,
+       "byte 1 disabled"},
       {true, tlm::TLM_READ_COMMAND, 0x00, 4, 2, {}, tlm::TLM_BURST_ERROR_RESPONSE, "streaming"},
-      {false, tlm::TLM_WRITE_COMMAND, hbm - 16, 32, 32, {}, tlm::TLM_ADDRESS_ERROR_RESPONSE,
+      {false,
+       tlm::TLM_WRITE_COMMAND,
+       hbm - 16,
+       32,
+       32,
+       {},
+       tlm::TLM_ADDRESS_ERROR_RESPONSE,
        "outside HBM"},
-      {false, tlm::TLM_READ_COMMAND, uint64_t{1} << 40, 32, 32, {},
-       tlm::TLM_ADDRESS_ERROR_RESPONSE, "outside HBM"},
-      {false, tlm::TLM_WRITE_COMMAND, 0x1000, 0, 0, {}, tlm::TLM_BURST_ERROR_RESPONSE,
-       "no data"},
-      {false, tlm::TLM_WRITE_COMMAND, 0x1000, 64, 4, {}, tlm::TLM_BURST_ERROR_RESPONSE,
+      {false,
+       tlm::TLM_READ_COMMAND,
+       uint64_t{1} << 40,
+       32,
+       32,
+       {},
+       tlm::TLM_ADDRESS_ERROR_RESPONSE,
+       "outside HBM"},
+      {false, tlm::TLM_WRITE_COMMAND, 0x1000, 0, 0, {}, tlm::TLM_BURST_ERROR_RESPONSE, "no data"},
+      {false,
+       tlm::TLM_WRITE_COMMAND,
+       0x1000,
+       64,
+       4,
+       {},
+       tlm::TLM_BURST_ERROR_RESPONSE,
        "streaming"},
+      {true,
+       tlm::TLM_READ_COMMAND,
+       0xA8,
+       4,
+       4,
+       {},
+       tlm::TLM_ADDRESS_ERROR_RESPONSE,
+       "outside the CSR map"},  // one past PERF[12]'s high word
+      {false,
+       tlm::TLM_WRITE_COMMAND,
+       0x1000,
+       8,
+       8,
+       {},
+       tlm::TLM_BURST_ERROR_RESPONSE,
+       "no data",
+       true},
+      {false,
+       tlm::TLM_WRITE_COMMAND,
+       0x1000,
+       8,
+       8,
+       {},
+       tlm::TLM_BYTE_ENABLE_ERROR_RESPONSE,
+       "empty byte-enable",
+       false,
+       true},
   };
   std::vector<tlm::tlm_response_status> got;
-  std::vector<uint8_t> before, after, expected, debug_read(70);
+  std::vector<uint8_t> before, after, expected, debug_read(70), masked_read;
+  sc_core::sc_time annotated_done;
   uint32_t id = 0, prog_addr = 0;
   uint64_t cycles_at_start = 0;
   Prober prober("prober", [&](Prober& p) {
@@ -339,11 +408,23 @@ TEST_P(PlatformBadInput, ErrorResponsesWithReasonsAndNothingChanges) {
     p.send(false, tlm::TLM_READ_COMMAND, 0xFF8, before.data(), 70, 70);
     for (const Request& r : bad) {
       std::vector<uint8_t> data(std::max(r.length, 4u), 0x11), be = r.byte_enables;
-      got.push_back(p.send(r.csr, r.cmd, r.addr, data.data(), r.length, r.streaming_width, &be));
+      got.push_back(p.send(r.csr, r.cmd, r.addr, r.null_data ? nullptr : data.data(), r.length,
+                           r.streaming_width, &be, r.empty_enables));
     }
-    // The ignore command does nothing and is fine.
+    // The ignore command does nothing and is fine, on either socket; the last CSR word (PERF[12]
+    // high) is in the map.
     uint8_t x[4] = {};
     EXPECT_EQ(p.send(false, tlm::TLM_IGNORE_COMMAND, 0x1000, x, 4, 4), tlm::TLM_OK_RESPONSE);
+    EXPECT_EQ(p.send(true, tlm::TLM_IGNORE_COMMAND, isa::CSR_DOORBELL, x, 4, 4),
+              tlm::TLM_OK_RESPONSE);
+    EXPECT_EQ(p.send(true, tlm::TLM_READ_COMMAND, 0xA4, x, 4, 4), tlm::TLM_OK_RESPONSE);
+    // A transaction annotated 100 ns ahead is applied at that time: it completes within two
+    // clock periods after it.
+    const sc_core::sc_time t0 = sc_core::sc_time_stamp(), ahead(100, sc_core::SC_NS);
+    EXPECT_EQ(p.send(true, tlm::TLM_READ_COMMAND, isa::CSR_ID, x, 4, 4, nullptr, false, ahead,
+                     &annotated_done),
+              tlm::TLM_OK_RESPONSE);
+    annotated_done -= t0;
     // Byte enables on HBM: 40 bytes of 0x55 from an odd address, every other byte enabled.
     std::vector<uint8_t> fives(40, 0x55), be = {0xFF, 0x00};
     EXPECT_EQ(p.send(false, tlm::TLM_WRITE_COMMAND, 0x1003, fives.data(), 40, 40, &be),
@@ -352,6 +433,13 @@ TEST_P(PlatformBadInput, ErrorResponsesWithReasonsAndNothingChanges) {
     EXPECT_EQ(p.send(false, tlm::TLM_READ_COMMAND, 0xFF8, after.data(), 70, 70),
               tlm::TLM_OK_RESPONSE);
     EXPECT_EQ(p.debug(tlm::TLM_READ_COMMAND, 0xFF8, debug_read.data(), 70), 70u);
+    EXPECT_EQ(p.debug(tlm::TLM_READ_COMMAND, 0xFF8, nullptr, 70), 0u);  // no data: nothing done
+    // A read with byte enables fills only the enabled bytes.
+    masked_read.assign(16, 0x77);
+    std::vector<uint8_t> every_other = {0xFF, 0x00};
+    EXPECT_EQ(
+        p.send(false, tlm::TLM_READ_COMMAND, 0x1000, masked_read.data(), 16, 16, &every_other),
+        tlm::TLM_OK_RESPONSE);
     uint8_t buf[4];
     p.send(true, tlm::TLM_READ_COMMAND, isa::CSR_ID, buf, 4, 4);
     std::memcpy(&id, buf, 4);
@@ -378,7 +466,14 @@ TEST_P(PlatformBadInput, ErrorResponsesWithReasonsAndNothingChanges) {
   EXPECT_EQ(after, expected);
   EXPECT_EQ(debug_read, after);
   for (int i = 0; i < 62; ++i) EXPECT_EQ(before[8 + i], 0xAA) << i;  // 0x1000 .. 0x103D
-  EXPECT_GT(chip.cycles(), cycles_at_start);
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(masked_read[i], i % 2 ? 0x77 : after[8 + i]) << "masked read, byte " << i;
+  const sc_core::sc_time period = cfg.clock_period;
+  // (AT: the CSR cycle runs on the first rising edge at or after the annotated time; LT: the
+  // chip runs to the annotated time, then one cycle.)
+  EXPECT_GE(annotated_done, sc_core::sc_time(100, sc_core::SC_NS)) << annotated_done;
+  EXPECT_LE(annotated_done, sc_core::sc_time(100, sc_core::SC_NS) + 2 * period) << annotated_done;
+  EXPECT_GT(chip.cycles(), cycles_at_start + 100);  // the chip ran while the prober worked
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PlatformBadInput,
