@@ -481,5 +481,119 @@ INSTANTIATE_TEST_SUITE_P(Modes, PlatformBadInput,
                                            TimingMode::kApproximatelyTimed),
                          mode_name);
 
+// ---------------------------------------------------------------------------------------------
+// Two initiators at once, one on each socket: a long HBM write and a stream of CSR accesses
+// issued at the same SystemC time. Approximately timed, the module serializes them (one owns the
+// RTL's host ports at a time): no CSR access completes while the write is in progress, and all
+// of them complete correctly. Loosely timed, each runs to completion in its caller's thread.
+
+class OneSocketInitiator : public sc_core::sc_module {
+ public:
+  tlm_utils::simple_initiator_socket<OneSocketInitiator> socket;
+  std::function<void(OneSocketInitiator&)> body;
+  OneSocketInitiator(sc_core::sc_module_name n, std::function<void(OneSocketInitiator&)> b)
+      : sc_module(n), socket("socket"), body(std::move(b)) {
+    SC_HAS_PROCESS(OneSocketInitiator);
+    SC_THREAD(main);
+  }
+  // Returns the response; `begin` / `end`: SystemC time at the call and at completion.
+  tlm::tlm_response_status access(tlm::tlm_command cmd, uint64_t addr, uint8_t* data,
+                                  unsigned length, sc_core::sc_time& begin, sc_core::sc_time& end) {
+    tlm::tlm_generic_payload t;
+    t.set_command(cmd);
+    t.set_address(addr);
+    t.set_data_ptr(data);
+    t.set_data_length(length);
+    t.set_streaming_width(length);
+    t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+    begin = sc_core::sc_time_stamp();
+    socket->b_transport(t, delay);
+    sc_core::wait(delay);
+    end = sc_core::sc_time_stamp();
+    return t.get_response_status();
+  }
+
+ private:
+  void main() { body(*this); }
+};
+
+class PlatformInitiators : public ::testing::TestWithParam<TimingMode> {};
+
+TEST_P(PlatformInitiators, TwoInitiatorsAtOnceAreSerialized) {
+  const systemc::ChipConfig cfg = platform_config(4, GetParam());
+  systemc::TesseraChip chip("chip", cfg);
+  sc_core::sc_signal<bool> irq("irq");
+  chip.irq(irq);
+  std::unique_ptr<sc_core::sc_clock> clock;
+  if (GetParam() == TimingMode::kApproximatelyTimed) {
+    clock = std::make_unique<sc_core::sc_clock>("clock", cfg.clock_period, 0.5,
+                                                cfg.clock_period / 2, true);
+    chip.clk(*clock);
+  }
+  std::mt19937 rng(test::test_seed());
+  std::vector<uint8_t> pattern(4096), readback(4096);
+  for (auto& x : pattern) x = static_cast<uint8_t>(rng());
+  sc_core::sc_time w_begin, w_end, r_begin, r_end;
+  struct Csr {
+    sc_core::sc_time begin, end;
+    tlm::tlm_response_status status;
+    uint32_t value;
+  };
+  std::vector<Csr> csr;
+  int finished = 0;
+  OneSocketInitiator hbm_side("hbm_side", [&](OneSocketInitiator& i) {
+    EXPECT_EQ(i.access(tlm::TLM_WRITE_COMMAND, 0x3000, pattern.data(), 4096, w_begin, w_end),
+              tlm::TLM_OK_RESPONSE);
+    EXPECT_EQ(i.access(tlm::TLM_READ_COMMAND, 0x3000, readback.data(), 4096, r_begin, r_end),
+              tlm::TLM_OK_RESPONSE);
+    if (++finished == 2) sc_core::sc_stop();
+  });
+  OneSocketInitiator csr_side("csr_side", [&](OneSocketInitiator& i) {
+    for (int k = 0; k < 40; ++k) {
+      Csr c;
+      uint32_t v = k % 2 ? isa::CSR_ID : 0x5000 + 16 * k;
+      const uint32_t addr = k % 2 ? isa::CSR_ID : isa::CSR_PROG_ADDR;
+      c.status = i.access(k % 2 ? tlm::TLM_READ_COMMAND : tlm::TLM_WRITE_COMMAND,
+                          k % 2 ? addr : isa::CSR_PROG_ADDR, reinterpret_cast<uint8_t*>(&v), 4,
+                          c.begin, c.end);
+      c.value = v;
+      csr.push_back(c);
+    }
+    uint32_t prog = 0;
+    sc_core::sc_time b, e;
+    EXPECT_EQ(i.access(tlm::TLM_READ_COMMAND, isa::CSR_PROG_ADDR, reinterpret_cast<uint8_t*>(&prog),
+                       4, b, e),
+              tlm::TLM_OK_RESPONSE);
+    EXPECT_EQ(prog, 0x5000u + 16 * 38);  // the last write
+    if (++finished == 2) sc_core::sc_stop();
+  });
+  hbm_side.socket.bind(chip.hbm_socket);
+  csr_side.socket.bind(chip.csr_socket);
+  sc_core::sc_start();
+
+  ASSERT_EQ(finished, 2) << "an initiator never finished (deadlock)";
+  EXPECT_EQ(readback, pattern);
+  ASSERT_EQ(csr.size(), 40u);
+  for (size_t k = 0; k < csr.size(); ++k) {
+    EXPECT_EQ(csr[k].status, tlm::TLM_OK_RESPONSE) << k;
+    if (k % 2) EXPECT_EQ(csr[k].value, isa::CSR_ID_VALUE) << k;
+  }
+  EXPECT_TRUE(chip.errors().empty());
+  if (GetParam() == TimingMode::kApproximatelyTimed) {
+    // The write (128 bursts) takes well over 100 cycles; no CSR access ends inside it.
+    EXPECT_GT(w_end - w_begin, 100 * cfg.clock_period);
+    for (const Csr& c : csr)
+      EXPECT_FALSE(c.end > w_begin + cfg.clock_period && c.end < w_end)
+          << "a CSR access ended at " << c.end << " inside the HBM write " << w_begin << " .. "
+          << w_end;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, PlatformInitiators,
+                         ::testing::Values(TimingMode::kLooselyTimed,
+                                           TimingMode::kApproximatelyTimed),
+                         mode_name);
+
 }  // namespace
 }  // namespace tessera
