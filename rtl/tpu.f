@@ -26,4 +26,5 @@ rtl/mxu/tpu_mxu_unit.sv
 rtl/vpu/tpu_vpu_pkg.sv
 rtl/vpu/tpu_vpu.sv
 rtl/vpu/tpu_vpu_lane.sv
+rtl/ici/tpu_ici_port.sv
 rtl/top/tpu_top.sv

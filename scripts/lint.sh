@@ -10,6 +10,8 @@ tops=(
   "tpu_dma_agen"
   "tpu_dma"
   "tpu_dma_unit"
+  "tpu_ici_port"
+  "tpu_ici_port -GFlitW=64 -GLinkBytes=64 -GCredits=2"
   "tpu_dma -GSramBytes=8192 -GHbmBytes=64'd1048576 -GMaxReads=4 -GElemDepth=8"
   "tpu_hbm_ctrl"
   "tpu_hbm_ctrl -GQueueDepth=12 -GRespDepth=5 -GRowHitCap=3 -GCL=17 -GCWL=5 -GTCCD_S=3"

@@ -37,6 +37,7 @@ case "$(basename "$bin")" in
   test_hbm_ctrl) layout=waves/hbm_ctrl.gtkw ;;
   test_hbm) layout=waves/hbm.gtkw ;;
   test_chip | test_systemc) layout=waves/chip.gtkw ;;
+  test_ici) layout=waves/ici.gtkw ;;
   *) layout=waves/fpu.gtkw ;;
 esac
 
