@@ -846,16 +846,17 @@ std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
     for (size_t i = 0; i < v.size(); ++i) put32(bytes, i * 4, fp::bits(v[i]));
     out.push_back({addr, std::move(bytes)});
   };
-  // dense tensors padded to Cpad columns
-  auto dense = [&](uint64_t addr, const std::vector<float>& v, uint32_t rows, const char* what,
-                   bool bf16) {
+  // A dense tensor ([rows][classes] as Keras has it): element (r, c) at r * row_stride +
+  // c * class_stride of an `elems`-element zero-padded region.
+  auto dense_as = [&](uint64_t addr, const std::vector<float>& v, uint32_t rows, const char* what,
+                      bool bf16, size_t row_stride, size_t class_stride, size_t elems) {
     check(v, size_t{rows} * C, what);
     const int e = bf16 ? 2 : 4;
-    std::vector<uint8_t> bytes(size_t{rows} * Cpad * e, 0);
+    std::vector<uint8_t> bytes(elems * e, 0);
     for (uint32_t r = 0; r < rows; ++r)
       for (uint32_t c = 0; c < C; ++c) {
         const uint32_t bits = fp::bits(v[size_t{r} * C + c]);
-        const size_t at = (size_t{r} * Cpad + c) * e;
+        const size_t at = (r * row_stride + c * class_stride) * e;
         if (bf16)
           put16(bytes, at, fp::fp32_to_bf16(bits));
         else
@@ -863,6 +864,15 @@ std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
       }
     out.push_back({addr, std::move(bytes)});
   };
+  // padded to Cpad columns: [rows][Cpad]
+  auto dense = [&](uint64_t addr, const std::vector<float>& v, uint32_t rows, const char* what,
+                   bool bf16) {
+    dense_as(addr, v, rows, what, bf16, Cpad, 1, size_t{rows} * Cpad);
+  };
+  // the dense kernel transposed: [out_rows][features] (classes, or Cpad with zero rows)
+  auto dense_t = [&](uint64_t addr, const std::vector<float>& v, uint32_t out_rows,
+                     const char* what,
+                     bool bf16) { dense_as(addr, v, D, what, bf16, 1, D, size_t{out_rows} * D); };
   const HbmLayout& L = layout_;
   f32s(L.conv_w, p.conv_kernel, size_t{T} * F, "conv kernel");
   f32s(L.conv_w_m, s.m.conv_kernel, size_t{T} * F, "conv kernel m");
@@ -876,23 +886,6 @@ std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
       put16(bytes, i * 2, fp::fp32_to_bf16(fp::bits(p.conv_kernel[i])));
     out.push_back({L.conv_w16, std::move(bytes)});
   }
-  // the dense kernel transposed: [classes][features] fp32 and [Cpad][features] bf16
-  auto dense_t = [&](uint64_t addr, const std::vector<float>& v, uint32_t rows, const char* what,
-                     bool bf16) {
-    check(v, size_t{D} * C, what);
-    const int e = bf16 ? 2 : 4;
-    std::vector<uint8_t> bytes(size_t{rows} * D * e, 0);
-    for (uint32_t c = 0; c < C; ++c)
-      for (uint32_t d = 0; d < D; ++d) {
-        const uint32_t bits = fp::bits(v[size_t{d} * C + c]);
-        const size_t at = (size_t{c} * D + d) * e;
-        if (bf16)
-          put16(bytes, at, fp::fp32_to_bf16(bits));
-        else
-          put32(bytes, at, bits);
-      }
-    out.push_back({addr, std::move(bytes)});
-  };
   dense_t(L.dense_w, p.dense_kernel, C, "dense kernel", false);
   dense_t(L.dense_w_m, s.m.dense_kernel, C, "dense kernel m", false);
   dense_t(L.dense_w_v, s.v.dense_kernel, C, "dense kernel v", false);

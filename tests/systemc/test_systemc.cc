@@ -242,6 +242,22 @@ INSTANTIATE_TEST_SUITE_P(Modes, PlatformTrainStep,
 // Bad transactions, from a raw initiator: each gets its error response and a logged reason;
 // nothing in the chip changes; good transactions around them work (byte enables included).
 
+// The chip on its own, for tests that drive its sockets with their own initiators: its
+// interrupt signal, and (approximately timed) its clock with rising edges half a period in.
+struct StandaloneChip {
+  explicit StandaloneChip(const systemc::ChipConfig& cfg) : chip("chip", cfg), irq("irq") {
+    chip.irq(irq);
+    if (cfg.mode == TimingMode::kApproximatelyTimed) {
+      clock = std::make_unique<sc_core::sc_clock>("clock", cfg.clock_period, 0.5,
+                                                  cfg.clock_period / 2, true);
+      chip.clk(*clock);
+    }
+  }
+  systemc::TesseraChip chip;
+  sc_core::sc_signal<bool> irq;
+  std::unique_ptr<sc_core::sc_clock> clock;
+};
+
 struct Request {
   bool csr;
   tlm::tlm_command cmd;
@@ -307,15 +323,8 @@ class PlatformBadInput : public ::testing::TestWithParam<TimingMode> {};
 
 TEST_P(PlatformBadInput, ErrorResponsesWithReasonsAndNothingChanges) {
   const systemc::ChipConfig cfg = platform_config(4, GetParam());
-  systemc::TesseraChip chip("chip", cfg);
-  sc_core::sc_signal<bool> irq("irq");
-  chip.irq(irq);
-  std::unique_ptr<sc_core::sc_clock> clock;
-  if (GetParam() == TimingMode::kApproximatelyTimed) {
-    clock = std::make_unique<sc_core::sc_clock>("clock", cfg.clock_period, 0.5,
-                                                cfg.clock_period / 2, true);
-    chip.clk(*clock);
-  }
+  StandaloneChip standalone(cfg);
+  systemc::TesseraChip& chip = standalone.chip;
   const uint64_t hbm = chip.hbm_bytes();
   const std::vector<Request> bad = {
       {true,
@@ -522,15 +531,8 @@ class PlatformInitiators : public ::testing::TestWithParam<TimingMode> {};
 
 TEST_P(PlatformInitiators, TwoInitiatorsAtOnceAreSerialized) {
   const systemc::ChipConfig cfg = platform_config(4, GetParam());
-  systemc::TesseraChip chip("chip", cfg);
-  sc_core::sc_signal<bool> irq("irq");
-  chip.irq(irq);
-  std::unique_ptr<sc_core::sc_clock> clock;
-  if (GetParam() == TimingMode::kApproximatelyTimed) {
-    clock = std::make_unique<sc_core::sc_clock>("clock", cfg.clock_period, 0.5,
-                                                cfg.clock_period / 2, true);
-    chip.clk(*clock);
-  }
+  StandaloneChip standalone(cfg);
+  systemc::TesseraChip& chip = standalone.chip;
   std::mt19937 rng(test::test_seed());
   std::vector<uint8_t> pattern(4096), readback(4096);
   for (auto& x : pattern) x = static_cast<uint8_t>(rng());
