@@ -282,7 +282,6 @@ void CnnTrainStep::compile() {
     for (uint32_t k = 1; k <= 4; ++k) b.vpu_li(11 + k, k);  // v12..v15 = the codes 1..4
     b.signal(isa::Unit::kVpu);
     const uint32_t slots = chip_.acc_rows / RW;
-    uint32_t slot_counter = 0;
     const uint32_t items = B * PH;
     auto load = [&](uint32_t i) {
       const uint32_t img = i / PH, py = i % PH;
@@ -299,55 +298,75 @@ void CnnTrainStep::compile() {
     // Loads run nin - 1 items ahead (one buffer: none, it would overwrite the data in use).
     const uint32_t ahead = nin - 1;
     for (uint32_t k = 0; k < ahead && k < items; ++k) load(k);
+    // Work units u = (item, column tile j): the MXU's convolution into ACC region u % slots, then
+    // the VPU's epilogue. With two or more regions the MXU work of unit u + 1 is emitted before
+    // the epilogue of unit u, so the in-order decode hands the MXU its next unit while the VPU
+    // works (otherwise the VPU would wait for each unit's matmul in turn). Numerics are
+    // unchanged: every ACC row gets the same operations in the same order.
+    const uint32_t units = items * Fc;
+    const bool pipelined = ahead > 0 && slots >= 2;
+    auto region = [&](uint32_t u) { return (u % slots) * RW; };
+    auto emit_mxu = [&](uint32_t u) {
+      const uint32_t j = u % Fc, buf = (u / Fc) % nin, acc0 = region(u);
+      for (uint32_t kt = 0; kt < Kc; ++kt) {
+        b.mxu_ldw(w16 + (kt * N * F + j * N) * 2, F * 2);
+        b.mxu_mm(kt > 0, col[buf] + kt * row2n, Kc * row2n, RW, acc0);
+      }
+      b.signal(isa::Unit::kMxu);
+    };
+    auto emit_epilogue = [&](uint32_t u) {
+      const uint32_t j = u % Fc, ob = (u / Fc) % nout, acc0 = region(u);
+      // bias, relu, 2x2 max pool; argmax code: first window position holding the max
+      // (0..3 in row-major order), 4 when the relu output is 0 (no gradient flows). The codes
+      // are packed 3 bits each, 10 pooled columns to an int32 word (v9), so the backward pass
+      // reads 2 words per channel instead of 13 bf16 codes: the DMA moves fewer elements.
+      b.vpu_ld(kF32, 7, bias + j * row4n);
+      for (uint32_t px = 0; px < PW; ++px) {
+        const uint32_t r0 = acc0 + 2 * px, r1 = acc0 + CW + 2 * px;
+        b.vpu_ld(kAcc, 1, r0);
+        b.vpu_ld(kAcc, 2, r0 + 1);
+        b.vpu_ld(kAcc, 3, r1);
+        b.vpu_ld(kAcc, 4, r1 + 1);
+        b.vpu_op(Fn::kMax, 5, 1, 2);
+        b.vpu_op(Fn::kMax, 6, 3, 4);
+        b.vpu_op(Fn::kMax, 5, 5, 6);
+        b.vpu_op(Fn::kAdd, 6, 5, 7);
+        b.vpu_op(Fn::kMax, 6, 6, 0);
+        b.vpu_st(kBf16, 6, feat[ob] + (px * F + j * N) * 2);
+        b.vpu_op(Fn::kCmpEq, 8, 3, 5);
+        b.vpu_op(Fn::kSel, 11, 13, 14, 8);
+        b.vpu_op(Fn::kCmpEq, 8, 2, 5);
+        b.vpu_op(Fn::kSel, 11, 12, 11, 8);
+        b.vpu_op(Fn::kCmpEq, 8, 1, 5);
+        b.vpu_op(Fn::kSel, 11, 0, 11, 8);
+        b.vpu_op(Fn::kCmpLt, 8, 0, 6);
+        b.vpu_op(Fn::kSel, 11, 11, 15, 8);
+        const uint32_t slot = px % kCodesPerWord, word = px / kCodesPerWord;
+        if (slot == 0) {
+          b.vpu_op(Fn::kIOr, 9, 11, 0);
+        } else {
+          b.vpu_li(10, 3 * slot);
+          b.vpu_op(Fn::kShl, 8, 11, 10);
+          b.vpu_op(Fn::kIOr, 9, 9, 8);
+        }
+        if (slot == kCodesPerWord - 1 || px + 1 == PW)
+          b.vpu_st(kF32, 9, code[ob] + (word * F + j * N) * 4);
+      }
+    };
+    if (pipelined && units > 0) emit_mxu(0);
     for (uint32_t i = 0; i < items; ++i) {
-      const uint32_t img = i / PH, py = i % PH, buf = i % nin, ob = i % nout;
+      const uint32_t img = i / PH, py = i % PH, ob = i % nout;
       if (ahead == 0)
         load(i);
       else if (i + ahead < items)
         load(i + ahead);
       for (uint32_t j = 0; j < Fc; ++j) {
-        const uint32_t acc0 = (slot_counter++ % slots) * RW;
-        for (uint32_t kt = 0; kt < Kc; ++kt) {
-          b.mxu_ldw(w16 + (kt * N * F + j * N) * 2, F * 2);
-          b.mxu_mm(kt > 0, col[buf] + kt * row2n, Kc * row2n, RW, acc0);
-        }
-        b.signal(isa::Unit::kMxu);
-        // bias, relu, 2x2 max pool; argmax code: first window position holding the max
-        // (0..3 in row-major order), 4 when the relu output is 0 (no gradient flows). The codes
-        // are packed 3 bits each, 10 pooled columns to an int32 word (v9), so the backward pass
-        // reads 2 words per channel instead of 13 bf16 codes: the DMA moves fewer elements.
-        b.vpu_ld(kF32, 7, bias + j * row4n);
-        for (uint32_t px = 0; px < PW; ++px) {
-          const uint32_t r0 = acc0 + 2 * px, r1 = acc0 + CW + 2 * px;
-          b.vpu_ld(kAcc, 1, r0);
-          b.vpu_ld(kAcc, 2, r0 + 1);
-          b.vpu_ld(kAcc, 3, r1);
-          b.vpu_ld(kAcc, 4, r1 + 1);
-          b.vpu_op(Fn::kMax, 5, 1, 2);
-          b.vpu_op(Fn::kMax, 6, 3, 4);
-          b.vpu_op(Fn::kMax, 5, 5, 6);
-          b.vpu_op(Fn::kAdd, 6, 5, 7);
-          b.vpu_op(Fn::kMax, 6, 6, 0);
-          b.vpu_st(kBf16, 6, feat[ob] + (px * F + j * N) * 2);
-          b.vpu_op(Fn::kCmpEq, 8, 3, 5);
-          b.vpu_op(Fn::kSel, 11, 13, 14, 8);
-          b.vpu_op(Fn::kCmpEq, 8, 2, 5);
-          b.vpu_op(Fn::kSel, 11, 12, 11, 8);
-          b.vpu_op(Fn::kCmpEq, 8, 1, 5);
-          b.vpu_op(Fn::kSel, 11, 0, 11, 8);
-          b.vpu_op(Fn::kCmpLt, 8, 0, 6);
-          b.vpu_op(Fn::kSel, 11, 11, 15, 8);
-          const uint32_t slot = px % kCodesPerWord, word = px / kCodesPerWord;
-          if (slot == 0) {
-            b.vpu_op(Fn::kIOr, 9, 11, 0);
-          } else {
-            b.vpu_li(10, 3 * slot);
-            b.vpu_op(Fn::kShl, 8, 11, 10);
-            b.vpu_op(Fn::kIOr, 9, 9, 8);
-          }
-          if (slot == kCodesPerWord - 1 || px + 1 == PW)
-            b.vpu_st(kF32, 9, code[ob] + (word * F + j * N) * 4);
-        }
+        const uint32_t u = i * Fc + j;
+        if (!pipelined)
+          emit_mxu(u);
+        else if (u + 1 < units)
+          emit_mxu(u + 1);  // (its item's inputs were loaded `ahead` >= 1 items earlier)
+        emit_epilogue(u);
       }
       b.signal(isa::Unit::kVpu);
       const uint64_t at = (uint64_t{img} * D + uint64_t{py} * PW * F) * 2;
