@@ -51,18 +51,15 @@ class ChipCoreOf : public ChipCore {
   hbm::HbmAddressMap map_;
 };
 
-bool same(const driver::DeviceConfig& a, const driver::DeviceConfig& b) {
-  return a.n == b.n && a.ub_bytes == b.ub_bytes && a.acc_rows == b.acc_rows &&
-         a.channels == b.channels;
-}
-
 }  // namespace
 
 std::unique_ptr<ChipCore> ChipCore::make(const driver::DeviceConfig& config,
                                          const std::string& wave_name) {
   const auto built = driver::rtl_configurations();
-  if (same(config, built[0])) return std::make_unique<ChipCoreOf<Vtpu_top_n4>>(config, wave_name);
-  if (same(config, built[1])) return std::make_unique<ChipCoreOf<Vtpu_top_n16>>(config, wave_name);
+  if (driver::same_chip(config, built[0]))
+    return std::make_unique<ChipCoreOf<Vtpu_top_n4>>(config, wave_name);
+  if (driver::same_chip(config, built[1]))
+    return std::make_unique<ChipCoreOf<Vtpu_top_n16>>(config, wave_name);
   std::ostringstream s;
   s << "the SystemC platform wraps the verilated chip at N = 4 (UB 8192 bytes, 64 ACC rows) or "
     << "N = 16 (UB 65536 bytes, 256 ACC rows), 1 pseudo-channel; asked for N = " << config.n

@@ -43,6 +43,7 @@
 
 #include "sim/systemc/chip_core.h"
 #include "tessera/driver.h"
+#include "tessera/isa_gen.h"
 
 namespace tessera::systemc {
 
@@ -60,7 +61,7 @@ struct ChipConfig {
 };
 
 // The CSR socket's map: CSR offsets below this (the PERF counters end it).
-constexpr uint64_t kCsrMapBytes = 0x40 + 8 * driver::kPerfCounters;
+constexpr uint64_t kCsrMapBytes = isa::CSR_PERF_BASE + 8 * driver::kPerfCounters;
 
 class TesseraChip : public sc_core::sc_module {
  public:
