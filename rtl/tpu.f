@@ -2,6 +2,7 @@
 +incdir+rtl/pkg
 rtl/pkg/tpu_pkg.sv
 rtl/pkg/tpu_isa_pkg.sv
+rtl/ici/tpu_ici_pkg.sv
 rtl/fpu/tpu_fp_pkg.sv
 rtl/fpu/tpu_fpu.sv
 rtl/fpu/tpu_fp_divsqrt.sv
@@ -27,4 +28,5 @@ rtl/vpu/tpu_vpu_pkg.sv
 rtl/vpu/tpu_vpu.sv
 rtl/vpu/tpu_vpu_lane.sv
 rtl/ici/tpu_ici_port.sv
+rtl/ici/tpu_ici_rx.sv
 rtl/top/tpu_top.sv

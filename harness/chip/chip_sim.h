@@ -58,6 +58,11 @@ class ChipSim {
     m.host_wr_done_ready_i = 0;
     hbm::HbmSystem<Model>::clear(m.rdata_valid_i);
     hbm::HbmSystem<Model>::clear(m.rdata_i);
+    // ICI links: down and quiet unless a RingSim wires this chip to its neighbours.
+    m.link_up_i = 0;
+    m.ici_credit_i = 0;
+    m.ici_rx_valid_i = 0;
+    m.ici_rx_flit_i = {};
     sim_.reset();
   }
 

@@ -12,6 +12,10 @@
 // stops dispatching, flushes the queues, asserts abort_o until the units are idle and the
 // fetches have drained, then reports STATUS faulted. HALT waits for every queue and unit to be
 // empty and idle. Throughput: one instruction decoded per cycle; a unit gets one per cycle.
+// Multi-chip (docs/isa.md): a remote SIGNAL (DMA queue, link next/prev) leaves the queue when
+// the DMA is idle and the link takes the signal flit (rsig_*); remote counters RC0..RC15 count
+// the neighbours' signals (rc_inc_i) and remote WAITs wait on them. Remote ops on a link that
+// is not up fault LINK_DOWN at decode; a remote WAIT with no link up faults SYNC_DEADLOCK.
 `include "tpu_assert.svh"
 
 module tpu_seq #(
@@ -55,6 +59,14 @@ module tpu_seq #(
   input  logic [Units*32-1:0]  unit_fault_pc_i,
   input  logic [Units*32-1:0]  unit_fault_addr_i,
   input  logic [Units*32-1:0]  unit_fault_info_i,
+  // multi-chip
+  input  logic [1:0]           link_up_i,            // [0] next, [1] prev: a chip is there
+  output logic                 rsig_valid_o,         // a remote SIGNAL to send ...
+  output logic [1:0]           rsig_link_o,          // ... over this link ...
+  output logic [3:0]           rsig_sc_o,            // ... for the neighbour's RCsc
+  input  logic                 rsig_ready_i,         // the link took it
+  input  logic                 rc_inc_i,             // a neighbour's signal: RC[rc_sc_i] += 1
+  input  logic [3:0]           rc_sc_i,
   output logic                 abort_o,              // drop work: a fault is being handled
   // activity, for the performance counters
   output logic                 running_o,            // a program is running
@@ -106,6 +118,7 @@ module tpu_seq #(
   logic [Units-1:0]          q_full, q_empty;
   logic [Units*(QW+1)-1:0]   q_cnt_q;
   logic [16*32-1:0]          sc_q;                      // sync counters, c at [32c +: 32]
+  logic [16*32-1:0]          rc_q;                      // remote counters, likewise
   logic [16*32-1:0]          sig_disp_q;                // SIGNALs dispatched per counter
   logic [15:0]               sc_owned_q;                // counter c has been signalled ...
   logic [16*2-1:0]           sc_owner_q;                // ... by this unit (one per program)
@@ -121,7 +134,7 @@ module tpu_seq #(
   assign all_quiet = (q_empty == '1) && (unit_idle_i == '1);
 
   // Static checks of the instruction at the head of the fetch buffer.
-  logic        illegal, ub_bad, acc_bad, no_tiles, too_many, deadlock;
+  logic        illegal, ub_bad, acc_bad, no_tiles, too_many, deadlock, link_down;
   logic [31:0] acc_bad_row;
   logic [1:0]  target;                                  // unit of a queued instruction
   logic        to_unit;                                 // goes into a unit queue
@@ -136,6 +149,7 @@ module tpu_seq #(
     no_tiles    = 1'b0;
     too_many    = 1'b0;
     deadlock    = 1'b0;
+    link_down   = 1'b0;
     acc_bad_row = '0;
     target      = 2'd0;
     to_unit     = 1'b0;
@@ -147,20 +161,29 @@ module tpu_seq #(
     unique case (w0[7:0])
       tpu_isa_pkg::OP_NOP, tpu_isa_pkg::OP_HALT, tpu_isa_pkg::OP_FENCE: illegal = w0[31:8] != '0 || w1 != '0 || w2 != '0 || w3 != '0;
       tpu_isa_pkg::OP_IRQ: illegal = w0[31:8] != '0 || w2 != '0 || w3 != '0;
-      tpu_isa_pkg::OP_WAIT, tpu_isa_pkg::OP_SIGNAL: begin
-        illegal = (w0 & 32'hFFFF_0C00) != '0 || w0[9:8] == 2'd3 || w2 != '0 || w3 != '0 ||
-                  (w0[7:0] == tpu_isa_pkg::OP_SIGNAL && w1 != '0);
-        // The wait rule, and one signalling unit per counter: a SIGNAL of another unit could
-        // meet a WAIT before the SIGNAL the program orders it after (docs/isa.md, Sync).
-        deadlock = (w0[7:0] == tpu_isa_pkg::OP_WAIT && sig_disp_q[32*w0[15:12] +: 32] < w1) ||
-                   (w0[7:0] == tpu_isa_pkg::OP_SIGNAL && sc_owned_q[w0[15:12]] &&
-                    sc_owner_q[2*w0[15:12] +: 2] != w0[9:8]);
+      tpu_isa_pkg::OP_WAIT: begin
+        // w0[10]: a remote WAIT (on RCsc). The wait rule holds for local counters only; a
+        // remote counter can be met only while a neighbour is there.
+        illegal  = (w0 & 32'hFFFF_0800) != '0 || w0[9:8] == 2'd3 || w2 != '0 || w3 != '0;
+        deadlock = w0[10] ? link_up_i == '0 : sig_disp_q[32*w0[15:12] +: 32] < w1;
+      end
+      tpu_isa_pkg::OP_SIGNAL: begin
+        // w0[11:10]: the link of a remote SIGNAL (DMA only). Locally, one signalling unit per
+        // counter: a SIGNAL of another unit could meet a WAIT before the SIGNAL the program
+        // orders it after (docs/isa.md, Sync).
+        illegal   = (w0 & 32'hFFFF_0000) != '0 || w0[9:8] == 2'd3 || w1 != '0 || w2 != '0 ||
+                    w3 != '0 || w0[11:10] == 2'd3 ||
+                    (w0[11:10] != tpu_isa_pkg::LINK_LOCAL && w0[9:8] != tpu_isa_pkg::UNIT_DMA);
+        link_down = w0[11:10] != tpu_isa_pkg::LINK_LOCAL && !link_up_i[w0[11]];
+        deadlock  = w0[11:10] == tpu_isa_pkg::LINK_LOCAL && sc_owned_q[w0[15:12]] &&
+                    sc_owner_q[2*w0[15:12] +: 2] != w0[9:8];
       end
       tpu_isa_pkg::OP_DMA_LOOP: begin
         illegal = w0[15:10] != '0 || w0[31:16] == '0 || w2[31:16] != '0 || w2[15:0] == '0;
       end
       tpu_isa_pkg::OP_DMA_COPY: begin
-        illegal = (w0 & 32'hFFFF_0C00) != '0 || w3 != '0;
+        illegal   = (w0 & 32'hFFFF_0000) != '0 || w3 != '0 || w0[11:10] == 2'd3;
+        link_down = w0[11:10] != tpu_isa_pkg::LINK_LOCAL && !link_up_i[w0[11]];
       end
       tpu_isa_pkg::OP_MXU_LDW, tpu_isa_pkg::OP_MXU_MM: begin
         if (w0[7:0] == tpu_isa_pkg::OP_MXU_LDW) begin
@@ -258,6 +281,10 @@ module tpu_seq #(
       dec_fault = 1'b1;
       dec_code  = tpu_isa_pkg::FAULT_SYNC_DEADLOCK;
       dec_info  = {28'd0, w0[15:12]};
+    end else if (link_down) begin
+      dec_fault = 1'b1;
+      dec_code  = tpu_isa_pkg::FAULT_LINK_DOWN;
+      dec_info  = {30'd0, w0[11:10]};
     end
     dec_halt = w0[7:0] == tpu_isa_pkg::OP_HALT;
     // Decoded (leaves the fetch buffer) this cycle:
@@ -281,20 +308,30 @@ module tpu_seq #(
     end
   end
   always_comb begin
-    head_pop  = '0;
-    head_hand = '0;
+    head_pop     = '0;
+    head_hand    = '0;
+    rsig_valid_o = 1'b0;
+    rsig_link_o  = unit_instr_o[10 +: 2];               // only the DMA signals remotely
+    rsig_sc_o    = unit_instr_o[12 +: 4];
     for (int u = 0; u < Units; u++) begin
       logic [7:0]  opc;
       logic [3:0]  sc;
+      logic [1:0]  where;
       logic [31:0] value;
       opc   = unit_instr_o[128*u +: 8];
+      where = unit_instr_o[128*u + 10 +: 2];
       sc    = unit_instr_o[128*u + 12 +: 4];
       value = unit_instr_o[128*u + 32 +: 32];
       unit_valid_o[u] = 1'b0;
       unit_stall_o[u] = 1'b0;
       if (!q_empty[u] && state_q == RunS) begin
         if (opc == tpu_isa_pkg::OP_WAIT) begin
-          head_pop[u]     = sc_q[32*sc +: 32] >= value;
+          head_pop[u]     = (where[0] ? rc_q[32*sc +: 32] : sc_q[32*sc +: 32]) >= value;
+          unit_stall_o[u] = !head_pop[u];
+        end else if (opc == tpu_isa_pkg::OP_SIGNAL && where != tpu_isa_pkg::LINK_LOCAL) begin
+          // after every earlier copy's last flit: then the signal flit follows them
+          rsig_valid_o    = unit_idle_i[u];
+          head_pop[u]     = unit_idle_i[u] && rsig_ready_i;
           unit_stall_o[u] = !head_pop[u];
         end else if (opc == tpu_isa_pkg::OP_SIGNAL) begin
           head_pop[u]     = unit_idle_i[u];
@@ -314,6 +351,7 @@ module tpu_seq #(
       sc_add[2*c +: 2] = '0;
       for (int u = 0; u < Units; u++) begin
         if (head_pop[u] && unit_instr_o[128*u +: 8] == tpu_isa_pkg::OP_SIGNAL &&
+            unit_instr_o[128*u + 10 +: 2] == tpu_isa_pkg::LINK_LOCAL &&
             unit_instr_o[128*u + 12 +: 4] == 4'(c)) begin
           sc_add[2*c +: 2] = sc_add[2*c +: 2] + 2'd1;
         end
@@ -367,6 +405,7 @@ module tpu_seq #(
       fault_info_o <= '0;
       irq_code_o   <= '0;
       sc_q         <= '0;
+      rc_q         <= '0;
       sig_disp_q   <= '0;
       sc_owned_q   <= '0;
       sc_owner_q   <= '0;
@@ -406,7 +445,8 @@ module tpu_seq #(
                                      (QW+1)'(head_pop[u]);
       end
       for (int c = 0; c < 16; c++) sc_q[32*c +: 32] <= sc_q[32*c +: 32] + 32'(sc_add[2*c +: 2]);
-      if (dec_go && w0[7:0] == tpu_isa_pkg::OP_SIGNAL) begin
+      if (rc_inc_i) rc_q[32*rc_sc_i +: 32] <= rc_q[32*rc_sc_i +: 32] + 32'd1;
+      if (dec_go && w0[7:0] == tpu_isa_pkg::OP_SIGNAL && w0[11:10] == tpu_isa_pkg::LINK_LOCAL) begin
         sig_disp_q[32*w0[15:12] +: 32] <= sig_disp_q[32*w0[15:12] +: 32] + 32'd1;
         sc_owned_q[w0[15:12]]          <= 1'b1;
         sc_owner_q[2*w0[15:12] +: 2]   <= w0[9:8];
@@ -445,6 +485,7 @@ module tpu_seq #(
             fault_addr_o <= '0;
             fault_info_o <= '0;
             sc_q         <= '0;
+            rc_q         <= '0;
             sig_disp_q   <= '0;
             sc_owned_q   <= '0;
           end

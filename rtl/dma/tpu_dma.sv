@@ -44,6 +44,7 @@ module tpu_dma #(
   output logic                     desc_ready_o,      // idle: the descriptor is taken
   input  logic                     src_space_i,       // 0: HBM, 1: SRAM
   input  logic                     dst_space_i,       // 0: HBM, 1: SRAM
+  input  logic                     dst_remote_i,      // 1: write the words to remote_w_*
   input  logic [3:0]               elem_bytes_i,      // 2 (bf16) or 4 (fp32), both sides
   input  logic [AddrW-1:0]         src_base_i,        // byte address of source element 0
   input  logic [4*CountW-1:0]      src_count_i,       // loop k's count at bits CountW*k
@@ -90,7 +91,15 @@ module tpu_dma #(
   input  logic                     sram_wgnt_i,       // the write happens when both are high
   output logic [SramAddrW-1:0]     sram_waddr_o,      // word index
   output logic [WordBytes-1:0]     sram_wmask_o,      // byte enables
-  output logic [WordW-1:0]         sram_wdata_o
+  output logic [WordW-1:0]         sram_wdata_o,
+  // Remote destination (dst_remote_i): each destination word goes out here instead, taken
+  // when remote_w_ready_i; it counts as performed when taken (the ICI link carries it on).
+  output logic                     remote_w_valid_o,
+  input  logic                     remote_w_ready_i,
+  output logic                     remote_w_space_o,   // the destination space
+  output logic [AddrW-OffW-1:0]    remote_w_word_o,    // word address in that space
+  output logic [WordBytes-1:0]     remote_w_strb_o,
+  output logic [WordW-1:0]         remote_w_data_o
 );
   localparam int unsigned AW1     = AddrW + 1;                    // signed address width
   localparam int unsigned OffW    = $clog2(WordBytes);            // byte offset in a word
@@ -109,7 +118,7 @@ module tpu_dma #(
   // ---------------------------------------------------------------------------------------------
   // Descriptor registers and the checks made before anything moves
   // ---------------------------------------------------------------------------------------------
-  logic                 src_space_q, dst_space_q;
+  logic                 src_space_q, dst_space_q, dst_remote_q;
   logic [3:0]           elem_bytes_q;
   logic [AddrW-1:0]     src_base_q, dst_base_q;
   logic [4*CountW-1:0]  src_count_q, dst_count_q;
@@ -119,6 +128,7 @@ module tpu_dma #(
     if (desc_valid_i && desc_ready_o) begin
       src_space_q  <= src_space_i;
       dst_space_q  <= dst_space_i;
+      dst_remote_q <= dst_remote_i;
       elem_bytes_q <= elem_bytes_i;
       src_base_q   <= src_base_i;
       src_count_q  <= src_count_i;
@@ -496,7 +506,7 @@ module tpu_dma #(
   // Destination writes and the shared HBM request channel
   // ---------------------------------------------------------------------------------------------
   // SRAM: the head word is written when granted.
-  assign sram_wreq_o  = !wq_empty && (dst_space_q != SpaceHbm);
+  assign sram_wreq_o  = !wq_empty && (dst_space_q != SpaceHbm) && !dst_remote_q;
   assign sram_waddr_o = wq_word[SramAddrW-1:0];
   assign sram_wmask_o = wq_strb;
   assign sram_wdata_o = wq_data;
@@ -509,7 +519,7 @@ module tpu_dma #(
   logic       want_rd, want_wr, sel_wr, lock_q, lock_wr_q, rr_wr_q, req_fire;
   logic       wr_req_now, wr_wd_now;
   assign want_rd = rq_valid_q && (src_space_q == SpaceHbm);
-  assign want_wr = !wq_empty && (dst_space_q == SpaceHbm) && !wq_req_sent_q &&
+  assign want_wr = !wq_empty && (dst_space_q == SpaceHbm) && !dst_remote_q && !wq_req_sent_q &&
                    (wr_out_q < WrOutW'(MaxWrites));
   // A request offered and not taken stays offered (lock); otherwise reads and writes alternate.
   assign sel_wr  = lock_q ? lock_wr_q : (want_wr && (!want_rd || rr_wr_q));
@@ -522,15 +532,21 @@ module tpu_dma #(
   assign rq_issue        = rq_valid_q &&
                            ((src_space_q == SpaceHbm) ? (req_fire && !sel_wr) : sram_rgnt_i);
 
-  assign hbm_wd_valid_o = !wq_empty && (dst_space_q == SpaceHbm) && !wq_wd_sent_q &&
+  assign hbm_wd_valid_o = !wq_empty && (dst_space_q == SpaceHbm) && !dst_remote_q && !wq_wd_sent_q &&
                           (wq_req_sent_q || (hbm_req_valid_o && sel_wr));
   assign hbm_wd_data_o  = wq_data;
   assign hbm_wd_strb_o  = wq_strb;
   assign wr_req_now     = req_fire && sel_wr;
   assign wr_wd_now      = hbm_wd_valid_o && hbm_wd_ready_i;
-  assign wq_pop = !wq_empty && ((dst_space_q == SpaceHbm)
+  assign wq_pop = !wq_empty && (dst_remote_q ? remote_w_ready_i :
+                                (dst_space_q == SpaceHbm)
                                   ? ((wq_req_sent_q || wr_req_now) && (wq_wd_sent_q || wr_wd_now))
                                   : sram_wgnt_i);
+  assign remote_w_valid_o = !wq_empty && dst_remote_q;
+  assign remote_w_space_o = dst_space_q;
+  assign remote_w_word_o  = wq_word;
+  assign remote_w_strb_o  = wq_strb;
+  assign remote_w_data_o  = wq_data;
   assign hbm_wr_done_ready_o = 1'b1;
 
   always_ff @(posedge clk_i or negedge rst_ni) begin

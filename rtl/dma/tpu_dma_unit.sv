@@ -5,7 +5,10 @@
 // has finished (every destination write performed). A copy's fault (range, count mismatch,
 // element size, alignment) is reported to the sequencer as FAULT_DMA for one cycle, with the
 // copy's PC, the DMA fault code as info and the offending address. clear_i (the doorbell)
-// resets the loop registers to count 1, stride 0.
+// resets the loop registers to count 1, stride 0. A remote copy (w0[11:10] = link, next or
+// prev: docs/isa.md, "Multi-chip") writes its destination words to ici_* as flits for that
+// link (tpu_ici_pkg) instead of this chip's memories; it has finished when its last flit has
+// been taken by the link port.
 module tpu_dma_unit #(
   parameter longint unsigned HbmBytes = 64'd1 << 28, // HBM space (Channels x 256 MiB)
   parameter int unsigned     UbBytes  = 262144,      // unified buffer space
@@ -54,12 +57,18 @@ module tpu_dma_unit #(
   input  logic                ub_wgnt_i,
   output logic [UbAddrW-1:0]  ub_waddr_o,
   output logic [31:0]         ub_wmask_o,
-  output logic [255:0]        ub_wdata_o
+  output logic [255:0]        ub_wdata_o,
+  // remote writes: one flit per destination word, for link ici_link_o
+  output logic                ici_valid_o,
+  input  logic                ici_ready_i,
+  output logic [1:0]          ici_link_o,           // tpu_isa_pkg::LINK_NEXT / LINK_PREV
+  output logic [tpu_ici_pkg::FlitW-1:0] ici_flit_o
 );
   // Loop registers: walk w (0 source, 1 destination), loop k at [.. * (4w + k) +: ..].
   logic [8*CountW-1:0] count_q;
   logic [8*33-1:0]     stride_q;                   // signed, sign-extended to 33 bits
   logic [31:0]         pc_q;                       // the copy in progress
+  logic [1:0]          link_q;                     // its destination link (0: this chip)
   logic                copying_q;
 
   logic is_loop, is_copy, take;
@@ -79,6 +88,7 @@ module tpu_dma_unit #(
       count_q   <= {8{16'd1}};
       stride_q  <= '0;
       pc_q      <= '0;
+      link_q    <= '0;
       copying_q <= 1'b0;
     end else if (clear_i) begin
       count_q   <= {8{16'd1}};
@@ -98,6 +108,7 @@ module tpu_dma_unit #(
       if (take && is_copy) begin
         copying_q <= 1'b1;
         pc_q      <= pc_i;
+        link_q    <= instr_i[11:10];
       end
       if (done) copying_q <= 1'b0;
     end
@@ -111,7 +122,14 @@ module tpu_dma_unit #(
   assign fault_info_o = {28'd0, dma_code};
 
   logic unused_bits;
-  assign unused_bits = ^{busy, dma_addr[32], instr_i[95:80], instr_i[11:10], unused_moved};
+  assign unused_bits = ^{busy, dma_addr[32], instr_i[95:80], unused_moved};
+
+  logic         rw_space;
+  logic [26:0]  rw_word;
+  logic [31:0]  rw_strb;
+  logic [255:0] rw_data;
+  assign ici_link_o = link_q;
+  assign ici_flit_o = tpu_ici_pkg::write_flit(rw_space, rw_word, rw_strb, rw_data);
 
   tpu_dma #(
     .HbmAddrW  (32),
@@ -124,6 +142,7 @@ module tpu_dma_unit #(
     .desc_ready_o        (desc_ready),
     .src_space_i         (instr_i[8]),
     .dst_space_i         (instr_i[9]),
+    .dst_remote_i        (instr_i[11:10] != tpu_isa_pkg::LINK_LOCAL),
     .elem_bytes_i        (instr_i[15:12]),
     .src_base_i          (instr_i[63:32]),
     .src_count_i         (count_q[0 +: 4*CountW]),
@@ -163,6 +182,12 @@ module tpu_dma_unit #(
     .sram_wgnt_i         (ub_wgnt_i),
     .sram_waddr_o        (ub_waddr_o),
     .sram_wmask_o        (ub_wmask_o),
-    .sram_wdata_o        (ub_wdata_o)
+    .sram_wdata_o        (ub_wdata_o),
+    .remote_w_valid_o    (ici_valid_o),
+    .remote_w_ready_i    (ici_ready_i),
+    .remote_w_space_o    (rw_space),
+    .remote_w_word_o     (rw_word),
+    .remote_w_strb_o     (rw_strb),
+    .remote_w_data_o     (rw_data)
   );
 endmodule

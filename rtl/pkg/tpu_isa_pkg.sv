@@ -28,6 +28,11 @@ package tpu_isa_pkg;
   localparam logic [1:0] UNIT_MXU = 2'h1;
   localparam logic [1:0] UNIT_VPU = 2'h2;
 
+  // Links (DMA.COPY and SIGNAL w0[11:10]): where the destination / the counter is.
+  localparam logic [1:0] LINK_LOCAL = 2'h0;
+  localparam logic [1:0] LINK_NEXT  = 2'h1;  // the ring neighbour chip + 1
+  localparam logic [1:0] LINK_PREV  = 2'h2;  // the ring neighbour chip - 1
+
   // VPU.LD / VPU.ST kinds (w0[9:8]).
   localparam logic [1:0] KIND_UB_F32  = 2'h0;
   localparam logic [1:0] KIND_UB_BF16 = 2'h1;
@@ -70,6 +75,7 @@ package tpu_isa_pkg;
   localparam logic [3:0] FAULT_FETCH_RANGE         = 4'h6;
   localparam logic [3:0] FAULT_MXU_NO_WEIGHTS      = 4'h7;
   localparam logic [3:0] FAULT_MXU_TILES           = 4'h8;  // an LDW while a tile is unused
+  localparam logic [3:0] FAULT_LINK_DOWN           = 4'h9;  // a remote op on a link not up
 
   // CSR byte offsets.
   localparam logic [11:0] CSR_ID          = 12'h000;

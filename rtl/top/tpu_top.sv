@@ -7,7 +7,11 @@
 // (tpu_vpu: the unified buffer through tpu_ub_port, the accumulator through the MXU unit's
 // ports). The unified buffer is tpu_sram_banked: 4 word-interleaved banks of 32-byte words, one
 // port each for DMA reads, DMA writes, the MXU and the VPU. The HBM device pins of every
-// pseudo-channel leave the chip for the device model.
+// pseudo-channel leave the chip for the device model. Two ICI link ports (tpu_ici_port: next
+// and prev ring neighbours) leave the chip as wires: remote DMA copies and remote SIGNALs go
+// out on them (tpu_dma_unit, tpu_seq), and what the neighbours send arrives through
+// tpu_ici_rx into this chip's UB (a fifth UB port), HBM (a fourth memory port) and remote
+// counters. link_up_i tells the sequencer which links have a chip at the other end.
 module tpu_top #(
   parameter int unsigned N        = 16,             // MXU size = VPU lanes
   parameter int unsigned UbBytes  = 262144,         // unified buffer
@@ -16,6 +20,9 @@ module tpu_top #(
   parameter int unsigned QDepth   = 8,              // per-unit instruction queues
   parameter int unsigned FetchDepth = 64,           // instructions fetched ahead (32 bursts)
   parameter int unsigned TREFI    = 3900,           // HBM refresh interval (tests shorten it)
+  parameter int unsigned LinkBytes = 16,            // ICI: bytes a link carries per cycle
+  parameter int unsigned LinkCredits = 64,          // ICI: receive buffer per link (flits)
+  localparam int unsigned FlitW   = tpu_ici_pkg::FlitW,
   localparam int unsigned UbWAddrW = $clog2(UbBytes / 32),
   localparam int unsigned AccAddrW = $clog2(AccRows)
 ) (
@@ -60,9 +67,17 @@ module tpu_top #(
   output logic [Channels*128-1:0] wdata_o,
   output logic [Channels*16-1:0]  wdata_strb_o,
   input  logic [Channels-1:0]     rdata_valid_i,
-  input  logic [Channels*128-1:0] rdata_i
+  input  logic [Channels*128-1:0] rdata_i,
+  // ICI links, per link l (0 next, 1 prev) at [.. * l +: ..]: tpu_ici_port's wire side
+  input  logic [1:0]              link_up_i,
+  output logic [1:0]              ici_tx_valid_o,
+  output logic [2*FlitW-1:0]      ici_tx_flit_o,
+  input  logic [1:0]              ici_credit_i,
+  input  logic [1:0]              ici_rx_valid_i,
+  input  logic [2*FlitW-1:0]      ici_rx_flit_i,
+  output logic [1:0]              ici_credit_o
 );
-  localparam int unsigned Ports = 3;                // 0 fetch, 1 DMA, 2 host
+  localparam int unsigned Ports = 4;                // 0 fetch, 1 DMA, 2 host, 3 ICI receive
 
   // ---------------------------------------------------------------- memory system
   logic [Ports-1:0]      m_req_valid, m_req_ready, m_req_write, m_wd_valid, m_wd_ready;
@@ -142,6 +157,9 @@ module tpu_top #(
   logic [2:0]  u_valid, u_ready, u_idle, u_fault, u_busy, u_stall;
   logic [3*128-1:0] u_instr;
   logic [3*32-1:0]  u_pc, u_fault_pc, u_fault_addr, u_fault_info;
+  logic        rsig_valid, rsig_ready, rc_inc;
+  logic [1:0]  rsig_link;
+  logic [3:0]  rsig_sc, rc_sc;
   logic [3*4-1:0]   u_fault_code;
   logic        fetch_req_valid, fetch_rd_ready;
   logic [11:0] unit_state;
@@ -182,6 +200,13 @@ module tpu_top #(
     .unit_fault_pc_i   (u_fault_pc),
     .unit_fault_addr_i (u_fault_addr),
     .unit_fault_info_i (u_fault_info),
+    .link_up_i         (link_up_i),
+    .rsig_valid_o      (rsig_valid),
+    .rsig_link_o       (rsig_link),
+    .rsig_sc_o         (rsig_sc),
+    .rsig_ready_i      (rsig_ready),
+    .rc_inc_i          (rc_inc),
+    .rc_sc_i           (rc_sc),
     .abort_o           (abort),
     .running_o         (running),
     .unit_busy_o       (u_busy),
@@ -256,7 +281,8 @@ module tpu_top #(
   );
 
   // ---------------------------------------------------------------- unified buffer
-  localparam int unsigned UbPorts = 4;              // 0 DMA read, 1 DMA write, 2 MXU, 3 VPU
+  localparam int unsigned UbPorts = 5;              // 0 DMA read, 1 DMA write, 2 MXU, 3 VPU,
+                                                    // 4 ICI receive
   logic [UbPorts-1:0]          ub_req, ub_gnt, ub_we, ub_rvalid;
   logic [UbPorts*UbWAddrW-1:0] ub_addr;
   logic [UbPorts*32-1:0]       ub_wmask;
@@ -286,6 +312,9 @@ module tpu_top #(
   logic [UbWAddrW-1:0] dma_raddr, dma_waddr;
   logic [31:0]  dma_wmask;
   logic [255:0] dma_wdata;
+  logic         dma_ici_valid, dma_ici_ready;
+  logic [1:0]   dma_ici_link;
+  logic [FlitW-1:0] dma_ici_flit;
   tpu_dma_unit #(.HbmBytes(64'(Channels) << 28), .UbBytes(UbBytes)) u_dma (
     .clk_i               (clk_i),
     .rst_ni              (rst_ni),
@@ -326,7 +355,11 @@ module tpu_top #(
     .ub_wgnt_i           (ub_gnt[1]),
     .ub_waddr_o          (dma_waddr),
     .ub_wmask_o          (dma_wmask),
-    .ub_wdata_o          (dma_wdata)
+    .ub_wdata_o          (dma_wdata),
+    .ici_valid_o         (dma_ici_valid),
+    .ici_ready_i         (dma_ici_ready),
+    .ici_link_o          (dma_ici_link),
+    .ici_flit_o          (dma_ici_flit)
   );
   assign ub_req[0] = dma_rreq;
   assign ub_we[0]  = 1'b0;
@@ -438,8 +471,81 @@ module tpu_top #(
   );
   assign ub_addr[3*UbWAddrW +: UbWAddrW] = vpu_word_addr;
 
+  // ---------------------------------------------------------------- ICI links
+  // Transmit: link l carries the DMA's remote writes while its copy targets l, and the
+  // sequencer's remote SIGNALs (which it sends only while the DMA is idle: no conflict).
+  logic [1:0]         tx_valid, tx_ready, rx_valid, rx_ready;
+  logic [2*FlitW-1:0] tx_flit, rx_flit;
+  // (readies depend only on the link chosen and the port's state: no combinational loop)
+  assign dma_ici_ready = tx_ready[dma_ici_link[1]];   // next (01) -> port 0, prev (10) -> 1
+  assign rsig_ready    = tx_ready[rsig_link[1]];
+  always_comb begin
+    for (int l = 0; l < 2; l++) begin
+      logic dma_here, sig_here;
+      dma_here = dma_ici_valid && dma_ici_link == 2'(l + 1);
+      sig_here = rsig_valid && rsig_link == 2'(l + 1);
+      tx_valid[l]               = dma_here || sig_here;
+      tx_flit[FlitW*l +: FlitW] = dma_here ? dma_ici_flit : tpu_ici_pkg::signal_flit(rsig_sc);
+    end
+  end
+
+  for (genvar l = 0; l < 2; l++) begin : g_link
+    logic [$clog2(LinkCredits + 1)-1:0] unused_credits;
+    tpu_ici_port #(.FlitW(FlitW), .LinkBytes(LinkBytes), .Credits(LinkCredits)) u_port (
+      .clk_i        (clk_i),
+      .rst_ni       (rst_ni),
+      .flit_valid_i (tx_valid[l]),
+      .flit_ready_o (tx_ready[l]),
+      .flit_i       (tx_flit[FlitW*l +: FlitW]),
+      .link_valid_o (ici_tx_valid_o[l]),
+      .link_flit_o  (ici_tx_flit_o[FlitW*l +: FlitW]),
+      .credit_i     (ici_credit_i[l]),
+      .link_valid_i (ici_rx_valid_i[l]),
+      .link_flit_i  (ici_rx_flit_i[FlitW*l +: FlitW]),
+      .credit_o     (ici_credit_o[l]),
+      .rx_valid_o   (rx_valid[l]),
+      .rx_ready_i   (rx_ready[l]),
+      .rx_flit_o    (rx_flit[FlitW*l +: FlitW]),
+      .credits_o    (unused_credits)
+    );
+  end
+
+  // Receive: into the UB (port 4), HBM (memory port 3) and the remote counters.
+  logic rx_flit_applied;
+  tpu_ici_rx #(.UbBytes(UbBytes)) u_ici_rx (
+    .clk_i               (clk_i),
+    .rst_ni              (rst_ni),
+    .rx_valid_i          (rx_valid),
+    .rx_ready_o          (rx_ready),
+    .rx_flit_i           (rx_flit),
+    .ub_req_o            (ub_req[4]),
+    .ub_gnt_i            (ub_gnt[4]),
+    .ub_addr_o           (ub_addr[4*UbWAddrW +: UbWAddrW]),
+    .ub_wmask_o          (ub_wmask[128 +: 32]),
+    .ub_wdata_o          (ub_wdata[1024 +: 256]),
+    .hbm_req_valid_o     (m_req_valid[3]),
+    .hbm_req_ready_i     (m_req_ready[3]),
+    .hbm_req_addr_o      (m_req_addr[96 +: 32]),
+    .hbm_req_id_o        (m_req_id[12 +: 4]),
+    .hbm_wd_valid_o      (m_wd_valid[3]),
+    .hbm_wd_ready_i      (m_wd_ready[3]),
+    .hbm_wd_data_o       (m_wd_data[768 +: 256]),
+    .hbm_wd_strb_o       (m_wd_strb[96 +: 32]),
+    .hbm_wr_done_valid_i (m_wr_done_valid[3]),
+    .hbm_wr_done_ready_o (m_wr_done_ready[3]),
+    .rc_inc_o            (rc_inc),
+    .rc_sc_o             (rc_sc),
+    .flit_o              (rx_flit_applied)
+  );
+  assign ub_we[4]          = 1'b1;
+  assign m_req_write[3]    = 1'b1;
+  assign m_req_len[12 +: 4] = 4'd0;
+  assign m_rd_ready[3]     = 1'b1;
+
   logic unused;
   assign unused = ^{hbm_busy, abort, m_rd_id[3:0], m_rd_last[1:0], m_rd_err[1],
                     m_wr_done_valid[0], m_wr_done_id[7:0], m_wr_done_err[1:0], ub_rvalid[1:0],
-                    ub_rdata[256 +: 256], u_pc[32 +: 64]};
+                    ub_rdata[256 +: 256], u_pc[32 +: 64], m_rd_valid[3], m_rd_id[12 +: 4],
+                    m_rd_data[768 +: 256], m_rd_last[3], m_rd_err[3], m_wr_done_id[12 +: 4],
+                    m_wr_done_err[3], ub_rvalid[4], ub_rdata[1024 +: 256], rx_flit_applied};
 endmodule

@@ -129,6 +129,13 @@ const std::vector<const char*> kSpaces = {"hbm", "ub"};
 const std::vector<const char*> kKinds = {"f32", "bf16", "acc"};
 const std::vector<const char*> kWalks = {"src", "dst"};
 const std::vector<const char*> kAccModes = {"set", "acc"};
+const std::vector<const char*> kLinks = {"local", "next", "prev"};
+
+// "sc3" (a local counter) or "rc3" (a remote counter: WAIT on it, a neighbour's SIGNAL to it).
+uint8_t counter(LineParser& p, const Token& t, bool& remote) {
+  remote = t.text.size() > 2 && (t.text[0] == 'r' || t.text[0] == 'R');
+  return p.reg(t, remote ? "rc" : "sc", "a sync counter");
+}
 
 std::vector<const char*> funct_names() {
   std::vector<const char*> v;
@@ -150,10 +157,10 @@ const std::vector<MnemonicSpec>& mnemonics() {
       {"halt", Opcode::kHalt, 0, 0, ""},
       {"fence", Opcode::kFence, 0, 0, ""},
       {"irq", Opcode::kIrq, 1, 1, "code"},
-      {"wait", Opcode::kWait, 3, 3, "unit, sc, value"},
-      {"signal", Opcode::kSignal, 2, 2, "unit, sc"},
+      {"wait", Opcode::kWait, 3, 3, "unit, sc|rc, value"},
+      {"signal", Opcode::kSignal, 2, 3, "unit, sc | dma, rc, next|prev"},
       {"dma.loop", Opcode::kDmaLoop, 6, 6, "walk, pair, c0, s0, c1, s1"},
-      {"dma.copy", Opcode::kDmaCopy, 5, 5, "src_space, dst_space, e, src, dst"},
+      {"dma.copy", Opcode::kDmaCopy, 5, 6, "src_space, dst_space, e, src, dst [, next|prev]"},
       {"mxu.ldw", Opcode::kMxuLdw, 2, 2, "addr, stride"},
       {"mxu.mm", Opcode::kMxuMm, 5, 5, "acc_mode, addr, stride, rows, acc_row"},
       {"vpu.ld", Opcode::kVpuLd, 3, 3, "kind, vd, addr"},
@@ -245,11 +252,24 @@ void assemble_line(const std::string& raw, int line_no, const AsmOptions& opt,
       break;
     case Opcode::kWait:
       i.value = p.u32(ops[2], "value");
-      [[fallthrough]];
-    case Opcode::kSignal:
       i.unit = static_cast<isa::Unit>(p.name(ops[0], kUnits, "a unit"));
-      i.sc = p.reg(ops[1], "sc", "a sync counter");
+      i.sc = counter(p, ops[1], i.remote);
       break;
+    case Opcode::kSignal: {
+      i.unit = static_cast<isa::Unit>(p.name(ops[0], kUnits, "a unit"));
+      bool remote = false;
+      i.sc = counter(p, ops[1], remote);
+      if (ops.size() == 3) i.link = static_cast<isa::Link>(p.name(ops[2], kLinks, "a link"));
+      if (p.failed()) break;
+      // A local SIGNAL counts scN here; a remote one counts rcN on the neighbour over `link`.
+      if (remote != (i.link != isa::Link::kLocal)) {
+        p.error(ops[1].column, remote ? "signal to a remote counter rcN needs a link: next|prev"
+                                      : "signal over a link counts the neighbour's rcN, not scN");
+      } else if (remote && i.unit != isa::Unit::kDma) {
+        p.error(ops[0].column, "only the dma signals a neighbour's counter");
+      }
+      break;
+    }
     case Opcode::kDmaLoop:
       i.walk = static_cast<isa::Walk>(p.name(ops[0], kWalks, "a walk"));
       i.pair = static_cast<uint8_t>(p.number(ops[1], 0, 1, "pair"));
@@ -264,6 +284,7 @@ void assemble_line(const std::string& raw, int line_no, const AsmOptions& opt,
       i.elem_bytes = static_cast<uint8_t>(p.number(ops[2], 0, 15, "element bytes e"));
       i.src = p.u32(ops[3], "src");
       i.dst = p.u32(ops[4], "dst");
+      if (ops.size() == 6) i.link = static_cast<isa::Link>(p.name(ops[5], kLinks, "a link"));
       break;
     case Opcode::kMxuLdw:
       i.addr = p.u32(ops[0], "addr");
@@ -382,8 +403,13 @@ std::string disassemble(const Instruction& i) {
     case Opcode::kIrq:
       return m + " " + dec(i.code);
     case Opcode::kWait:
-      return m + " " + kUnits[static_cast<int>(i.unit)] + ", sc" + dec(i.sc) + ", " + dec(i.value);
+      return m + " " + kUnits[static_cast<int>(i.unit)] + (i.remote ? ", rc" : ", sc") + dec(i.sc) +
+             ", " + dec(i.value);
     case Opcode::kSignal:
+      if (i.link != isa::Link::kLocal) {
+        return m + " " + kUnits[static_cast<int>(i.unit)] + ", rc" + dec(i.sc) + ", " +
+               kLinks[static_cast<int>(i.link)];
+      }
       return m + " " + kUnits[static_cast<int>(i.unit)] + ", sc" + dec(i.sc);
     case Opcode::kDmaLoop:
       return m + " " + kWalks[static_cast<int>(i.walk)] + ", " + dec(i.pair) + ", " + dec(i.c0) +
@@ -391,7 +417,9 @@ std::string disassemble(const Instruction& i) {
     case Opcode::kDmaCopy:
       return m + " " + kSpaces[static_cast<int>(i.src_space)] + ", " +
              kSpaces[static_cast<int>(i.dst_space)] + ", " + dec(i.elem_bytes) + ", " + hex(i.src) +
-             ", " + hex(i.dst);
+             ", " + hex(i.dst) +
+             (i.link != isa::Link::kLocal ? ", " + std::string(kLinks[static_cast<int>(i.link)])
+                                          : std::string());
     case Opcode::kMxuLdw:
       return m + " " + hex(i.addr) + ", " + dec(i.stride);
     case Opcode::kMxuMm:

@@ -17,9 +17,9 @@ Backend parse_backend(const std::string& name) {
 const char* backend_name(Backend b) { return b == Backend::kRtl ? "rtl" : "functional"; }
 
 const char* fault_name(uint32_t code) {
-  static const char* const kNames[] = {"NONE",          "ILLEGAL_INSTRUCTION", "UB_RANGE",
-                                       "ACC_RANGE",     "DMA",                 "SYNC_DEADLOCK",
-                                       "FETCH_RANGE",   "MXU_NO_WEIGHTS",      "MXU_TILES"};
+  static const char* const kNames[] = {
+      "NONE",          "ILLEGAL_INSTRUCTION", "UB_RANGE",       "ACC_RANGE", "DMA",
+      "SYNC_DEADLOCK", "FETCH_RANGE",         "MXU_NO_WEIGHTS", "MXU_TILES"};
   return code < 9 ? kNames[code] : "UNKNOWN";
 }
 
@@ -102,8 +102,9 @@ namespace {
 class FunctionalDevice : public Device {
  public:
   explicit FunctionalDevice(const DeviceConfig& c)
-      : Device(c), model_(functional::ChipConfig{c.n, c.ub_bytes, c.acc_rows,
-                                                 static_cast<uint64_t>(c.channels) << 28}) {}
+      : Device(c),
+        model_(functional::ChipConfig{c.n, c.ub_bytes, c.acc_rows,
+                                      static_cast<uint64_t>(c.channels) << 28}) {}
   void write(uint64_t addr, const std::vector<uint8_t>& bytes) override {
     model_.hbm().write(addr, bytes.data(), bytes.size());
   }
@@ -115,7 +116,8 @@ class FunctionalDevice : public Device {
   uint32_t csr_read(uint32_t offset) override { return model_.csr_read(offset); }
   RunReport run(uint64_t prog_addr, uint64_t timeout) override {
     const functional::RunResult r = model_.run(prog_addr, timeout);
-    if (r.status == functional::RunStatus::kWatchdog) {
+    if (r.status == functional::RunStatus::kWatchdog ||
+        r.status == functional::RunStatus::kBlocked) {
       throw DeviceTimeout("no HALT after " + std::to_string(timeout) +
                           " instructions (functional backend)");
     }

@@ -38,9 +38,9 @@ int log2_floor(uint64_t v) {
 
 const char* fault_name(uint32_t code) {
   static const char* const kNames[] = {
-      "NONE", "ILLEGAL_INSTRUCTION", "UB_RANGE",    "ACC_RANGE",
-      "DMA",  "SYNC_DEADLOCK",       "FETCH_RANGE", "MXU_NO_WEIGHTS", "MXU_TILES"};
-  return code < 9 ? kNames[code] : "?";
+      "NONE",          "ILLEGAL_INSTRUCTION", "UB_RANGE",       "ACC_RANGE", "DMA",
+      "SYNC_DEADLOCK", "FETCH_RANGE",         "MXU_NO_WEIGHTS", "MXU_TILES", "LINK_DOWN"};
+  return code < 10 ? kNames[code] : "?";
 }
 
 // VPU lane operations (docs/isa.md, VPU). Float results go through fp::canonical so that every
@@ -173,6 +173,9 @@ std::string RunResult::describe() const {
       return "halted after " + std::to_string(instructions) + " instructions";
     case RunStatus::kWatchdog:
       return "watchdog: " + std::to_string(instructions) + " instructions without HALT";
+    case RunStatus::kBlocked:
+      return "blocked after " + std::to_string(instructions) +
+             " instructions on a remote WAIT no neighbour has signalled far enough";
     case RunStatus::kFaulted:
       break;
   }
@@ -258,11 +261,26 @@ void FunctionalModel::mem_write8(isa::Space s, uint64_t addr, uint8_t v) {
   }
 }
 
-RunResult FunctionalModel::run(uint64_t prog_addr, uint64_t max_instructions) {
+void FunctionalModel::connect(isa::Link link, FunctionalModel* neighbour) {
+  if (link == isa::Link::kLocal) throw std::invalid_argument("connect: kLocal is not a link");
+  if (neighbour != nullptr) {
+    const ChipConfig& o = neighbour->config();
+    if (o.n != config_.n || o.ub_bytes != config_.ub_bytes || o.acc_rows != config_.acc_rows ||
+        o.hbm_bytes != config_.hbm_bytes) {
+      throw std::invalid_argument(
+          "connect: the neighbour's configuration differs (N, UB, ACC "
+          "or HBM size): remote addresses would mean other things");
+    }
+  }
+  links_[static_cast<int>(link) - 1] = neighbour;
+}
+
+void FunctionalModel::start(uint64_t prog_addr) {
   // The doorbell: contract 4 — nothing but HBM carries over (UB and ACC keep their bytes but
   // are undefined: the written-tracking starts empty).
   for (auto& v : v_) std::fill(v.begin(), v.end(), 0u);
   sc_.fill(0);
+  rc_.fill(0);
   signals_dispatched_.fill(0);
   signal_unit_.fill(-1);
   for (auto& walk : loops_) {
@@ -276,60 +294,81 @@ RunResult FunctionalModel::run(uint64_t prog_addr, uint64_t max_instructions) {
   fault_code_ = fault_info_ = 0;
   fault_pc_ = fault_addr_ = 0;
   perf_macs_ = perf_instrs_ = 0;
+  result_ = RunResult{};
+  pc_ = prog_addr;
+}
 
-  RunResult r;
-  uint64_t pc = prog_addr;
-  while (true) {
-    if (r.instructions >= max_instructions) {
-      r.status = RunStatus::kWatchdog;
-      break;
-    }
-    fault_ = {};
-    bool faulted = false;
-    isa::Words w{};
-    if (pc % isa::kInstructionBytes != 0 || pc + isa::kInstructionBytes > config_.hbm_bytes) {
-      fault_.code = isa::FAULT_FETCH_RANGE;
+FunctionalModel::Step FunctionalModel::step() {
+  RunResult& r = result_;
+  if (status_ != isa::STATUS_RUNNING) return Step::kEnded;
+  const uint64_t pc = pc_;
+  fault_ = {};
+  bool faulted = false;
+  bool halted = false;
+  isa::Words w{};
+  if (pc % isa::kInstructionBytes != 0 || pc + isa::kInstructionBytes > config_.hbm_bytes) {
+    fault_.code = isa::FAULT_FETCH_RANGE;
+    faulted = true;
+  } else {
+    for (int k = 0; k < 4; ++k) w[k] = hbm_.read32(pc + 4 * k);
+    const isa::Decoded d = isa::decode(w, static_cast<uint32_t>(config_.n));
+    if (!d.ok()) {
+      fault_.code = isa::FAULT_ILLEGAL_INSTRUCTION;
+      fault_.info = w[0];
       faulted = true;
     } else {
-      for (int k = 0; k < 4; ++k) w[k] = hbm_.read32(pc + 4 * k);
-      const isa::Decoded d = isa::decode(w, static_cast<uint32_t>(config_.n));
-      if (!d.ok()) {
-        fault_.code = isa::FAULT_ILLEGAL_INSTRUCTION;
-        fault_.info = w[0];
-        faulted = true;
-      } else {
-        if (trace_) trace_(pc, d.inst);
-        faulted = exec(pc, d.inst, w, r);
-        if (!faulted) {
-          ++r.instructions;
-          if (d.inst.op == Opcode::kHalt) {
-            r.status = RunStatus::kHalted;
-            status_ = isa::STATUS_HALTED;
-            irq_pending_ |= 1u;  // done
-            break;
-          }
-        }
+      // A remote WAIT not yet met: nothing happens until a neighbour signals (with no link up
+      // it never can: exec faults SYNC_DEADLOCK).
+      if (d.inst.op == Opcode::kWait && d.inst.remote && rc_[d.inst.sc] < d.inst.value &&
+          (links_[0] != nullptr || links_[1] != nullptr)) {
+        r.status = RunStatus::kBlocked;
+        return Step::kBlocked;
       }
+      if (trace_) trace_(pc, d.inst);
+      faulted = exec(pc, d.inst, w, r);
+      halted = !faulted && d.inst.op == Opcode::kHalt;
+      if (!faulted) ++r.instructions;
     }
-    if (faulted) {
-      r.status = RunStatus::kFaulted;
-      r.fault_code = fault_.code;
-      r.fault_pc = pc;
-      r.fault_addr = fault_.addr;
-      r.fault_info = fault_.info;
-      status_ = isa::STATUS_FAULTED;
-      fault_code_ = fault_.code;
-      fault_pc_ = pc;
-      fault_addr_ = fault_.addr;
-      fault_info_ = fault_.info;
-      irq_pending_ |= 2u;  // fault
-      break;
-    }
-    pc += isa::kInstructionBytes;
   }
   perf_instrs_ = r.instructions;
   perf_macs_ = r.macs;
-  return r;
+  if (faulted) {
+    r.status = RunStatus::kFaulted;
+    r.fault_code = fault_.code;
+    r.fault_pc = pc;
+    r.fault_addr = fault_.addr;
+    r.fault_info = fault_.info;
+    status_ = isa::STATUS_FAULTED;
+    fault_code_ = fault_.code;
+    fault_pc_ = pc;
+    fault_addr_ = fault_.addr;
+    fault_info_ = fault_.info;
+    irq_pending_ |= 2u;  // fault
+    return Step::kEnded;
+  }
+  if (halted) {
+    r.status = RunStatus::kHalted;
+    status_ = isa::STATUS_HALTED;
+    irq_pending_ |= 1u;  // done
+    return Step::kEnded;
+  }
+  r.status = RunStatus::kHalted;  // not blocked now (the status once it ends is set above)
+  pc_ = pc + isa::kInstructionBytes;
+  return Step::kRan;
+}
+
+RunResult FunctionalModel::run(uint64_t prog_addr, uint64_t max_instructions) {
+  start(prog_addr);
+  while (true) {
+    if (result_.instructions >= max_instructions) {
+      result_.status = RunStatus::kWatchdog;
+      break;
+    }
+    const Step s = step();
+    if (s == Step::kEnded) break;
+    if (s == Step::kBlocked) break;  // alone, nothing can meet the wait: a FunctionalRing can
+  }
+  return result_;
 }
 
 bool FunctionalModel::exec(uint64_t pc, const Instruction& i, const isa::Words& w, RunResult& r) {
@@ -343,6 +382,16 @@ bool FunctionalModel::exec(uint64_t pc, const Instruction& i, const isa::Words& 
       irq_code_ = i.code;
       return false;
     case Opcode::kSignal:
+      if (i.link != isa::Link::kLocal) {
+        // The neighbour's remote counter; every earlier DMA write (to it too) has been done.
+        FunctionalModel* nb = neighbour(i.link);
+        if (nb == nullptr) {
+          fault_ = {isa::FAULT_LINK_DOWN, 0, static_cast<uint32_t>(i.link)};
+          return true;
+        }
+        ++nb->rc_[i.sc];
+        return false;
+      }
       // One signalling unit per counter in a program: another unit's SIGNAL could meet a WAIT
       // before the SIGNAL the program orders it after (docs/isa.md, Sync).
       if (signal_unit_[i.sc] >= 0 && signal_unit_[i.sc] != static_cast<int>(i.unit)) {
@@ -355,6 +404,14 @@ bool FunctionalModel::exec(uint64_t pc, const Instruction& i, const isa::Words& 
       ++sc_[i.sc];
       return false;
     case Opcode::kWait:
+      if (i.remote) {
+        // Met (step() blocks until it is), unless no neighbour can ever signal.
+        if (links_[0] == nullptr && links_[1] == nullptr) {
+          fault_ = {isa::FAULT_SYNC_DEADLOCK, 0, i.sc};
+          return true;
+        }
+        return false;
+      }
       // The wait rule: the SIGNALs to this counter dispatched before the WAIT must reach its
       // value. In program order they have all executed, so a WAIT that passes is satisfied.
       if (signals_dispatched_[i.sc] < i.value) {
@@ -388,6 +445,10 @@ bool FunctionalModel::exec(uint64_t pc, const Instruction& i, const isa::Words& 
 // element by element, the first faulting element in element order wins (the source's at a tie)
 // and exactly the elements before it are moved.
 bool FunctionalModel::exec_dma_copy(uint64_t pc, const Instruction& i, RunResult& r) {
+  if (i.link != isa::Link::kLocal && neighbour(i.link) == nullptr) {
+    fault_ = {isa::FAULT_LINK_DOWN, 0, static_cast<uint32_t>(i.link)};  // at decode: first
+    return true;
+  }
   const unsigned e = i.elem_bytes;
   if (e != 2 && e != 4) {
     fault_ = {isa::FAULT_DMA, 0, 4};  // DMA_FAULT_ELEM_SIZE
@@ -442,11 +503,13 @@ bool FunctionalModel::exec_dma_copy(uint64_t pc, const Instruction& i, RunResult
   const uint64_t nd = dw.fault ? dw.addrs.size() : std::numeric_limits<uint64_t>::max();
   const uint64_t moved = std::min<uint64_t>({ns, nd, sw.addrs.size(), dw.addrs.size()});
   bool noted = false;
+  // A remote copy writes the neighbour's memory (same configuration: the same limits).
+  FunctionalModel* const target = i.link == isa::Link::kLocal ? this : neighbour(i.link);
   for (uint64_t k = 0; k < moved; ++k) {
     const uint64_t sa = sw.addrs[k], da = dw.addrs[k];
     if (i.src_space == isa::Space::kUb) note_ub_read(pc, sa, e, r, noted);
     for (unsigned b = 0; b < e; ++b)
-      mem_write8(i.dst_space, da + b, mem_read8(i.src_space, sa + b));
+      target->mem_write8(i.dst_space, da + b, mem_read8(i.src_space, sa + b));
   }
   if (sw.fault && ns <= nd) {
     fault_ = {isa::FAULT_DMA, static_cast<uint64_t>(sw.fault_addr), 1};  // DMA_FAULT_SRC_RANGE

@@ -37,13 +37,13 @@ FieldMasks field_masks(Opcode op) {
     case Opcode::kIrq:
       return {{0xFFu, 0xFFFFFFFFu, 0, 0}};
     case Opcode::kWait:
-      return {{0xF3FFu, 0xFFFFFFFFu, 0, 0}};
+      return {{0xF7FFu, 0xFFFFFFFFu, 0, 0}};
     case Opcode::kSignal:
-      return {{0xF3FFu, 0, 0, 0}};
+      return {{0xFFFFu, 0, 0, 0}};
     case Opcode::kDmaLoop:
       return {{0xFFFF03FFu, 0xFFFFFFFFu, 0xFFFFu, 0xFFFFFFFFu}};
     case Opcode::kDmaCopy:
-      return {{0xF3FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
+      return {{0xFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
     case Opcode::kMxuLdw:
       return {{0xFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
     case Opcode::kMxuMm:
@@ -152,7 +152,7 @@ bool Instruction::operator==(const Instruction& o) const {
          src == o.src && dst == o.dst && acc_mode == o.acc_mode && addr == o.addr &&
          stride == o.stride && rows == o.rows && acc_row == o.acc_row && kind == o.kind &&
          funct == o.funct && vd == o.vd && vs == o.vs && va == o.va && vb == o.vb && vc == o.vc &&
-         imm == o.imm;
+         imm == o.imm && remote == o.remote && link == o.link;
 }
 
 Words encode(const Instruction& i) {
@@ -167,9 +167,12 @@ Words encode(const Instruction& i) {
       break;
     case Opcode::kWait:
       w[1] = i.value;
-      [[fallthrough]];
+      w[0] |= (static_cast<uint32_t>(i.unit) & 3u) << 8 | (i.remote ? 1u : 0u) << 10 |
+              (i.sc & 0xFu) << 12;
+      break;
     case Opcode::kSignal:
-      w[0] |= (static_cast<uint32_t>(i.unit) & 3u) << 8 | (i.sc & 0xFu) << 12;
+      w[0] |= (static_cast<uint32_t>(i.unit) & 3u) << 8 |
+              (static_cast<uint32_t>(i.link) & 3u) << 10 | (i.sc & 0xFu) << 12;
       break;
     case Opcode::kDmaLoop:
       w[0] |= (static_cast<uint32_t>(i.walk) & 1u) << 8 | (i.pair & 1u) << 9 |
@@ -180,7 +183,8 @@ Words encode(const Instruction& i) {
       break;
     case Opcode::kDmaCopy:
       w[0] |= (static_cast<uint32_t>(i.src_space) & 1u) << 8 |
-              (static_cast<uint32_t>(i.dst_space) & 1u) << 9 | (i.elem_bytes & 0xFu) << 12;
+              (static_cast<uint32_t>(i.dst_space) & 1u) << 9 |
+              (static_cast<uint32_t>(i.link) & 3u) << 10 | (i.elem_bytes & 0xFu) << 12;
       w[1] = i.src;
       w[2] = i.dst;
       break;
@@ -257,6 +261,16 @@ Decoded decode(const Words& w, uint32_t n) {
       if (unit == 3) return range("unit 3 is not a unit (0 dma, 1 mxu, 2 vpu)");
       i.unit = static_cast<Unit>(unit);
       i.sc = static_cast<uint8_t>(bits(w[0], 15, 12));
+      if (op == Opcode::kWait) {
+        i.remote = bits(w[0], 10, 10) != 0;
+      } else {
+        const uint32_t link = bits(w[0], 11, 10);
+        if (link == 3) return range("link 3 is not a link (0 local, 1 next, 2 prev)");
+        if (link != 0 && i.unit != Unit::kDma) {
+          return range("only the DMA signals a neighbour's counter (unit dma with a link)");
+        }
+        i.link = static_cast<Link>(link);
+      }
       break;
     }
     case Opcode::kDmaLoop:
@@ -275,6 +289,8 @@ Decoded decode(const Words& w, uint32_t n) {
       i.elem_bytes = static_cast<uint8_t>(bits(w[0], 15, 12));
       i.src = w[1];
       i.dst = w[2];
+      if (bits(w[0], 11, 10) == 3) return range("link 3 is not a link (0 local, 1 next, 2 prev)");
+      i.link = static_cast<Link>(bits(w[0], 11, 10));
       break;
     case Opcode::kMxuLdw:
       i.addr = w[1];

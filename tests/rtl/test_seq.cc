@@ -29,10 +29,10 @@ using Instr = std::array<uint32_t, 4>;
 constexpr int kN = 4, kUbBytes = 4096, kAccRows = 64;  // the Vtpu_seq build
 constexpr int kDma = 0, kMxu = 1, kVpu = 2;
 
-Instr op(uint32_t w0, uint32_t w1 = 0, uint32_t w2 = 0, uint32_t w3 = 0) { return {w0, w1, w2, w3}; }
-Instr wait_i(int unit, int sc, uint32_t v) {
-  return op(isa::OP_WAIT | unit << 8 | sc << 12, v);
+Instr op(uint32_t w0, uint32_t w1 = 0, uint32_t w2 = 0, uint32_t w3 = 0) {
+  return {w0, w1, w2, w3};
 }
+Instr wait_i(int unit, int sc, uint32_t v) { return op(isa::OP_WAIT | unit << 8 | sc << 12, v); }
 Instr signal_i(int unit, int sc) { return op(isa::OP_SIGNAL | unit << 8 | sc << 12); }
 Instr halt_i() { return op(isa::OP_HALT); }
 Instr copy_i(uint32_t src, uint32_t dst) {
@@ -48,7 +48,9 @@ Instr mm_i(uint32_t addr, int32_t stride, uint16_t rows, uint16_t acc) {
 Instr vop_i(uint32_t funct, int vd, int va, int vb) {
   return op(isa::OP_VPU_OP | funct << 8 | vd << 16 | va << 20 | vb << 24);
 }
-Instr vld_i(int kind, int vd, uint32_t addr) { return op(isa::OP_VPU_LD | kind << 8 | vd << 16, addr); }
+Instr vld_i(int kind, int vd, uint32_t addr) {
+  return op(isa::OP_VPU_LD | kind << 8 | vd << 16, addr);
+}
 
 class Seq : public ::testing::Test {
  protected:
@@ -67,6 +69,10 @@ class Seq : public ::testing::Test {
     m.unit_fault_pc_i = {};
     m.unit_fault_addr_i = {};
     m.unit_fault_info_i = {};
+    m.link_up_i = 0;  // one chip: remote operations fault LINK_DOWN (tests/rtl/test_ring.cc)
+    m.rsig_ready_i = 0;
+    m.rc_inc_i = 0;
+    m.rc_sc_i = 0;
     sim_.reset();
   }
 
@@ -271,8 +277,8 @@ TEST_F(Seq, RandomProgramsDispatchInOrderAndSyncHolds) {
     const uint32_t base = 0x1000 + 16 * static_cast<uint32_t>(rng_() % 64);  // some 16 mod 32
     load(base, prog);
     const Outcome o = run(base);
-    ASSERT_EQ(o.status, int(isa::STATUS_HALTED)) << "trial " << trial << " code " << o.code
-                                                 << " pc 0x" << std::hex << o.pc;
+    ASSERT_EQ(o.status, int(isa::STATUS_HALTED))
+        << "trial " << trial << " code " << o.code << " pc 0x" << std::hex << o.pc;
     EXPECT_EQ(o.done_pulses, 1);
     // expected per unit: the non-sync instructions, in order
     std::array<std::vector<std::pair<uint32_t, Instr>>, 3> want;
@@ -301,7 +307,8 @@ TEST_F(Seq, RandomProgramsDispatchInOrderAndSyncHolds) {
       if (opc == isa::OP_SIGNAL) {
         uint64_t t = 0;  // completion of the unit's last instruction before it
         for (size_t j = 0; j < i; ++j) {
-          if (unit_of(prog[j]) == u && !is_sync(prog[j])) t = std::max(t, by_pc[base + 16 * uint32_t(j)]->done);
+          if (unit_of(prog[j]) == u && !is_sync(prog[j]))
+            t = std::max(t, by_pc[base + 16 * uint32_t(j)]->done);
         }
         signal_ready[sc].push_back(t);
       } else if (opc == isa::OP_WAIT) {
@@ -337,7 +344,8 @@ TEST_F(Seq, StaticFaultsStopWithCodePcAndAddress) {
       {"MXU.MM 0 rows", mm_i(0, 8, 0, 0), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
       {"VPU funct 24", vop_i(0x18, 1, 1, 1), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
       {"VPU unary with vb", vop_i(isa::VF_SQRT, 1, 2, 3), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
-      {"bcast lane N", op(isa::OP_VPU_OP | isa::VF_BCAST << 8, kN), isa::FAULT_ILLEGAL_INSTRUCTION, 0},
+      {"bcast lane N", op(isa::OP_VPU_OP | isa::VF_BCAST << 8, kN), isa::FAULT_ILLEGAL_INSTRUCTION,
+       0},
       {"LDW misaligned", ldw_i(4, 8), isa::FAULT_UB_RANGE, 4},
       {"LDW beyond UB", ldw_i(kUbBytes - 16, 8), isa::FAULT_UB_RANGE, kUbBytes - 16},
       {"VPU.LD UB beyond", vld_i(0, 1, kUbBytes), isa::FAULT_UB_RANGE, kUbBytes},
@@ -352,8 +360,8 @@ TEST_F(Seq, StaticFaultsStopWithCodePcAndAddress) {
     SCOPED_TRACE(fc.name);
     for (auto& u : units_) u.got.clear();
     // some legal work first, then the bad instruction, then more work that must not run
-    std::vector<Instr> prog = {copy_i(0, 64), vop_i(isa::VF_ADD, 1, 2, 3), fc.bad,
-                               copy_i(128, 256), halt_i()};
+    std::vector<Instr> prog = {copy_i(0, 64), vop_i(isa::VF_ADD, 1, 2, 3), fc.bad, copy_i(128, 256),
+                               halt_i()};
     if (fc.code == isa::FAULT_MXU_TILES) prog[1] = ldw_i(64, 8);
     if (fc.name == std::string("SIGNAL from a second unit")) prog[1] = signal_i(kVpu, 2);
     load(base, prog);
@@ -386,11 +394,10 @@ TEST_F(Seq, StaticFaultsStopWithCodePcAndAddress) {
 // use) agree on which instruction words are illegal: random words, biased towards real opcodes
 // and small field values, each run as a one-instruction program.
 TEST_F(Seq, DecodeAgreesWithTheCppIsaOnLegality) {
-  const uint32_t opcodes[] = {isa::OP_NOP,      isa::OP_HALT,     isa::OP_FENCE,  isa::OP_IRQ,
-                              isa::OP_WAIT,     isa::OP_SIGNAL,   isa::OP_DMA_LOOP,
-                              isa::OP_DMA_COPY, isa::OP_MXU_LDW,  isa::OP_MXU_MM, isa::OP_VPU_LD,
-                              isa::OP_VPU_ST,   isa::OP_VPU_OP,   isa::OP_VPU_LI, isa::OP_ICI_SEND,
-                              0x7F};
+  const uint32_t opcodes[] = {isa::OP_NOP,     isa::OP_HALT,   isa::OP_FENCE,    isa::OP_IRQ,
+                              isa::OP_WAIT,    isa::OP_SIGNAL, isa::OP_DMA_LOOP, isa::OP_DMA_COPY,
+                              isa::OP_MXU_LDW, isa::OP_MXU_MM, isa::OP_VPU_LD,   isa::OP_VPU_ST,
+                              isa::OP_VPU_OP,  isa::OP_VPU_LI, isa::OP_ICI_SEND, 0x7F};
   auto field = [&](int bits) -> uint32_t {  // mostly small values, sometimes anything
     const uint32_t r = static_cast<uint32_t>(rng_());
     if (rng_() % 4 == 0) return bits >= 32 ? r : r & ((1u << bits) - 1);
@@ -407,8 +414,8 @@ TEST_F(Seq, DecodeAgreesWithTheCppIsaOnLegality) {
     const uint32_t base = 0x10000 + 0x40 * static_cast<uint32_t>(i);
     load(base, {w, halt_i()});
     const Outcome o = run(base);
-    const bool rtl_illegal = o.status == int(isa::STATUS_FAULTED) &&
-                             o.code == isa::FAULT_ILLEGAL_INSTRUCTION;
+    const bool rtl_illegal =
+        o.status == int(isa::STATUS_FAULTED) && o.code == isa::FAULT_ILLEGAL_INSTRUCTION;
     ASSERT_EQ(rtl_illegal, !d.ok()) << std::hex << "words " << w[0] << " " << w[1] << " " << w[2]
                                     << " " << w[3] << ": C++ says '" << d.reason << "'";
     (rtl_illegal ? illegal : legal)++;
@@ -462,8 +469,8 @@ TEST_F(Seq, UnitFaultStopsTheChip) {
 // work has completed, and HALT reports done only after the last instruction completed.
 TEST_F(Seq, FenceAndHaltWaitForAllWork) {
   for (auto& u : units_) u.got.clear();
-  load(0x6000, {copy_i(0, 32), mm_i(0, 8, 1, 0), op(isa::OP_FENCE), vop_i(isa::VF_ADD, 1, 2, 3),
-                halt_i()});
+  load(0x6000,
+       {copy_i(0, 32), mm_i(0, 8, 1, 0), op(isa::OP_FENCE), vop_i(isa::VF_ADD, 1, 2, 3), halt_i()});
   // mm without ldw would fault: put a tile first
   load(0x6000, {ldw_i(0, 8), copy_i(0, 32), mm_i(0, 8, 1, 0), op(isa::OP_FENCE),
                 vop_i(isa::VF_ADD, 1, 2, 3), halt_i()});

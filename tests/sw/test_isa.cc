@@ -178,13 +178,16 @@ TEST(Isa, EveryIllegalCaseIsRejectedWithItsReason) {
       {{isa::OP_HALT, 1, 0, 0}, DecodeError::kReservedBits, "w1"},
       {{isa::OP_FENCE, 0, 0, 0x80000000u}, DecodeError::kReservedBits, "w3 (0x80000000)"},
       {{isa::OP_IRQ, 5, 1, 0}, DecodeError::kReservedBits, "w2"},
-      {{isa::OP_WAIT | 0x400, 1, 0, 0}, DecodeError::kReservedBits, "w0 (0x400)"},
+      {{isa::OP_WAIT | 0x800, 1, 0, 0}, DecodeError::kReservedBits, "w0 (0x800)"},
       {{isa::OP_WAIT, 1, 2, 0}, DecodeError::kReservedBits, "w2"},
       {{isa::OP_SIGNAL, 1, 0, 0}, DecodeError::kReservedBits, "w1"},
       {{isa::OP_SIGNAL | 0x10000, 0, 0, 0}, DecodeError::kReservedBits, "w0 (0x10000)"},
       {{isa::OP_DMA_LOOP | 0x10400, 0, 1, 0}, DecodeError::kReservedBits, "w0 (0x400)"},
       {{isa::OP_DMA_LOOP | 0x10000, 0, 0x10001, 0}, DecodeError::kReservedBits, "w2 (0x10000)"},
-      {{isa::OP_DMA_COPY | 0x2400, 0, 0, 0}, DecodeError::kReservedBits, "w0 (0x400)"},
+      {{isa::OP_DMA_COPY | 0x20000, 0, 0, 0}, DecodeError::kReservedBits, "w0 (0x20000)"},
+      {{isa::OP_DMA_COPY | 0x2C00, 0, 0, 0}, DecodeError::kFieldRange, "link 3"},
+      {{isa::OP_SIGNAL | 0xC00, 0, 0, 0}, DecodeError::kFieldRange, "link 3"},
+      {{isa::OP_SIGNAL | 0x500, 0, 0, 0}, DecodeError::kFieldRange, "only the DMA"},
       {{isa::OP_DMA_COPY | 0x2000, 0, 0, 7}, DecodeError::kReservedBits, "w3"},
       {{isa::OP_MXU_LDW | 0x100, 0, 32, 0}, DecodeError::kReservedBits, "w0"},
       {{isa::OP_MXU_LDW, 0, 32, 1}, DecodeError::kReservedBits, "w3"},
@@ -249,7 +252,10 @@ TEST(Assembler, EveryMnemonicAssemblesToItsFields) {
       "vpu.st acc, v15, 1023\n"
       "vpu.op sel, v1, v2, v3, v4\n"
       "vpu.op bcast, v5, v6, v0, v0, 15\n"
-      "vpu.li v9, -1\n";
+      "vpu.li v9, -1\n"
+      "wait dma, rc4, 2\n"
+      "signal dma, rc5, prev\n"
+      "dma.copy hbm, ub, 2, 0x20, 0x40, next\n";
   const assembler::AsmResult r = assembler::assemble(text);
   ASSERT_TRUE(r.ok()) << assembler::format_error("t.s", r.errors[0]);
   std::vector<Instruction> want;
@@ -319,6 +325,23 @@ TEST(Assembler, EveryMnemonicAssemblesToItsFields) {
   i = make(Opcode::kVpuLi);
   i.vd = 9;
   i.imm = 0xFFFFFFFFu;
+  want.push_back(i);
+  i = make(Opcode::kWait);  // multi-chip forms (docs/isa.md, "Multi-chip")
+  i.sc = 4;
+  i.value = 2;
+  i.remote = true;
+  want.push_back(i);
+  i = make(Opcode::kSignal);
+  i.sc = 5;
+  i.link = isa::Link::kPrev;
+  want.push_back(i);
+  i = make(Opcode::kDmaCopy);
+  i.elem_bytes = 2;
+  i.src_space = isa::Space::kHbm;
+  i.dst_space = isa::Space::kUb;
+  i.src = 0x20;
+  i.dst = 0x40;
+  i.link = isa::Link::kNext;
   want.push_back(i);
   ASSERT_EQ(r.instructions.size(), want.size());
   for (size_t k = 0; k < want.size(); ++k) {
@@ -414,7 +437,11 @@ TEST(Assembler, ErrorsNameLineAndColumn) {
       {"wait gpu, sc0, 1", 6, "expected a unit dma|mxu|vpu, got 'gpu'"},
       {"signal dma, sc16", 13, "expected a sync counter sc0..sc15, got 'sc16'"},
       {"dma.copy hbm, sram, 2, 0, 0", 15, "expected a space hbm|ub, got 'sram'"},
-      {"dma.copy hbm, ub, 2, 0x10000", 1, "dma.copy expects 5 operands"},
+      {"dma.copy hbm, ub, 2, 0x10000", 1, "dma.copy expects 5 or 6 operands"},
+      {"dma.copy hbm, ub, 2, 0x0, 0x0, left", 32, "expected a link local|next|prev"},
+      {"signal dma, rc1", 13, "needs a link: next|prev"},
+      {"signal dma, sc1, next", 13, "counts the neighbour's rcN"},
+      {"signal vpu, rc1, prev", 8, "only the dma signals"},
       {"dma.loop src, 0, 0, 2, 1, 0", 18, "count c0 must be in 1..65535, got '0'"},
       {"dma.loop src, 2, 1, 2, 1, 0", 15, "pair must be in 0..1, got '2'"},
       {"mxu.ldw -16, 32", 9, "addr must be in 0..4294967295, got '-16'"},

@@ -51,7 +51,9 @@ class SparseHbm {
   uint64_t size_;
 };
 
-enum class RunStatus { kHalted, kFaulted, kWatchdog };
+// kBlocked: the program waits on a remote counter (docs/isa.md, "Multi-chip") that no
+// neighbour has signalled far enough yet; a FunctionalRing runs the neighbours on.
+enum class RunStatus { kHalted, kFaulted, kWatchdog, kBlocked };
 
 // A read of UB bytes or ACC rows that the current program has not written (UB and ACC are
 // undefined at program start): a program error, not a chip fault. One entry per instruction
@@ -97,6 +99,22 @@ class FunctionalModel {
   // STATUS stays running).
   RunResult run(uint64_t prog_addr, uint64_t max_instructions = 100'000'000);
 
+  // The same, one instruction at a time (a FunctionalRing interleaves its chips): start() is
+  // the doorbell; step() executes the next instruction, or returns kBlocked (nothing done)
+  // while it is a remote WAIT not yet met; kEnded after HALT or a fault. result() so far.
+  enum class Step { kRan, kBlocked, kEnded };
+  void start(uint64_t prog_addr);
+  Step step();
+  const RunResult& result() const { return result_; }
+  uint64_t pc() const { return pc_; }
+
+  // Multi-chip (docs/isa.md, "Multi-chip"): `neighbour` is the chip at the other end of this
+  // chip's link (kNext or kPrev); nullptr takes the link down. Remote DMA copies write the
+  // neighbour's memory, remote SIGNALs count its remote counters. Both chips must have the
+  // same configuration (std::invalid_argument otherwise).
+  void connect(isa::Link link, FunctionalModel* neighbour);
+  bool link_up(isa::Link link) const { return neighbour(link) != nullptr; }
+  uint32_t remote_counter(int rc) const { return rc_[rc]; }
   void set_trace_hook(TraceHook hook) { trace_ = std::move(hook); }
 
   // CSRs as the chip's host port reads them (docs/isa.md, CSRs); PERF counters other than MACS
@@ -138,6 +156,9 @@ class FunctionalModel {
   void mark_ub_written(uint64_t addr, uint64_t len);
   uint8_t mem_read8(isa::Space s, uint64_t addr) const;
   void mem_write8(isa::Space s, uint64_t addr, uint8_t v);
+  FunctionalModel* neighbour(isa::Link link) const {
+    return link == isa::Link::kLocal ? nullptr : links_[static_cast<int>(link) - 1];
+  }
 
   ChipConfig config_;
   SparseHbm hbm_;
@@ -146,6 +167,10 @@ class FunctionalModel {
   std::vector<bool> ub_written_, acc_written_;
   std::array<std::vector<uint32_t>, 16> v_;
   std::array<uint32_t, 16> sc_{};
+  std::array<uint32_t, 16> rc_{};            // remote counters: the neighbours' SIGNALs
+  std::array<FunctionalModel*, 2> links_{};  // [link - 1]: next, prev (nullptr: down)
+  uint64_t pc_ = 0;
+  RunResult result_;
   std::array<uint32_t, 16> signals_dispatched_{};
   std::array<int, 16> signal_unit_{};        // the unit that signals each counter (-1: none yet)
   std::array<LoopRegs, 2> loops_{};          // [walk]

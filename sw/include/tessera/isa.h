@@ -36,6 +36,9 @@ enum class Opcode : uint8_t {
 
 enum class Unit : uint8_t { kDma = UNIT_DMA, kMxu = UNIT_MXU, kVpu = UNIT_VPU };
 enum class Space : uint8_t { kHbm = 0, kUb = 1 };
+// Where a DMA.COPY writes / a SIGNAL counts (docs/isa.md, "Multi-chip"): this chip, or a ring
+// neighbour over its ICI link.
+enum class Link : uint8_t { kLocal = LINK_LOCAL, kNext = LINK_NEXT, kPrev = LINK_PREV };
 enum class Walk : uint8_t { kSrc = 0, kDst = 1 };
 enum class AccMode : uint8_t { kSet = 0, kAcc = 1 };
 enum class Kind : uint8_t { kUbF32 = KIND_UB_F32, kUbBf16 = KIND_UB_BF16, kAcc = KIND_ACC };
@@ -79,8 +82,11 @@ struct Instruction {
   Opcode op = Opcode::kNop;
   // WAIT, SIGNAL
   Unit unit = Unit::kDma;
-  uint8_t sc = 0;      // 0..15
-  uint32_t value = 0;  // WAIT
+  uint8_t sc = 0;            // 0..15
+  uint32_t value = 0;        // WAIT
+  bool remote = false;       // WAIT: on remote counter RCsc (incremented by the neighbours)
+  Link link = Link::kLocal;  // SIGNAL: RCsc of that neighbour (DMA only); DMA.COPY: the
+                             // destination walk is in that neighbour's memory
   // IRQ
   uint32_t code = 0;
   // DMA.LOOP

@@ -1,0 +1,210 @@
+// The ring all-reduce program (tessera/allreduce.h; docs/multichip.md explains the protocol).
+#include "tessera/allreduce.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace tessera::compiler {
+
+using isa::Instruction;
+using isa::Opcode;
+
+namespace {
+
+// Counters. Local: SC3 own piece loaded (DMA), SC4 piece added (VPU), SC5 piece stored (DMA).
+// Remote: RC0 pieces arrived from prev, RC1 receive slots freed by next, RC2 all-gather
+// chunks arrived from prev.
+constexpr uint8_t kScOwn = 3, kScAdded = 4, kScStored = 5;
+constexpr uint8_t kRcPiece = 0, kRcFree = 1, kRcChunk = 2;
+
+class Emitter {
+ public:
+  std::vector<Instruction> prog;
+  uint32_t len = 0;  // the loop registers' current element count (0: not set)
+
+  void wait(isa::Unit u, uint8_t sc, uint32_t value, bool remote = false) {
+    Instruction i;
+    i.op = Opcode::kWait;
+    i.unit = u;
+    i.sc = sc;
+    i.value = value;
+    i.remote = remote;
+    prog.push_back(i);
+  }
+  void signal(isa::Unit u, uint8_t sc, isa::Link link = isa::Link::kLocal) {
+    Instruction i;
+    i.op = Opcode::kSignal;
+    i.unit = u;
+    i.sc = sc;
+    i.link = link;
+    prog.push_back(i);
+  }
+  // A contiguous copy of `elems` fp32.
+  void copy(isa::Space ss, uint32_t src, isa::Space ds, uint32_t dst, uint32_t elems,
+            isa::Link link = isa::Link::kLocal) {
+    if (elems != len) {
+      for (isa::Walk w : {isa::Walk::kSrc, isa::Walk::kDst}) {
+        Instruction l;
+        l.op = Opcode::kDmaLoop;
+        l.walk = w;
+        l.pair = 0;
+        l.c0 = static_cast<uint16_t>(elems);
+        l.s0 = 4;
+        l.c1 = 1;
+        l.s1 = 0;
+        prog.push_back(l);
+      }
+      len = elems;
+    }
+    Instruction c;
+    c.op = Opcode::kDmaCopy;
+    c.src_space = ss;
+    c.dst_space = ds;
+    c.elem_bytes = 4;
+    c.src = src;
+    c.dst = dst;
+    c.link = link;
+    prog.push_back(c);
+  }
+  // VPU.LD (vd) / VPU.ST (vs) of N fp32 lanes at UB `addr`.
+  void vpu_mem(Opcode op, int v, uint32_t addr) {
+    Instruction i;
+    i.op = op;
+    i.kind = isa::Kind::kUbF32;
+    (op == Opcode::kVpuLd ? i.vd : i.vs) = static_cast<uint8_t>(v);
+    i.addr = addr;
+    prog.push_back(i);
+  }
+  void vpu_add(int vd, int va, int vb) {
+    Instruction i;
+    i.op = Opcode::kVpuOp;
+    i.funct = isa::Funct::kAdd;
+    i.vd = static_cast<uint8_t>(vd);
+    i.va = static_cast<uint8_t>(va);
+    i.vb = static_cast<uint8_t>(vb);
+    prog.push_back(i);
+  }
+};
+
+struct Plan {
+  uint32_t chunk = 0;   // elements per chunk
+  uint32_t piece = 0;   // elements per piece (the last of a chunk may be shorter)
+  uint32_t pieces = 0;  // per chunk
+  uint32_t piece_len(uint32_t j) const { return j + 1 < pieces ? piece : chunk - j * piece; }
+};
+
+Plan plan(const AllReduceSpec& s) {
+  const auto bad = [](const std::string& why) {
+    throw std::invalid_argument("ring_allreduce_program: " + why);
+  };
+  if (s.chips < 1) bad("chips must be at least 1");
+  if (s.rank < 0 || s.rank >= s.chips) bad("rank must be in 0 … chips − 1");
+  if (s.n < 4 || (s.n & (s.n - 1)) != 0) bad("n must be a power of two >= 4");
+  const uint32_t vec = 4u * static_cast<uint32_t>(s.n);
+  if (s.hbm_addr % 32 != 0) bad("hbm_addr must be 32-byte aligned");
+  if (s.elems == 0 || s.elems % (static_cast<uint32_t>(s.chips) * s.n) != 0) {
+    bad("elems must be a positive multiple of chips × n (allreduce_padded_elems)");
+  }
+  if (s.ub_base % vec != 0) bad("ub_base must be a multiple of 4·n bytes");
+  Plan p;
+  p.chunk = s.elems / static_cast<uint32_t>(s.chips);
+  // Six piece buffers: two receive slots, two own pieces, two sums.
+  uint32_t piece_bytes = s.piece_bytes ? s.piece_bytes : s.ub_bytes / 6;
+  piece_bytes = piece_bytes / vec * vec;
+  if (piece_bytes == 0 || 6ull * piece_bytes > s.ub_bytes) {
+    bad("UB scratch of " + std::to_string(s.ub_bytes) + " bytes cannot hold six pieces of " +
+        std::to_string(piece_bytes ? piece_bytes : vec) + " bytes");
+  }
+  p.piece = std::min<uint32_t>(
+      {piece_bytes / 4, p.chunk, 65535u / static_cast<uint32_t>(s.n) * static_cast<uint32_t>(s.n)});
+  p.pieces = (p.chunk + p.piece - 1) / p.piece;
+  return p;
+}
+
+}  // namespace
+
+uint32_t allreduce_padded_elems(uint32_t elems, int chips, int n) {
+  const uint32_t q = static_cast<uint32_t>(chips) * static_cast<uint32_t>(n);
+  return (elems + q - 1) / q * q;
+}
+
+uint64_t allreduce_link_bytes(const AllReduceSpec& s) {
+  const Plan p = plan(s);
+  return 2ull * (s.chips - 1) * p.chunk * 4;
+}
+
+std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
+  const Plan p = plan(s);
+  Emitter e;
+  const int P = s.chips, r = s.rank;
+  if (P > 1) {
+    const uint32_t pb = p.piece * 4;
+    const auto rx = [&](uint64_t k) { return s.ub_base + static_cast<uint32_t>(k % 2) * pb; };
+    const auto own = [&](uint64_t k) {
+      return s.ub_base + (2 + static_cast<uint32_t>(k % 2)) * pb;
+    };
+    const auto out = [&](uint64_t k) {
+      return s.ub_base + (4 + static_cast<uint32_t>(k % 2)) * pb;
+    };
+    const auto chunk_at = [&](int c, uint32_t j) {
+      return s.hbm_addr + static_cast<uint32_t>(c) * p.chunk * 4 + j * p.piece * 4;
+    };
+    const auto mod = [&](int x) { return ((x % P) + P) % P; };
+    const uint32_t K = static_cast<uint32_t>(P - 1) * p.pieces;  // pieces received in all
+    // Piece k of reduce-scatter: step k / pieces, piece j = k % pieces of the chunk.
+    const auto recv_chunk = [&](uint32_t k) { return mod(r - static_cast<int>(k / p.pieces) - 1); };
+    const auto store = [&](uint32_t k) {
+      const uint32_t j = k % p.pieces;
+      e.wait(isa::Unit::kDma, kScAdded, k + 1);
+      e.signal(isa::Unit::kDma, kRcFree, isa::Link::kPrev);  // its receive slot is free again
+      e.copy(isa::Space::kUb, out(k), isa::Space::kHbm, chunk_at(recv_chunk(k), j), p.piece_len(j));
+      e.signal(isa::Unit::kDma, kScStored);
+    };
+    // Reduce-scatter.
+    for (uint32_t k = 0; k < K; ++k) {
+      const int step = static_cast<int>(k / p.pieces);
+      const uint32_t j = k % p.pieces, len = p.piece_len(j);
+      // send: my chunk (r − step), as far as summed, into next's receive slot k % 2
+      if (k >= 2) e.wait(isa::Unit::kDma, kRcFree, k - 1, true);
+      e.copy(isa::Space::kHbm, chunk_at(mod(r - step), j), isa::Space::kUb, rx(k), len,
+             isa::Link::kNext);
+      e.signal(isa::Unit::kDma, kRcPiece, isa::Link::kNext);
+      // my own piece of the chunk I receive
+      if (k >= 2) e.wait(isa::Unit::kDma, kScAdded, k - 1);
+      e.copy(isa::Space::kHbm, chunk_at(recv_chunk(k), j), isa::Space::kUb, own(k), len);
+      e.signal(isa::Unit::kDma, kScOwn);
+      if (k >= 1) store(k - 1);
+      // add: received + own, vector by vector
+      e.wait(isa::Unit::kVpu, kRcPiece, k + 1, true);
+      e.wait(isa::Unit::kVpu, kScOwn, k + 1);
+      if (k >= 2) e.wait(isa::Unit::kVpu, kScStored, k - 1);
+      for (uint32_t v = 0; v < len / s.n; ++v) {
+        const uint32_t off = v * 4u * s.n;
+        e.vpu_mem(Opcode::kVpuLd, 1, rx(k) + off);
+        e.vpu_mem(Opcode::kVpuLd, 2, own(k) + off);
+        e.vpu_add(3, 1, 2);
+        e.vpu_mem(Opcode::kVpuSt, 3, out(k) + off);
+      }
+      e.signal(isa::Unit::kVpu, kScAdded);
+    }
+    store(K - 1);
+    // All-gather: chunk (r + 1 − step), finished here or received last step, into next's HBM.
+    for (int step = 0; step < P - 1; ++step) {
+      if (step >= 1) e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(step), true);
+      for (uint32_t j = 0; j < p.pieces; ++j) {
+        e.copy(isa::Space::kHbm, chunk_at(mod(r + 1 - step), j), isa::Space::kHbm,
+               chunk_at(mod(r + 1 - step), j), p.piece_len(j), isa::Link::kNext);
+      }
+      e.signal(isa::Unit::kDma, kRcChunk, isa::Link::kNext);
+    }
+    // Every signal sent to this chip is consumed before HALT (none may arrive after it).
+    e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(P - 1), true);
+    e.wait(isa::Unit::kDma, kRcFree, K, true);
+  }
+  Instruction halt;
+  halt.op = Opcode::kHalt;
+  e.prog.push_back(halt);
+  return e.prog;
+}
+
+}  // namespace tessera::compiler

@@ -1,0 +1,43 @@
+// The ring all-reduce as a chip program (docs/multichip.md): every chip of a ring of P chips
+// holds a gradient vector of fp32 at the same HBM address; after the program every chip holds
+// the element-wise sum, bit-identical on all chips. Reduce-scatter then all-gather: the vector
+// is P equal chunks; in reduce-scatter step s (0 … P−2) chip r sends chunk (r − s) mod P to
+// its `next` neighbour — straight from HBM into the neighbour's unified buffer — and adds the
+// chunk (r − s − 1) mod P it receives to its own copy on the VPU, in pieces that fit the UB,
+// double-buffered so that link transfers, HBM loads and stores and the adds overlap; in
+// all-gather step s chip r copies the finished chunk (r + 1 − s) mod P from its HBM into the
+// next chip's HBM. Summation order (fixed): chunk c is summed along the ring starting at chip
+// c, ((g_c + g_{c+1}) + g_{c+2}) + … + g_{c−1} (indices mod P), each add fp32 RNE on the VPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/isa.h"
+
+namespace tessera::compiler {
+
+struct AllReduceSpec {
+  int chips = 2;          // P >= 1 (1: the program only halts)
+  int rank = 0;           // this chip's ring position 0 … P−1
+  int n = 16;             // VPU lanes
+  uint32_t hbm_addr = 0;  // the vector (fp32), 32-byte aligned, same on every chip
+  uint32_t elems = 0;     // its length: a multiple of P·N (allreduce_padded_elems)
+  uint32_t ub_base = 0;   // UB scratch the program may use: [ub_base, ub_base + ub_bytes)
+  uint32_t ub_bytes = 0;
+  uint32_t piece_bytes = 0;  // bytes per piece (0: as large as the scratch allows)
+};
+
+// The length to allocate for `elems` fp32 so that P chunks of whole N-lane vectors cover it
+// (the padding must hold zeros, or anything: it is summed like the rest and ignored).
+uint32_t allreduce_padded_elems(uint32_t elems, int chips, int n);
+
+// The program for chip spec.rank (HALT at the end). Throws std::invalid_argument naming the
+// field when the spec is impossible (alignment, UB scratch too small for two pieces, …).
+std::vector<isa::Instruction> ring_allreduce_program(const AllReduceSpec& spec);
+
+// Bytes the program moves over each link (payload, both phases) — for bandwidth figures.
+uint64_t allreduce_link_bytes(const AllReduceSpec& spec);
+
+}  // namespace tessera::compiler

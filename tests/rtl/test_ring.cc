@@ -1,0 +1,329 @@
+// Multi-chip: rings of verilated chips (harness/chip/ring_sim.h, tpu_top at N = 4) against the
+// functional ring (sw/functional): remote DMA writes into a neighbour's unified buffer and HBM,
+// remote signals and remote WAITs, the compiled ring all-reduce (sw/compiler/allreduce.cc)
+// checked against the host's fp32 sums in the documented order, determinism between the
+// single-threaded and the threaded lock-step, and the faults: a link that is down, a remote
+// WAIT with no link, a chip that faults while its neighbours wait on it, a ring deadlock.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "Vtpu_top_n4.h"
+#include "harness/chip/ring_sim.h"
+#include "harness/fp_ref.h"
+#include "tessera/allreduce.h"
+#include "tessera/asm.h"
+#include "tessera/functional_model.h"
+#include "tessera/functional_ring.h"
+#include "tests/common/test_util.h"
+
+namespace tessera {
+namespace {
+
+constexpr int kN = 4;
+constexpr uint64_t kUbBytes = 8192, kAccRows = 64, kHbmBytes = 256ull << 20;
+constexpr uint32_t kProg = 0x100000;
+const functional::ChipConfig kConfig{kN, kUbBytes, kAccRows, kHbmBytes};
+
+std::vector<uint8_t> assemble(const std::string& text) {
+  const auto r = assembler::assemble(text, {static_cast<uint32_t>(kN)});
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : assembler::format_error("prog", r.errors[0]));
+  return r.bytes();
+}
+
+std::vector<uint8_t> encode(const std::vector<isa::Instruction>& prog) {
+  std::vector<uint8_t> b;
+  for (const auto& i : prog) {
+    for (uint32_t w : isa::encode(i)) {
+      for (int k = 0; k < 4; ++k) b.push_back(static_cast<uint8_t>(w >> (8 * k)));
+    }
+  }
+  return b;
+}
+
+// A ring of P verilated chips and a functional ring, loaded alike.
+class Rings {
+ public:
+  Rings(int chips, int threads = 1, const std::string& waves = "")
+      : rtl_(chips, 1, 32, threads, hbm::HbmTiming{}, waves), fn_(chips, kConfig) {}
+  void load(int r, uint64_t addr, const std::vector<uint8_t>& bytes) {
+    rtl_.chip(r).hbm_write(addr, bytes);
+    fn_.chip(r).hbm().write(addr, bytes.data(), bytes.size());
+  }
+  std::vector<uint8_t> rtl_read(int r, uint64_t addr, size_t n) {
+    return rtl_.chip(r).hbm_read(addr, n);
+  }
+  std::vector<uint8_t> fn_read(int r, uint64_t addr, size_t n) {
+    std::vector<uint8_t> b(n);
+    fn_.chip(r).hbm().read(addr, b.data(), n);
+    return b;
+  }
+  chip::RingSim<Vtpu_top_n4>& rtl() { return rtl_; }
+  functional::FunctionalRing& fn() { return fn_; }
+
+ private:
+  chip::RingSim<Vtpu_top_n4> rtl_;
+  functional::FunctionalRing fn_;
+};
+
+std::vector<uint8_t> random_bytes(std::mt19937_64& rng, size_t n) {
+  std::vector<uint8_t> b(n);
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  return b;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Remote writes and signals: every chip passes data to its neighbours, both ways, into UB and
+// HBM, with gathers and partial words; the same on both models, byte for byte.
+
+const char* kPassProgram = R"(
+  # 64 fp32 from HBM 0x10000 into UB 0x0, then into next's UB 0x400
+  dma.loop   src, 0, 64, 4, 1, 0
+  dma.loop   dst, 0, 64, 4, 1, 0
+  dma.copy   hbm, ub, 4, 0x10000, 0x0
+  dma.copy   ub, ub, 4, 0x0, 0x400, next
+  signal     dma, rc0, next
+  # a gather (every other fp32 of 8 rows) from HBM straight into prev's HBM 0x40000
+  dma.loop   src, 0, 8, 8, 8, 64
+  dma.loop   dst, 0, 64, 4, 1, 0
+  dma.copy   hbm, hbm, 4, 0x10000, 0x40000, prev
+  signal     dma, rc1, prev
+  # 37 bf16 to an odd place in next's HBM (partial words: byte strobes)
+  dma.loop   src, 0, 37, 2, 1, 0
+  dma.loop   dst, 0, 37, 2, 1, 0
+  dma.copy   hbm, hbm, 2, 0x10100, 0x50006, next
+  signal     dma, rc2, next
+  # wait for the neighbours, then copy what prev sent into my UB out to HBM 0x20000
+  wait       dma, rc0, 1
+  dma.loop   src, 0, 64, 4, 1, 0
+  dma.loop   dst, 0, 64, 4, 1, 0
+  dma.copy   ub, hbm, 4, 0x400, 0x20000
+  wait       vpu, rc1, 1
+  wait       mxu, rc2, 1
+  halt
+)";
+
+class RingPass : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(RingPass, RemoteWritesAndSignalsMatchTheFunctionalRing) {
+  const int chips = std::get<0>(GetParam()), threads = std::get<1>(GetParam());
+  std::mt19937_64 rng(test::test_seed());
+  Rings rings(chips, threads, test::current_test_name());
+  std::vector<std::vector<uint8_t>> data;
+  for (int r = 0; r < chips; ++r) {
+    data.push_back(random_bytes(rng, 512));
+    rings.load(r, 0x10000, data.back());
+    rings.load(r, 0x40000, std::vector<uint8_t>(256, 0xEE));
+    rings.load(r, 0x50000, std::vector<uint8_t>(128, 0xDD));
+    rings.load(r, kProg, assemble(kPassProgram));
+  }
+  const chip::RingRun run = rings.rtl().run({kProg}, 200000);
+  const functional::RingResult f = rings.fn().run({kProg});
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  ASSERT_TRUE(f.all_halted()) << f.describe();
+  for (int r = 0; r < chips; ++r) {
+    SCOPED_TRACE("chip " + std::to_string(r));
+    EXPECT_EQ(run.chips[r].status, uint32_t(isa::STATUS_HALTED));
+    for (auto [addr, n] :
+         {std::pair<uint64_t, size_t>{0x20000, 256}, {0x40000, 256}, {0x50000, 128}}) {
+      EXPECT_EQ(rings.rtl_read(r, addr, n), rings.fn_read(r, addr, n))
+          << "at 0x" << std::hex << addr;
+    }
+    // and against the host: prev's first 256 bytes, next's gather, prev's bf16 at 0x50006
+    const int prev = (r + chips - 1) % chips, next = (r + 1) % chips;
+    const auto out = rings.rtl_read(r, 0x20000, 256);
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), data[prev].begin()));
+    const auto g = rings.rtl_read(r, 0x40000, 256);
+    for (int row = 0; row < 8; ++row) {
+      for (int k = 0; k < 8; ++k) {
+        EXPECT_EQ(0, std::memcmp(&g[4 * (8 * row + k)], &data[next][64 * row + 8 * k], 4));
+      }
+    }
+    const auto h = rings.rtl_read(r, 0x50000, 128);
+    EXPECT_EQ(h[5], 0xDD);
+    EXPECT_EQ(0, std::memcmp(&h[6], &data[prev][0x100], 74));
+    EXPECT_EQ(h[80], 0xDD);
+  }
+  // flits per chip: 8 + 8 words of fp32, 3 words of bf16 (74 bytes from 0x50006), 3 signals
+  EXPECT_EQ(run.flits, static_cast<uint64_t>(chips) * (8 + 8 + 3 + 3)) << "flits on the links";
+  std::cout << chips << " chips, " << threads << " thread(s): " << run.cycles << " cycles\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Chips, RingPass,
+                         ::testing::Values(std::make_tuple(2, 1), std::make_tuple(4, 1),
+                                           std::make_tuple(2, 2)));
+
+// The same ring, the same program: identical cycle counts and flit counts whether the chips
+// run on one thread or two (lock-step windows make the threads' timing irrelevant).
+TEST(RingLockStep, ThreadsDoNotChangeAnyCycle) {
+  std::vector<chip::RingRun> runs;
+  for (int threads : {1, 2}) {
+    std::mt19937_64 rng(7);
+    Rings rings(4, threads);
+    for (int r = 0; r < 4; ++r) {
+      rings.load(r, 0x10000, random_bytes(rng, 512));
+      rings.load(r, kProg, assemble(kPassProgram));
+    }
+    runs.push_back(rings.rtl().run({kProg}, 200000));
+    ASSERT_TRUE(runs.back().error.empty()) << runs.back().error;
+  }
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(runs[0].chips[r].cycles, runs[1].chips[r].cycles);
+  EXPECT_EQ(runs[0].link_flits, runs[1].link_flits);
+  EXPECT_EQ(runs[0].cycles, runs[1].cycles);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ring all-reduce.
+
+class RingAllReduce : public ::testing::TestWithParam<int> {};
+
+TEST_P(RingAllReduce, EveryChipEndsWithTheSumInRingOrder) {
+  const int chips = GetParam();
+  std::mt19937_64 rng(test::test_seed());
+  test::Fp32Gen gen(rng());
+  const uint32_t elems = compiler::allreduce_padded_elems(1000, chips, kN);
+  const uint32_t addr = 0x200000;
+  Rings rings(chips, 1, test::current_test_name());
+  std::vector<std::vector<uint32_t>> g(chips, std::vector<uint32_t>(elems));
+  for (int r = 0; r < chips; ++r) {
+    for (auto& x : g[r]) {
+      // finite values of mixed magnitudes (inf and NaN would hide the order)
+      x = fp::bits((static_cast<int>(rng() % 200001) - 100000) *
+                   std::ldexp(1.0f, static_cast<int>(rng() % 40) - 30));
+    }
+    std::vector<uint8_t> b(4 * elems);
+    std::memcpy(b.data(), g[r].data(), b.size());
+    rings.load(r, addr, b);
+    compiler::AllReduceSpec spec;
+    spec.chips = chips;
+    spec.rank = r;
+    spec.n = kN;
+    spec.hbm_addr = addr;
+    spec.elems = elems;
+    spec.ub_base = 0;
+    spec.ub_bytes = kUbBytes;
+    spec.piece_bytes = 512;  // several pieces per chunk: the double buffering is exercised
+    rings.load(r, kProg, encode(compiler::ring_allreduce_program(spec)));
+  }
+  const chip::RingRun run = rings.rtl().run({kProg}, 2'000'000);
+  const functional::RingResult f = rings.fn().run({kProg});
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  ASSERT_TRUE(f.all_halted()) << f.describe();
+  // The documented order: chunk c summed along the ring from chip c.
+  const uint32_t chunk = elems / chips;
+  std::vector<uint32_t> want(elems);
+  for (uint32_t i = 0; i < elems; ++i) {
+    const int c = static_cast<int>(i / chunk);
+    uint32_t s = g[c][i];
+    for (int k = 1; k < chips; ++k) s = fp::add(s, g[(c + k) % chips][i]);
+    want[i] = s;
+  }
+  for (int r = 0; r < chips; ++r) {
+    SCOPED_TRACE("chip " + std::to_string(r));
+    const auto got = rings.rtl_read(r, addr, 4 * elems);
+    EXPECT_EQ(got, rings.fn_read(r, addr, 4 * elems));
+    std::vector<uint32_t> v(elems);
+    std::memcpy(v.data(), got.data(), got.size());
+    for (uint32_t i = 0; i < elems; ++i) {
+      ASSERT_EQ(v[i], want[i]) << "element " << i;
+    }
+  }
+  const uint64_t payload = 2ull * (chips - 1) * chunk * 4;
+  std::cout << chips << " chips, " << elems << " fp32: " << run.cycles << " cycles, " << payload
+            << " bytes per link: " << double(payload) / run.cycles
+            << " bytes/cycle (link payload peak 32/3 = 10.67)\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Chips, RingAllReduce, ::testing::Values(2, 3, 4));
+
+TEST(RingAllReduceSpec, ImpossibleSpecsAreRefusedByName) {
+  compiler::AllReduceSpec s;
+  s.chips = 2;
+  s.n = kN;
+  s.elems = 1004;  // not a multiple of chips x n
+  s.ub_bytes = kUbBytes;
+  EXPECT_THROW(compiler::ring_allreduce_program(s), std::invalid_argument);
+  s.elems = 1024;
+  s.ub_bytes = 64;  // too small for six pieces
+  EXPECT_THROW(compiler::ring_allreduce_program(s), std::invalid_argument);
+  s.ub_bytes = kUbBytes;
+  s.rank = 2;
+  EXPECT_THROW(compiler::ring_allreduce_program(s), std::invalid_argument);
+  s.rank = 0;
+  s.hbm_addr = 4;
+  EXPECT_THROW(compiler::ring_allreduce_program(s), std::invalid_argument);
+  EXPECT_EQ(compiler::allreduce_padded_elems(1000, 3, 4), 1008u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults.
+
+// On one chip (links down) remote operations fault at decode, on both models alike.
+TEST(RingFaults, RemoteOperationsOnALinkThatIsDownFault) {
+  struct Case {
+    const char* text;
+    uint32_t code, info;
+  } cases[] = {
+      {"dma.copy ub, ub, 4, 0x0, 0x100, next\nhalt\n", isa::FAULT_LINK_DOWN, 1},
+      {"signal dma, rc3, prev\nhalt\n", isa::FAULT_LINK_DOWN, 2},
+      {"wait vpu, rc0, 1\nhalt\n", isa::FAULT_SYNC_DEADLOCK, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    Rings rings(1);
+    rings.load(0, kProg, assemble(c.text));
+    const chip::RingRun run = rings.rtl().run({kProg}, 10000);
+    const functional::RingResult f = rings.fn().run({kProg});
+    ASSERT_EQ(run.chips.size(), 1u);
+    EXPECT_EQ(run.chips[0].status, uint32_t(isa::STATUS_FAULTED));
+    EXPECT_EQ(run.chips[0].fault_code, c.code);
+    EXPECT_EQ(run.chips[0].fault_info, c.info);
+    EXPECT_EQ(run.chips[0].fault_pc, kProg);
+    EXPECT_EQ(f.chips[0].fault_code, c.code);
+    EXPECT_EQ(f.chips[0].fault_info, c.info);
+    EXPECT_NE(run.error.find("chip 0: fault"), std::string::npos) << run.error;
+  }
+}
+
+// Chip 1 faults at once; chip 0 waits for a signal chip 1 will never send. The ring stops
+// within a window of the fault and names both.
+TEST(RingFaults, AFaultingChipStopsTheRingWithoutAHang) {
+  Rings rings(2);
+  rings.load(0, kProg, assemble("wait dma, rc0, 1\nhalt\n"));
+  rings.load(1, kProg, assemble("vpu.st f32, v1, 0x3\nhalt\n"));  // misaligned: UB_RANGE
+  const chip::RingRun run = rings.rtl().run({kProg}, 1'000'000);
+  EXPECT_FALSE(run.timed_out);
+  // the others stop in the window after the fault (32-cycle windows)
+  EXPECT_LE(run.cycles, run.chips[1].cycles + 2 * 32) << run.chips[1].cycles;
+  EXPECT_EQ(run.chips[1].fault_code, uint32_t(isa::FAULT_UB_RANGE));
+  EXPECT_EQ(run.chips[0].status, uint32_t(isa::STATUS_RUNNING));
+  EXPECT_NE(run.error.find("chip 1: fault 2 at pc 0x100000"), std::string::npos) << run.error;
+  EXPECT_NE(run.error.find("chip 0: stopped while running"), std::string::npos) << run.error;
+  EXPECT_THROW(rings.rtl().run({kProg}), std::runtime_error) << "a failed ring refuses runs";
+  const functional::RingResult f = rings.fn().run({kProg});
+  EXPECT_EQ(f.chips[1].status, functional::RunStatus::kFaulted);
+  EXPECT_TRUE(f.deadlock) << f.describe();
+}
+
+// Both chips wait for each other: the functional ring reports the deadlock, the RTL ring its
+// watchdog with each chip's PC.
+TEST(RingFaults, ARingDeadlockIsReportedNotHung) {
+  Rings rings(2);
+  for (int r = 0; r < 2; ++r) rings.load(r, kProg, assemble("nop\nwait dma, rc0, 1\nhalt\n"));
+  const chip::RingRun run = rings.rtl().run({kProg}, 5000);
+  EXPECT_TRUE(run.timed_out);
+  EXPECT_NE(run.error.find("watchdog"), std::string::npos);
+  // the WAIT sits in the DMA queue; decode waits at the HALT after it
+  EXPECT_NE(run.error.find("chip 1: stopped while running at pc 0x100020 (unit state 0x5)"),
+            std::string::npos)
+      << run.error;
+  const functional::RingResult f = rings.fn().run({kProg});
+  EXPECT_TRUE(f.deadlock);
+  EXPECT_EQ(f.chips[0].status, functional::RunStatus::kBlocked);
+}
+
+}  // namespace
+}  // namespace tessera
