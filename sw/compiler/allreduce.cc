@@ -39,7 +39,20 @@ class Emitter {
     i.link = link;
     prog.push_back(i);
   }
-  // A contiguous copy of `elems` fp32.
+  // Loops 2 and 3 of both walks to count 1: the program may be a block inside a larger one
+  // (the training step) whose copies left other values there.
+  void reset_outer_loops() {
+    for (isa::Walk w : {isa::Walk::kSrc, isa::Walk::kDst}) {
+      Instruction l;
+      l.op = Opcode::kDmaLoop;
+      l.walk = w;
+      l.pair = 1;
+      l.c0 = 1;
+      l.c1 = 1;
+      prog.push_back(l);
+    }
+  }
+  // A contiguous copy of `elems` fp32 (loops 0 and 1; loops 2 and 3 are count 1).
   void copy(isa::Space ss, uint32_t src, isa::Space ds, uint32_t dst, uint32_t elems,
             isa::Link link = isa::Link::kLocal) {
     if (elems != len) {
@@ -138,6 +151,7 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
   Emitter e;
   const int P = s.chips, r = s.rank;
   if (P > 1) {
+    e.reset_outer_loops();
     const uint32_t pb = p.piece * 4;
     const auto rx = [&](uint64_t k) { return s.ub_base + static_cast<uint32_t>(k % 2) * pb; };
     const auto own = [&](uint64_t k) {
@@ -160,12 +174,16 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
       e.copy(isa::Space::kUb, out(k), isa::Space::kHbm, chunk_at(recv_chunk(k), j), p.piece_len(j));
       e.signal(isa::Unit::kDma, kScStored);
     };
+    // My two receive slots are free from here on (the program before this block is done with
+    // the UB): tell prev, which sends piece k only once RC1 >= k + 1 (a credit per slot).
+    e.signal(isa::Unit::kDma, kRcFree, isa::Link::kPrev);
+    e.signal(isa::Unit::kDma, kRcFree, isa::Link::kPrev);
     // Reduce-scatter.
     for (uint32_t k = 0; k < K; ++k) {
       const int step = static_cast<int>(k / p.pieces);
       const uint32_t j = k % p.pieces, len = p.piece_len(j);
       // send: my chunk (r − step), as far as summed, into next's receive slot k % 2
-      if (k >= 2) e.wait(isa::Unit::kDma, kRcFree, k - 1, true);
+      e.wait(isa::Unit::kDma, kRcFree, k + 1, true);
       e.copy(isa::Space::kHbm, chunk_at(mod(r - step), j), isa::Space::kUb, rx(k), len,
              isa::Link::kNext);
       e.signal(isa::Unit::kDma, kRcPiece, isa::Link::kNext);
@@ -199,7 +217,7 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
     }
     // Every signal sent to this chip is consumed before HALT (none may arrive after it).
     e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(P - 1), true);
-    e.wait(isa::Unit::kDma, kRcFree, K, true);
+    e.wait(isa::Unit::kDma, kRcFree, K + 2, true);
   }
   Instruction halt;
   halt.op = Opcode::kHalt;

@@ -16,6 +16,10 @@
 //   conv_dw      per (image, pooled row): DMA transposed im2col rows, d features, argmax ->
 //                VPU max-pool and relu backward -> MXU im2col^T x dz (row of ones: bias grad)
 //                accumulated over the batch in the ACC -> VPU Adam on the kernel and bias
+// Split update (data parallelism, Replication): dense_dw and conv_dw store the gradients to HBM
+// instead of applying Adam, then
+//   allreduce    the ring all-reduce of the gradient vector (sw/compiler/allreduce.cc), fenced
+//   update       DMA gradient, W, m, v chunks -> VPU Adam -> DMA W, m, v and the bf16 copies
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,6 +28,7 @@
 #include "harness/fp_ref.h"
 #include "sw/compiler/program_builder.h"
 #include "sw/compiler/vpu_math.h"
+#include "tessera/allreduce.h"
 #include "tessera/compiler.h"
 
 namespace tessera::compiler {
@@ -115,8 +120,8 @@ uint32_t CnnTrainStep::tap_pad() const { return ceil_div(spec_.taps(), chip_.n) 
 
 CnnTrainStep::CnnTrainStep(const CnnSpec& spec, const AdamSpec& adam, const ChipShape& chip,
                            uint32_t batch, uint64_t hbm_base, StepKind kind,
-                           const HbmLayout* share_state)
-    : spec_(spec), kind_(kind), adam_(adam), chip_(chip), batch_(batch) {
+                           const HbmLayout* share_state, const Replication& replication)
+    : spec_(spec), kind_(kind), adam_(adam), chip_(chip), batch_(batch), rep_(replication) {
   const int n = chip.n;
   auto bad = [](const std::string& why) { throw std::invalid_argument(why); };
   if (n < 4 || n > 128 || (n & (n - 1))) bad("array size N must be a power of two in 4..128");
@@ -131,15 +136,19 @@ CnnTrainStep::CnnTrainStep(const CnnSpec& spec, const AdamSpec& adam, const Chip
   if (ceil_div(spec.classes, n) > 3) bad("Dense: at most 3N classes");
   if (spec.taps() + 1 > chip.acc_rows || 2 * spec.conv_w() > chip.acc_rows)
     bad("the ACC is too small for one conv row pair");
+  if (replication.replicas < 1 || replication.rank < 0 || replication.rank >= replication.replicas)
+    bad("replication: replicas must be >= 1 and rank in 0 .. replicas - 1");
   plan_hbm(hbm_base, share_state);
   compile();
 }
 
-uint64_t CnnTrainStep::data_bytes(const CnnSpec& spec, const ChipShape& chip, uint32_t batch) {
+uint64_t CnnTrainStep::data_bytes(const CnnSpec& spec, const ChipShape& chip, uint32_t batch,
+                                  const Replication& replication) {
   CnnTrainStep probe;
   probe.spec_ = spec;
   probe.chip_ = chip;
   probe.batch_ = batch;
+  probe.rep_ = replication;
   probe.plan_hbm(0);
   return probe.layout_.program;
 }
@@ -180,6 +189,11 @@ void CnnTrainStep::plan_hbm(uint64_t base, const HbmLayout* share) {
   l.dfeatures = take(uint64_t{batch_} * d * 2);
   l.metrics = take(2 * n * 4);
   l.probs = take(uint64_t{batch_} * cpad * 4);
+  if (rep_.split() && kind_ == StepKind::kTrain) {
+    l.grads_elems = allreduce_padded_elems(static_cast<uint32_t>(t * f + f + c * d + cpad),
+                                           rep_.replicas, chip_.n);
+    l.grads = take(l.grads_elems * 4);
+  }
   l.program = next;
   if (share) {
     for (uint64_t HbmLayout::*m :
@@ -205,6 +219,11 @@ void CnnTrainStep::compile() {
   const uint32_t CWords = code_words();  // argmax code words per channel and pooled row
   const uint32_t row2n = 2 * N, row4n = 4 * N;
   const HbmLayout& L = layout_;
+  // Split update: where each gradient goes in the gradient vector (HbmLayout::grads).
+  const bool split = rep_.split() && kind_ == StepKind::kTrain;
+  const uint64_t g_conv_w = L.grads, g_conv_b = g_conv_w + uint64_t{T} * F * 4,
+                 g_dense_w = g_conv_b + uint64_t{F} * 4,
+                 g_dense_b = g_dense_w + uint64_t{spec_.classes} * D * 4;
   ProgramBuilder b(n, chip_.ub_bytes, chip_.acc_rows);
   // Per-phase statistics: the builder's counters when each phase starts.
   std::vector<BuilderStats> phase_start;
@@ -485,7 +504,8 @@ void CnnTrainStep::compile() {
           b.vpu_lif(15, 1.0f);
           b.vpu_op(Fn::kSel, 15, 15, 0, 11);
           b.vpu_op(Fn::kSub, 14, 14, 15);
-          b.vpu_lif(15, 1.0f / static_cast<float>(B));
+          // 1 / global batch: the replicas' gradients add up to the global batch's
+          b.vpu_lif(15, 1.0f / static_cast<float>(uint64_t{B} * rep_.replicas));
           b.vpu_op(Fn::kMul, 14, 14, 15);
           b.vpu_st(kBf16, 14, dlog + (smp * Cpad + c * N) * 2);
         }
@@ -607,20 +627,29 @@ void CnnTrainStep::compile() {
           b.mxu_mm(kt > 0, ones, row2n, 1, bias_row + ct);
         }
       b.signal(isa::Unit::kMxu);
-      for (uint32_t ct = 0; ct < Cc; ++ct) {
-        b.vpu_ld(kAcc, ar.g, bias_row + ct);
-        b.vpu_ld(kF32, ar.w, db + ct * row4n);
-        b.vpu_ld(kF32, ar.m, db_m + ct * row4n);
-        b.vpu_ld(kF32, ar.v, db_v + ct * row4n);
-        emit_adam_update(b, ar);
-        b.vpu_st(kF32, ar.w, db + ct * row4n);
-        b.vpu_st(kF32, ar.m, db_m + ct * row4n);
-        b.vpu_st(kF32, ar.v, db_v + ct * row4n);
+      if (split) {  // the gradient to HBM (db is free: the forward pass has used the bias)
+        for (uint32_t ct = 0; ct < Cc; ++ct) {
+          b.vpu_ld(kAcc, ar.g, bias_row + ct);
+          b.vpu_st(kF32, ar.g, db + ct * row4n);
+        }
+        b.signal(isa::Unit::kVpu);
+        copy_linear(b, isa::Space::kUb, db, isa::Space::kHbm, g_dense_b, Cpad, 4);
+      } else {
+        for (uint32_t ct = 0; ct < Cc; ++ct) {
+          b.vpu_ld(kAcc, ar.g, bias_row + ct);
+          b.vpu_ld(kF32, ar.w, db + ct * row4n);
+          b.vpu_ld(kF32, ar.m, db_m + ct * row4n);
+          b.vpu_ld(kF32, ar.v, db_v + ct * row4n);
+          emit_adam_update(b, ar);
+          b.vpu_st(kF32, ar.w, db + ct * row4n);
+          b.vpu_st(kF32, ar.m, db_m + ct * row4n);
+          b.vpu_st(kF32, ar.v, db_v + ct * row4n);
+        }
+        b.signal(isa::Unit::kVpu);
+        copy_linear(b, isa::Space::kUb, db, isa::Space::kHbm, L.dense_b, Cpad, 4);
+        copy_linear(b, isa::Space::kUb, db_m, isa::Space::kHbm, L.dense_b_m, Cpad, 4);
+        copy_linear(b, isa::Space::kUb, db_v, isa::Space::kHbm, L.dense_b_v, Cpad, 4);
       }
-      b.signal(isa::Unit::kVpu);
-      copy_linear(b, isa::Space::kUb, db, isa::Space::kHbm, L.dense_b, Cpad, 4);
-      copy_linear(b, isa::Space::kUb, db_m, isa::Space::kHbm, L.dense_b_m, Cpad, 4);
-      copy_linear(b, isa::Space::kUb, db_v, isa::Space::kHbm, L.dense_b_v, Cpad, 4);
       const uint32_t chunks = ceil_div(D, DR);
       // W^T-shaped tensors: C rows of D in HBM, C rows of DR in the UB.
       auto rows_hbm = [&](uint64_t base, uint32_t d0, uint32_t dr, int e) {
@@ -633,6 +662,10 @@ void CnnTrainStep::compile() {
         const uint32_t d0 = q * DR, dr_q = std::min(DR, D - d0), i = q % 2;
         b.dma_copy(hbm(L.features + uint64_t{d0} * 2, {{dr_q, 2}, {B, int32_t(D * 2)}}),
                    ub(fw[i], {{dr_q, 2}, {B, int32_t(DR * 2)}}), 2);
+        if (split) {  // only the features: the gradient goes to HBM, Adam comes later
+          b.signal(isa::Unit::kDma);
+          return;
+        }
         b.dma_copy(rows_hbm(L.dense_w, d0, dr_q, 4), rows_ub(w[i], dr_q, 4), 4);
         b.dma_copy(rows_hbm(L.dense_w_m, d0, dr_q, 4), rows_ub(m[i], dr_q, 4), 4);
         b.dma_copy(rows_hbm(L.dense_w_v, d0, dr_q, 4), rows_ub(v[i], dr_q, 4), 4);
@@ -650,6 +683,16 @@ void CnnTrainStep::compile() {
             b.mxu_mm(kt > 0, dlogt + kt * row2n, Bpad * 2, C, acc0 + j * C);
           }
         b.signal(isa::Unit::kMxu);
+        if (split) {  // d W^T rows to the gradient vector, through w[i]
+          for (uint32_t j = 0; j < tq; ++j)
+            for (uint32_t c = 0; c < C; ++c) {
+              b.vpu_ld(kAcc, ar.g, acc0 + j * C + c);
+              b.vpu_st(kF32, ar.g, w[i] + (c * DR + j * N) * 4);
+            }
+          b.signal(isa::Unit::kVpu);
+          b.dma_copy(rows_ub(w[i], dr_q, 4), rows_hbm(g_dense_w, d0, dr_q, 4), 4);
+          continue;
+        }
         for (uint32_t j = 0; j < tq; ++j)
           for (uint32_t c = 0; c < C; ++c) {
             const uint32_t off = c * DR + j * N;
@@ -783,6 +826,20 @@ void CnnTrainStep::compile() {
           }
           b.signal(isa::Unit::kMxu);
         }
+        if (split) {  // this group's kernel columns and biases to the gradient vector
+          for (uint32_t j = j0; j < j1; ++j)
+            for (uint32_t t = 0; t <= T; ++t) {
+              b.vpu_ld(kAcc, 7, (j - j0) * (T + 1) + t);
+              b.vpu_st(kF32, 7, t == T ? cb + j * row4n : cw + (t * F + j * N) * 4);
+            }
+          b.signal(isa::Unit::kVpu);
+          const uint32_t cols = (j1 - j0) * N;
+          b.dma_copy(ub(cw + j0 * row4n, {{cols, 4}, {T, int32_t(F * 4)}}),
+                     hbm(g_conv_w + uint64_t{j0} * row4n, {{cols, 4}, {T, int32_t(F * 4)}}), 4);
+          copy_linear(b, isa::Space::kUb, cb + j0 * row4n, isa::Space::kHbm,
+                      g_conv_b + uint64_t{j0} * row4n, cols, 4);
+          continue;
+        }
         // Adam on this group's kernel columns and biases (constants reloaded: v1..v3 were 1..3)
         for (const Tensor32& t : state)
           copy_linear(b, isa::Space::kHbm, t.hbm, isa::Space::kUb, t.ub, t.count, 4);
@@ -811,6 +868,94 @@ void CnnTrainStep::compile() {
       }
     }
 
+    if (split) {
+      // ---- allreduce: the gradient vector summed over the ring (fenced: its own sync) ----
+      if (rep_.replicas > 1) {
+        phase("allreduce");
+        AllReduceSpec ars;
+        ars.chips = rep_.replicas;
+        ars.rank = rep_.rank;
+        ars.n = n;
+        ars.hbm_addr = static_cast<uint32_t>(L.grads);
+        ars.elems = static_cast<uint32_t>(L.grads_elems);
+        ars.ub_base = static_cast<uint32_t>(phase_base);
+        ars.ub_bytes = static_cast<uint32_t>(chip_.ub_bytes - phase_base);
+        std::vector<isa::Instruction> block = ring_allreduce_program(ars);
+        block.pop_back();  // its HALT
+        b.fenced_block(block);
+      }
+      // ---- update: Adam on every tensor from the (summed) gradient vector ----
+      phase("update");
+      const AdamRegs ar;
+      emit_adam_constants(b, ar, adam_.beta1, adam_.beta2, adam_.epsilon, ub_lrt);
+      // A [rows][cols] fp32 tensor with row pitch `pitch` elements in HBM, in chunks of DR
+      // columns (two buffer sets); `w16`: its bf16 copy in the same layout, `w16t`: a
+      // transposed bf16 copy [cols][Cpad] (the dense kernel's).
+      auto adam2d = [&](uint64_t w_hbm, uint64_t m_hbm, uint64_t v_hbm, uint64_t g_hbm,
+                        uint32_t rows, uint32_t cols, uint32_t pitch, uint64_t w16, uint64_t w16t,
+                        const char* what) {
+        UbArena a(phase_base, chip_.ub_bytes, n, what);
+        const uint64_t per_col = uint64_t{rows} * (4 * 4 + 2);
+        const uint64_t room =
+            a.free() > 10 * 512 ? a.free() - 10 * 512 : 0;  // 10 buffers' alignment
+        const uint32_t DR = std::min<uint32_t>(ceil_div(cols, N) * N,
+                                               static_cast<uint32_t>(room / (2 * per_col) / N * N));
+        if (DR == 0) a.take(a.free() + 1);  // names the phase: the UB is too small
+        uint32_t gb[2], wb[2], mb[2], vb[2], hb[2];
+        for (int i = 0; i < 2; ++i) {
+          gb[i] = a.take(uint64_t{rows} * DR * 4);
+          wb[i] = a.take(uint64_t{rows} * DR * 4);
+          mb[i] = a.take(uint64_t{rows} * DR * 4);
+          vb[i] = a.take(uint64_t{rows} * DR * 4);
+          hb[i] = a.take(uint64_t{rows} * DR * 2);
+        }
+        auto h = [&](uint64_t base, uint32_t d0, uint32_t dr, int e) {
+          return hbm(base + uint64_t{d0} * e, {{dr, e}, {rows, int32_t(pitch * e)}});
+        };
+        auto u = [&](uint32_t base, uint32_t dr, int e) {
+          return ub(base, {{dr, e}, {rows, int32_t(DR * e)}});
+        };
+        for (uint32_t q = 0, d0 = 0; d0 < cols; ++q, d0 += DR) {
+          const uint32_t dr = std::min(DR, cols - d0), i = q % 2;
+          b.dma_copy(h(g_hbm, d0, dr, 4), u(gb[i], dr, 4), 4);
+          b.dma_copy(h(w_hbm, d0, dr, 4), u(wb[i], dr, 4), 4);
+          b.dma_copy(h(m_hbm, d0, dr, 4), u(mb[i], dr, 4), 4);
+          b.dma_copy(h(v_hbm, d0, dr, 4), u(vb[i], dr, 4), 4);
+          b.signal(isa::Unit::kDma);
+          for (uint32_t r = 0; r < rows; ++r)
+            for (uint32_t j = 0; j < dr / N; ++j) {
+              const uint32_t off = r * DR + j * N;
+              b.vpu_ld(kF32, ar.g, gb[i] + off * 4);
+              b.vpu_ld(kF32, ar.w, wb[i] + off * 4);
+              b.vpu_ld(kF32, ar.m, mb[i] + off * 4);
+              b.vpu_ld(kF32, ar.v, vb[i] + off * 4);
+              emit_adam_update(b, ar);
+              b.vpu_st(kF32, ar.w, wb[i] + off * 4);
+              b.vpu_st(kF32, ar.m, mb[i] + off * 4);
+              b.vpu_st(kF32, ar.v, vb[i] + off * 4);
+              if (w16) b.vpu_st(kBf16, ar.w, hb[i] + off * 2);
+            }
+          b.signal(isa::Unit::kVpu);
+          b.dma_copy(u(wb[i], dr, 4), h(w_hbm, d0, dr, 4), 4);
+          b.dma_copy(u(mb[i], dr, 4), h(m_hbm, d0, dr, 4), 4);
+          b.dma_copy(u(vb[i], dr, 4), h(v_hbm, d0, dr, 4), 4);
+          if (w16) b.dma_copy(u(hb[i], dr, 2), h(w16, d0, dr, 2), 2);
+          if (w16t) {
+            b.dma_copy(ub(hb[i], {{rows, int32_t(DR * 2)}, {dr, 2}}),
+                       hbm(w16t + uint64_t{d0} * Cpad * 2, {{rows, 2}, {dr, int32_t(Cpad * 2)}}),
+                       2);
+          }
+        }
+      };
+      adam2d(L.conv_w, L.conv_w_m, L.conv_w_v, g_conv_w, 1, T * F, T * F, L.conv_w16, 0,
+             "update (conv kernel)");
+      adam2d(L.conv_b, L.conv_b_m, L.conv_b_v, g_conv_b, 1, F, F, 0, 0, "update (conv bias)");
+      const uint32_t C = spec_.classes;
+      adam2d(L.dense_w, L.dense_w_m, L.dense_w_v, g_dense_w, C, D, D, L.dense_w16t, L.dense_w16,
+             "update (dense kernel)");
+      adam2d(L.dense_b, L.dense_b_m, L.dense_b_v, g_dense_b, 1, Cpad, Cpad, 0, 0,
+             "update (dense bias)");
+    }
   }  // train
 
   program_ = b.finish();
@@ -931,6 +1076,8 @@ std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
       }
     out.push_back({L.consts, std::move(bytes)});
   }
+  // the gradient vector's padding is summed by the all-reduce like the rest: zero, not garbage
+  if (L.grads_elems) out.push_back({L.grads, std::vector<uint8_t>(L.grads_elems * 4, 0)});
   return out;
 }
 

@@ -282,6 +282,15 @@ void ProgramBuilder::irq(uint32_t code) {
   program_.push_back(i);
 }
 
+void ProgramBuilder::fenced_block(const std::vector<Instruction>& block) {
+  Instruction fence;
+  fence.op = isa::Opcode::kFence;
+  program_.push_back(fence);
+  program_.insert(program_.end(), block.begin(), block.end());
+  program_.push_back(fence);
+  for (auto& walk : loop_regs_) walk.fill({0u, 0});  // count 0: never a register's value
+}
+
 std::vector<Instruction> ProgramBuilder::finish() {
   Instruction h;
   h.op = isa::Opcode::kHalt;

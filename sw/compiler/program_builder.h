@@ -73,6 +73,11 @@ class ProgramBuilder {
   // producer, which the builder emits on demand, possibly much later than needed).
   void signal(Unit unit);
   void irq(uint32_t code);
+  // A block the builder does not track (the ring all-reduce, with its own counters SC3..SC5
+  // and remote ones), fenced on both sides: everything before it has completed when it
+  // starts, and it has completed before anything after it starts. The DMA loop registers are
+  // unknown after it (the next copy sets its loops).
+  void fenced_block(const std::vector<Instruction>& block);
   // HALT; the program is complete.
   std::vector<Instruction> finish();
 

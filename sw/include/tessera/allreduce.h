@@ -8,6 +8,9 @@
 // all-gather step s chip r copies the finished chunk (r + 1 − s) mod P from its HBM into the
 // next chip's HBM. Summation order (fixed): chunk c is summed along the ring starting at chip
 // c, ((g_c + g_{c+1}) + g_{c+2}) + … + g_{c−1} (indices mod P), each add fp32 RNE on the VPU.
+// The program may start while a neighbour is still busy with its own work: a chip sends into
+// its neighbour's receive slots only after the neighbour has granted them (two credits at the
+// start, one per slot consumed), so the UB scratch may be in use until the block starts.
 #pragma once
 
 #include <cstdint>

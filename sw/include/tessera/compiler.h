@@ -60,6 +60,19 @@ struct AdamState {
   float beta1_power = 1.0f, beta2_power = 1.0f;
 };
 
+// Data parallelism (docs/multichip.md): the same step on every chip of a ring of `replicas`,
+// each with its own shard of the global batch (replicas x batch). The program computes its
+// shard's gradients scaled by 1 / global batch into an HBM gradient buffer, sums them over the
+// ring (the ring all-reduce, fixed order), then runs Adam on the sum: every replica's weights
+// stay bit-identical. `split_update` with one replica compiles the same split program without
+// the all-reduce — bit-identical to the fused single-chip step (a test of the split).
+struct Replication {
+  int replicas = 1;
+  int rank = 0;
+  bool split_update = false;
+  bool split() const { return replicas > 1 || split_update; }
+};
+
 // The HBM regions of the step (byte addresses; docs/compiler.md lists their layouts).
 struct HbmLayout {
   uint64_t base = 0, bytes = 0;
@@ -74,16 +87,20 @@ struct HbmLayout {
   uint64_t dense_b = 0, dense_b_m = 0, dense_b_v = 0;  // [Cpad] fp32
   uint64_t dense_w16 = 0;                              // [features][Cpad] bf16
   uint64_t dense_w16t = 0;  // [Cpad][features] bf16 (W^T; rows >= classes zero)
-  uint64_t powers = 0;                                 // [2][N] fp32: b1^t, b2^t in every lane
-  uint64_t consts = 0;                                 // [2*Cc][N] fp32: class index, valid mask
+  uint64_t powers = 0;      // [2][N] fp32: b1^t, b2^t in every lane
+  uint64_t consts = 0;      // [2*Cc][N] fp32: class index, valid mask
   // activations kept for the backward pass
-  uint64_t features = 0;  // [batch][features] bf16, the pooled relu output
+  uint64_t features = 0;   // [batch][features] bf16, the pooled relu output
   uint64_t argmax = 0;     // [batch][pool_h][code_words()][F] int32: per pooled column the
                            // window position 0..3 of the max (4: relu off), 3 bits, 10 a word
   uint64_t dfeatures = 0;  // [batch][features] bf16, d loss / d features
   // results
   uint64_t metrics = 0;  // [2][N] fp32: batch mean loss, number of correct predictions
   uint64_t probs = 0;    // [batch][Cpad] fp32: the softmax output (StepKind::kEvaluate)
+  // split update (Replication::split): the gradients, fp32, one vector for the all-reduce:
+  // conv kernel [taps][F], conv bias [F], dense W^T [classes][features], dense bias [Cpad],
+  // zero padding to grads_elems (a multiple of replicas x N)
+  uint64_t grads = 0, grads_elems = 0;
   uint64_t program = 0;  // the step program
 };
 
@@ -115,12 +132,14 @@ class CnnTrainStep {
   // not a multiple of N, a batch whose buffers do not fit in the UB or ACC, ...).
   CnnTrainStep(const CnnSpec& spec, const AdamSpec& adam, const ChipShape& chip, uint32_t batch,
                uint64_t hbm_base, StepKind kind = StepKind::kTrain,
-               const HbmLayout* share_state = nullptr);
+               const HbmLayout* share_state = nullptr, const Replication& replication = {});
   // With `share_state` (a step compiled for the same model and chip), the weights, Adam state,
   // powers and constants are that step's: an evaluation program reads the training program's
   // weights in place. Only the batch, activation and result regions are laid out anew.
   // The bytes of HBM the step's data needs from its base (the program is loaded separately).
-  static uint64_t data_bytes(const CnnSpec& spec, const ChipShape& chip, uint32_t batch);
+  static uint64_t data_bytes(const CnnSpec& spec, const ChipShape& chip, uint32_t batch,
+                             const Replication& replication = {});
+  const Replication& replication() const { return rep_; }
   StepKind kind() const { return kind_; }
 
   const CnnSpec& spec() const { return spec_; }
@@ -162,6 +181,7 @@ class CnnTrainStep {
   AdamSpec adam_;
   ChipShape chip_;
   uint32_t batch_ = 0;
+  Replication rep_;
   HbmLayout layout_;
   std::vector<isa::Instruction> program_;
   StepStats stats_;
