@@ -16,6 +16,7 @@
 #include "harness/fp_ref.h"
 #include "tessera/allreduce.h"
 #include "tessera/asm.h"
+#include "tessera/compiler.h"
 #include "tessera/functional_model.h"
 #include "tessera/functional_ring.h"
 #include "tests/common/test_util.h"
@@ -323,6 +324,64 @@ TEST(RingFaults, ARingDeadlockIsReportedNotHung) {
   const functional::RingResult f = rings.fn().run({kProg});
   EXPECT_TRUE(f.deadlock);
   EXPECT_EQ(f.chips[0].status, functional::RunStatus::kBlocked);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// The data-parallel training step (compiler Replication) on a ring of two verilated chips, two
+// threads: every replica's weights, moments, bf16 copies and metrics bit-identical to the
+// functional ring's, and the replicas identical to each other.
+TEST(RingTrainStep, DataParallelStepBitIdenticalToTheFunctionalRing) {
+  const int P = 2;
+  const uint32_t b = 2;
+  const compiler::CnnSpec spec;
+  const compiler::ChipShape shape{kN, kUbBytes, static_cast<uint32_t>(kAccRows)};
+  std::vector<compiler::CnnTrainStep> steps;
+  for (int r = 0; r < P; ++r) {
+    compiler::Replication rep;
+    rep.replicas = P;
+    rep.rank = r;
+    steps.emplace_back(spec, compiler::AdamSpec{}, shape, b, 0x100000, compiler::StepKind::kTrain,
+                       nullptr, rep);
+  }
+  Rings rings(P, 2, test::current_test_name());
+  const compiler::CnnParams p0 = compiler::glorot_init(spec, 9);
+  std::mt19937_64 rng(test::test_seed());
+  std::vector<uint32_t> progs;
+  for (int r = 0; r < P; ++r) {
+    for (const auto& w : steps[r].state_image(p0, compiler::zero_adam_state(spec)))
+      rings.load(r, w.first, w.second);
+    std::vector<uint16_t> img(b * 784);
+    std::vector<uint8_t> lbl(b);
+    for (auto& v : img) v = fp::fp32_to_bf16(fp::bits(static_cast<float>(rng() % 256) / 255.0f));
+    for (auto& v : lbl) v = static_cast<uint8_t>(rng() % 10);
+    for (const auto& w : steps[r].batch_image(img, lbl)) rings.load(r, w.first, w.second);
+    rings.load(r, steps[r].layout().program, steps[r].program_bytes());
+    progs.push_back(static_cast<uint32_t>(steps[r].layout().program));
+  }
+  const chip::RingRun run = rings.rtl().run(progs, 20'000'000);
+  std::vector<uint64_t> fprogs(progs.begin(), progs.end());
+  const functional::RingResult f = rings.fn().run(fprogs);
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  ASSERT_TRUE(f.all_halted()) << f.describe();
+  const compiler::HbmLayout& L = steps[0].layout();
+  const uint64_t state_bytes = L.features - L.conv_w;  // weights .. constants
+  std::vector<uint8_t> first;
+  for (int r = 0; r < P; ++r) {
+    SCOPED_TRACE("chip " + std::to_string(r));
+    const auto got = rings.rtl_read(r, L.conv_w, state_bytes);
+    EXPECT_EQ(got, rings.fn_read(r, L.conv_w, state_bytes)) << "state vs the functional ring";
+    EXPECT_EQ(rings.rtl_read(r, L.metrics, 2 * kN * 4), rings.fn_read(r, L.metrics, 2 * kN * 4));
+    if (r == 0) first = got;
+    EXPECT_EQ(got, first) << "replicas differ";
+  }
+  std::cout << "data-parallel step, 2 chips x batch " << b << ": " << run.chips[0].cycles << " / "
+            << run.chips[1].cycles << " cycles, " << run.flits << " flits\n";
 }
 
 }  // namespace
