@@ -137,9 +137,12 @@ class RingSim {
     }
 
     // Results, read through the CSR port after the lock-step (the links are quiet or the run
-    // is abandoned).
+    // is abandoned). The link inputs go idle first: they hold the last cycle's values, which
+    // the host's cycles must not apply again (a credit twice, a flit twice).
     for (int r = 0; r < n_; ++r) {
       ChipSim<Model>& c = *chips_[r];
+      c.top().ici_rx_valid_i = 0;
+      c.top().ici_credit_i = 0;
       c.top().csr_valid_i = 0;
       ChipRun cr;
       cr.status = c.csr_read(isa::CSR_STATUS);

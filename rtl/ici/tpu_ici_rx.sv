@@ -5,7 +5,12 @@
 // memory system: one single-burst write request with strobes); a remote signal increments
 // remote counter RCsc in the sequencer once every earlier HBM write has completed — so a
 // program that waits on RCsc sees every word its neighbour wrote before the SIGNAL.
-// Throughput: one UB word a cycle, one HBM word a cycle, as the memories take them.
+// Only flits of one link are ordered: a signal follows the writes of its own link, not those
+// queued on the other (docs/isa.md: a program signals over the link its data went over).
+// Throughput: one UB word a cycle as the buffer grants it; an HBM word every second cycle (the
+// memory system takes the data beat the cycle after the request) — above the two links'
+// 2 x 1/3 flit a cycle either way. A signal holds the receive side until the HBM writes before
+// it have completed.
 module tpu_ici_rx #(
   parameter int unsigned UbBytes   = 262144,
   parameter int unsigned MaxWrites = 16,               // HBM writes awaiting completion

@@ -182,7 +182,11 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
     for (uint32_t k = 0; k < K; ++k) {
       const int step = static_cast<int>(k / p.pieces);
       const uint32_t j = k % p.pieces, len = p.piece_len(j);
-      // send: my chunk (r − step), as far as summed, into next's receive slot k % 2
+      // send: my chunk (r − step), as far as summed, into next's receive slot k % 2. From step 1
+      // on that is the sum store(k − pieces) wrote: with one piece a chunk, store(k − 1) must
+      // come first (with more it was emitted in an earlier iteration).
+      const bool store_first = step >= 1 && p.pieces == 1;
+      if (store_first) store(k - 1);
       e.wait(isa::Unit::kDma, kRcFree, k + 1, true);
       e.copy(isa::Space::kHbm, chunk_at(mod(r - step), j), isa::Space::kUb, rx(k), len,
              isa::Link::kNext);
@@ -191,7 +195,7 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
       if (k >= 2) e.wait(isa::Unit::kDma, kScAdded, k - 1);
       e.copy(isa::Space::kHbm, chunk_at(recv_chunk(k), j), isa::Space::kUb, own(k), len);
       e.signal(isa::Unit::kDma, kScOwn);
-      if (k >= 1) store(k - 1);
+      if (k >= 1 && !store_first) store(k - 1);
       // add: received + own, vector by vector
       e.wait(isa::Unit::kVpu, kRcPiece, k + 1, true);
       e.wait(isa::Unit::kVpu, kScOwn, k + 1);

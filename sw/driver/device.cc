@@ -2,9 +2,11 @@
 // reports) and the functional backend. The rtl backend is in rtl_device.cc.
 #include <algorithm>
 #include <sstream>
+#include <thread>
 
 #include "tessera/driver.h"
 #include "tessera/functional_model.h"
+#include "tessera/functional_ring.h"
 #include "tessera/isa_gen.h"
 
 namespace tessera::driver {
@@ -19,8 +21,8 @@ const char* backend_name(Backend b) { return b == Backend::kRtl ? "rtl" : "funct
 const char* fault_name(uint32_t code) {
   static const char* const kNames[] = {
       "NONE",          "ILLEGAL_INSTRUCTION", "UB_RANGE",       "ACC_RANGE", "DMA",
-      "SYNC_DEADLOCK", "FETCH_RANGE",         "MXU_NO_WEIGHTS", "MXU_TILES"};
-  return code < 9 ? kNames[code] : "UNKNOWN";
+      "SYNC_DEADLOCK", "FETCH_RANGE",         "MXU_NO_WEIGHTS", "MXU_TILES", "LINK_DOWN"};
+  return code < 10 ? kNames[code] : "UNKNOWN";
 }
 
 namespace {
@@ -98,13 +100,19 @@ void Device::throw_fault(uint64_t cycle) {
 
 namespace {
 
-// The functional backend: the ISA-level model, untimed.
+// The functional backend: the ISA-level model, untimed. A device owns its model, or (a chip of
+// a functional Cluster) uses one of the ring's.
 class FunctionalDevice : public Device {
  public:
   explicit FunctionalDevice(const DeviceConfig& c)
       : Device(c),
-        model_(functional::ChipConfig{c.n, c.ub_bytes, c.acc_rows,
-                                      static_cast<uint64_t>(c.channels) << 28}) {}
+        owned_(std::make_unique<functional::FunctionalModel>(chip_config(c))),
+        model_(*owned_) {}
+  FunctionalDevice(const DeviceConfig& c, functional::FunctionalModel& m) : Device(c), model_(m) {}
+  static functional::ChipConfig chip_config(const DeviceConfig& c) {
+    return functional::ChipConfig{c.n, c.ub_bytes, c.acc_rows,
+                                  static_cast<uint64_t>(c.channels) << 28};
+  }
   void write(uint64_t addr, const std::vector<uint8_t>& bytes) override {
     model_.hbm().write(addr, bytes.data(), bytes.size());
   }
@@ -115,13 +123,29 @@ class FunctionalDevice : public Device {
   }
   uint32_t csr_read(uint32_t offset) override { return model_.csr_read(offset); }
   RunReport run(uint64_t prog_addr, uint64_t timeout) override {
-    const functional::RunResult r = model_.run(prog_addr, timeout);
+    check(model_.run(prog_addr, timeout), timeout);
+    return report();
+  }
+  // The outcome of a run of this chip (alone or in a ring) as the driver's exceptions.
+  void check(const functional::RunResult& r, uint64_t timeout, const std::string& who = "") {
     if (r.status == functional::RunStatus::kWatchdog ||
         r.status == functional::RunStatus::kBlocked) {
-      throw DeviceTimeout("no HALT after " + std::to_string(timeout) +
-                          " instructions (functional backend)");
+      throw DeviceTimeout(who + "no HALT after " + std::to_string(timeout) +
+                          " instructions (functional backend)" +
+                          (r.status == functional::RunStatus::kBlocked
+                               ? ": blocked on a remote WAIT no neighbour can meet"
+                               : ""));
     }
-    if (r.status == functional::RunStatus::kFaulted) throw_fault(0);
+    if (r.status == functional::RunStatus::kFaulted) {
+      try {
+        throw_fault(0);
+      } catch (const DeviceFault& f) {
+        if (who.empty()) throw;
+        throw DeviceFault(who + f.what(), f.code, f.pc, f.addr, f.info, f.cycle);
+      }
+    }
+  }
+  RunReport report() {
     RunReport rep;
     for (int i = 0; i < kPerfCounters; ++i) {
       rep.perf[i] = uint64_t(model_.csr_read(isa::CSR_PERF_BASE + 8 * i)) |
@@ -131,12 +155,54 @@ class FunctionalDevice : public Device {
   }
 
  private:
-  functional::FunctionalModel model_;
+  std::unique_ptr<functional::FunctionalModel> owned_;
+  functional::FunctionalModel& model_;
+};
+
+class FunctionalCluster : public Cluster {
+ public:
+  FunctionalCluster(const DeviceConfig& c, int chips)
+      : Cluster(c), ring_(chips, FunctionalDevice::chip_config(c)) {
+    for (int r = 0; r < chips; ++r) {
+      auto d = std::make_unique<FunctionalDevice>(c, ring_.chip(r));
+      views_.push_back(d.get());
+      chips_.push_back(std::move(d));
+    }
+  }
+  std::vector<RunReport> run_all(const std::vector<uint64_t>& prog_addrs,
+                                 uint64_t timeout) override {
+    const functional::RingResult rr = ring_.run(prog_addrs, timeout);
+    std::vector<RunReport> out;
+    for (int r = 0; r < size(); ++r) {
+      if (rr.chips[r].status == functional::RunStatus::kFaulted)
+        views_[r]->check(rr.chips[r], timeout, "chip " + std::to_string(r) + ": ");
+    }
+    if (!rr.all_halted()) {
+      throw DeviceTimeout("the ring did not finish (functional backend):\n" + rr.describe());
+    }
+    for (int r = 0; r < size(); ++r) out.push_back(views_[r]->report());
+    return out;
+  }
+
+ private:
+  functional::FunctionalRing ring_;
+  std::vector<FunctionalDevice*> views_;
 };
 
 }  // namespace
 
 std::unique_ptr<Device> make_rtl_device(const DeviceConfig& config);  // rtl_device.cc
+std::unique_ptr<Cluster> make_rtl_cluster(const DeviceConfig& config, int chips, int threads);
+
+std::unique_ptr<Cluster> Cluster::open(const DeviceConfig& config, int chips, int threads) {
+  if (chips < 1) throw std::invalid_argument("a cluster needs at least one chip");
+  if (threads <= 0) {
+    threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  threads = std::min(threads, chips);
+  if (config.backend == Backend::kRtl) return make_rtl_cluster(config, chips, threads);
+  return std::make_unique<FunctionalCluster>(config, chips);
+}
 
 std::unique_ptr<Device> Device::open(const DeviceConfig& config) {
   if (config.backend == Backend::kRtl) return make_rtl_device(config);

@@ -5,6 +5,7 @@
 #include "Vtpu_top_n16.h"
 #include "Vtpu_top_n4.h"
 #include "harness/chip/chip_sim.h"
+#include "harness/chip/ring_sim.h"
 #include "tessera/driver.h"
 #include "tessera/isa_gen.h"
 
@@ -25,10 +26,19 @@ std::vector<DeviceConfig> rtl_configurations() {
 
 namespace {
 
+// A chip of its own, or (a chip of an RtlCluster) one of a ring's.
 template <class Model>
 class RtlDevice : public Device {
  public:
-  explicit RtlDevice(const DeviceConfig& c) : Device(c), chip_(c.channels) {}
+  explicit RtlDevice(const DeviceConfig& c)
+      : Device(c), owned_(std::make_unique<chip::ChipSim<Model>>(c.channels)), chip_(*owned_) {}
+  RtlDevice(const DeviceConfig& c, chip::ChipSim<Model>& chip) : Device(c), chip_(chip) {}
+  RunReport counters(uint64_t cycles) {
+    RunReport rep;
+    rep.cycles = cycles;
+    for (int i = 0; i < kPerfCounters; ++i) rep.perf[i] = chip_.perf(i);
+    return rep;
+  }
 
   // The host port moves whole 32-byte bursts: a write that does not cover them merges with
   // what HBM holds.
@@ -57,9 +67,7 @@ class RtlDevice : public Device {
         chip_.run(static_cast<uint32_t>(prog_addr), timeout, true, sample_every_, &samples);
     if (r.timed_out) throw DeviceTimeout(hang_report(timeout));
     if (r.status == isa::STATUS_FAULTED) throw_fault(r.cycles);
-    RunReport rep;
-    rep.cycles = r.cycles;
-    for (int i = 0; i < kPerfCounters; ++i) rep.perf[i] = chip_.perf(i);
+    RunReport rep = counters(r.cycles);
     rep.samples.reserve(samples.size());
     for (const auto& s : samples) {
       TraceSample t;
@@ -75,21 +83,72 @@ class RtlDevice : public Device {
   }
 
  private:
-  chip::ChipSim<Model> chip_;
+  std::unique_ptr<chip::ChipSim<Model>> owned_;
+  chip::ChipSim<Model>& chip_;
+};
+
+template <class Model>
+class RtlCluster : public Cluster {
+ public:
+  RtlCluster(const DeviceConfig& c, int chips, int threads)
+      : Cluster(c), ring_(chips, c.channels, kLinkLatency, threads) {
+    for (int r = 0; r < chips; ++r) {
+      auto d = std::make_unique<RtlDevice<Model>>(c, ring_.chip(r));
+      views_.push_back(d.get());
+      chips_.push_back(std::move(d));
+    }
+  }
+  std::vector<RunReport> run_all(const std::vector<uint64_t>& prog_addrs,
+                                 uint64_t timeout) override {
+    std::vector<uint32_t> progs(prog_addrs.begin(), prog_addrs.end());
+    const chip::RingRun run = ring_.run(progs, timeout, true);
+    for (int r = 0; r < size(); ++r) {
+      const chip::ChipRun& c = run.chips[r];
+      if (c.status == isa::STATUS_FAULTED) {
+        throw DeviceFault("chip " + std::to_string(r) + ": chip fault " + fault_name(c.fault_code) +
+                              " at cycle " + std::to_string(c.cycles) + "; the ring:" + run.error,
+                          c.fault_code, c.fault_pc, c.fault_addr, c.fault_info, c.cycles);
+      }
+    }
+    if (!run.error.empty()) throw DeviceTimeout("the ring did not finish: " + run.error);
+    std::vector<RunReport> out;
+    for (int r = 0; r < size(); ++r) out.push_back(views_[r]->counters(run.chips[r].cycles));
+    return out;
+  }
+
+ private:
+  static constexpr int kLinkLatency = 32;  // cycles: the lock-step window
+  chip::RingSim<Model> ring_;
+  std::vector<RtlDevice<Model>*> views_;
 };
 
 }  // namespace
 
-std::unique_ptr<Device> make_rtl_device(const DeviceConfig& config) {
-  const auto built = rtl_configurations();
-  if (same_chip(config, built[0])) return std::make_unique<RtlDevice<Vtpu_top_n4>>(config);
-  if (same_chip(config, built[1])) return std::make_unique<RtlDevice<Vtpu_top_n16>>(config);
+namespace {
+[[noreturn]] void not_built(const DeviceConfig& config) {
   std::ostringstream s;
   s << "the rtl backend is built for N = 4 (UB 8192 bytes, 64 ACC rows) and N = 16 (UB 65536 "
     << "bytes, 256 ACC rows), 1 pseudo-channel; asked for N = " << config.n << ", UB "
     << config.ub_bytes << ", ACC " << config.acc_rows << ", " << config.channels
     << " pseudo-channel(s)";
   throw std::invalid_argument(s.str());
+}
+}  // namespace
+
+std::unique_ptr<Device> make_rtl_device(const DeviceConfig& config) {
+  const auto built = rtl_configurations();
+  if (same_chip(config, built[0])) return std::make_unique<RtlDevice<Vtpu_top_n4>>(config);
+  if (same_chip(config, built[1])) return std::make_unique<RtlDevice<Vtpu_top_n16>>(config);
+  not_built(config);
+}
+
+std::unique_ptr<Cluster> make_rtl_cluster(const DeviceConfig& config, int chips, int threads) {
+  const auto built = rtl_configurations();
+  if (same_chip(config, built[0]))
+    return std::make_unique<RtlCluster<Vtpu_top_n4>>(config, chips, threads);
+  if (same_chip(config, built[1]))
+    return std::make_unique<RtlCluster<Vtpu_top_n16>>(config, chips, threads);
+  not_built(config);
 }
 
 }  // namespace tessera::driver

@@ -65,6 +65,8 @@ Layer Dense(uint32_t units, const std::string& activation) {
 }
 
 Sequential::Sequential(std::vector<Layer> layers) : layers_(std::move(layers)) {}
+Sequential::Sequential(std::vector<Layer> layers, const TPUStrategy& strategy)
+    : layers_(std::move(layers)), strategy_(strategy) {}
 Sequential::~Sequential() = default;
 void Sequential::add(const Layer& layer) { layers_.push_back(layer); }
 
@@ -117,18 +119,58 @@ void Sequential::compile(const Adam& opt, const std::string& loss,
   dc.acc_rows = chip.acc_rows;
   // The graph passes check that every op has a lowering (graph.h); the step's constructor
   // validates the configuration against the chip. On failure nothing stays open.
-  compiler::compile_graph(spec_, batch_);
-  const uint64_t data = compiler::CnnTrainStep::data_bytes(spec_, chip, batch_);
-  device_ = driver::Device::open(dc);
+  const int P = strategy_.num_replicas_in_sync;
+  if (P < 1) bad("TPUStrategy: num_replicas_in_sync must be at least 1");
+  if (batch_ % static_cast<uint32_t>(P) != 0)
+    bad("the global batch " + std::to_string(batch_) + " is not a multiple of the " +
+        std::to_string(P) + " replicas");
+  const uint32_t per_replica = batch_ / static_cast<uint32_t>(P);
+  compiler::compile_graph(spec_, per_replica);
+  device_.reset();
+  cluster_.reset();
+  train_.reset();
+  replica_steps_.clear();
+  replica_progs_.clear();
   try {
-    const uint64_t base = device_->alloc(data);
-    train_ = std::make_unique<compiler::CnnTrainStep>(spec_, adam_, chip, batch_, base);
+    if (P == 1) {
+      const uint64_t data = compiler::CnnTrainStep::data_bytes(spec_, chip, batch_);
+      device_ = driver::Device::open(dc);
+      dev_ = device_.get();
+      const uint64_t base = device_->alloc(data);
+      train_ = std::make_unique<compiler::CnnTrainStep>(spec_, adam_, chip, batch_, base);
+      train_prog_ = device_->load_program(train_->program_bytes());
+    } else {
+      // Every chip gets the same layout (the same allocations in the same order) and its
+      // rank's program.
+      cluster_ = driver::Cluster::open(dc, P, strategy_.threads);
+      dev_ = &cluster_->chip(0);
+      for (int r = 0; r < P; ++r) {
+        compiler::Replication rep;
+        rep.replicas = P;
+        rep.rank = r;
+        const uint64_t base = cluster_->chip(r).alloc(
+            compiler::CnnTrainStep::data_bytes(spec_, chip, per_replica, rep));
+        auto step = std::make_unique<compiler::CnnTrainStep>(
+            spec_, adam_, chip, per_replica, base, compiler::StepKind::kTrain, nullptr, rep);
+        if (r > 0 && base != train_->layout().base)
+          throw std::logic_error("compile: the replicas' layouts differ");
+        replica_progs_.push_back(cluster_->chip(r).load_program(step->program_bytes()));
+        if (r == 0) {
+          train_ = std::move(step);
+        } else {
+          replica_steps_.push_back(std::move(step));
+        }
+      }
+      train_prog_ = replica_progs_[0];
+    }
   } catch (...) {
     device_.reset();
+    cluster_.reset();
+    dev_ = nullptr;
     train_.reset();
+    replica_steps_.clear();
     throw;
   }
-  train_prog_ = device_->load_program(train_->program_bytes());
   evals_.clear();
   set_state(compiler::glorot_init(spec_, weight_seed), compiler::zero_adam_state(spec_));
 }
@@ -139,14 +181,18 @@ void Sequential::check_compiled(const char* what) const {
 
 void Sequential::set_state(const compiler::CnnParams& p, const compiler::AdamState& s) {
   check_compiled("set_state");
-  for (const auto& w : train_->state_image(p, s)) device_->write(w.first, w.second);
+  const auto image = train_->state_image(p, s);  // the same on every replica
+  for (int r = 0; r < replicas(); ++r) {
+    driver::Device& d = cluster_ ? cluster_->chip(r) : *dev_;
+    for (const auto& w : image) d.write(w.first, w.second);
+  }
 }
 
 compiler::CnnParams Sequential::get_weights() {
   check_compiled("get_weights");
   compiler::CnnParams p;
   compiler::AdamState s;
-  train_->read_state(device_read, device_.get(), p, s);
+  train_->read_state(device_read, dev_, p, s);
   return p;
 }
 
@@ -154,7 +200,7 @@ compiler::AdamState Sequential::get_optimizer_state() {
   check_compiled("get_optimizer_state");
   compiler::CnnParams p;
   compiler::AdamState s;
-  train_->read_state(device_read, device_.get(), p, s);
+  train_->read_state(device_read, dev_, p, s);
   return s;
 }
 
@@ -193,12 +239,41 @@ History Sequential::fit(const data::Dataset& train, const FitOptions& o) {
 StepLogs Sequential::train_on_batch(const data::Batch& batch) {
   check_compiled("train_on_batch");
   const auto t0 = Clock::now();
-  for (const auto& w : train_->batch_image(data::images_to_bf16(batch), batch.labels))
-    device_->write(w.first, w.second);
   StepLogs logs;
-  logs.report = device_->run(train_prog_, dev_opts_.timeout_cycles);
   float loss = 0, correct = 0;
-  train_->read_metrics(device_read, device_.get(), loss, correct);
+  if (!cluster_) {
+    for (const auto& w : train_->batch_image(data::images_to_bf16(batch), batch.labels))
+      dev_->write(w.first, w.second);
+    logs.report = dev_->run(train_prog_, dev_opts_.timeout_cycles);
+    train_->read_metrics(device_read, dev_, loss, correct);
+  } else {
+    // Replica r trains on samples [r b, (r + 1) b) of the global batch.
+    const int P = replicas();
+    const uint32_t b = train_->batch();
+    const std::vector<uint16_t> img = data::images_to_bf16(batch);
+    const size_t px = size_t{spec_.height} * spec_.width;
+    for (int r = 0; r < P; ++r) {
+      const compiler::CnnTrainStep& st = r == 0 ? *train_ : *replica_steps_[r - 1];
+      const std::vector<uint16_t> shard(img.begin() + static_cast<long>(px * b * r),
+                                        img.begin() + static_cast<long>(px * b * (r + 1)));
+      const std::vector<uint8_t> labels(batch.labels.begin() + static_cast<long>(b) * r,
+                                        batch.labels.begin() + static_cast<long>(b) * (r + 1));
+      for (const auto& w : st.batch_image(shard, labels))
+        cluster_->chip(r).write(w.first, w.second);
+    }
+    const std::vector<driver::RunReport> reps =
+        cluster_->run_all(replica_progs_, dev_opts_.timeout_cycles);
+    logs.report = reps[0];
+    // The global loss: the mean of the replicas' means (equal shards); correct: the sum.
+    double loss_sum = 0;
+    for (int r = 0; r < P; ++r) {
+      float l = 0, c = 0;
+      train_->read_metrics(device_read, &cluster_->chip(r), l, c);
+      loss_sum += l;
+      correct += c;
+    }
+    loss = static_cast<float>(loss_sum / P);
+  }
   logs.step = step_++;
   logs.epoch = batch.epoch;
   logs.batch_in_epoch = batch.index;
@@ -212,11 +287,11 @@ compiler::CnnTrainStep& Sequential::eval_program(uint32_t batch) {
   for (auto& e : evals_)
     if (e.step->batch() == batch) return *e.step;
   const compiler::ChipShape chip = train_->chip();
-  const uint64_t base = device_->alloc(compiler::CnnTrainStep::data_bytes(spec_, chip, batch));
+  const uint64_t base = dev_->alloc(compiler::CnnTrainStep::data_bytes(spec_, chip, batch));
   Eval e;
   e.step = std::make_unique<compiler::CnnTrainStep>(
       spec_, adam_, chip, batch, base, compiler::StepKind::kEvaluate, &train_->layout());
-  e.prog = device_->load_program(e.step->program_bytes());
+  e.prog = dev_->load_program(e.step->program_bytes());
   evals_.push_back(std::move(e));
   return *evals_.back().step;
 }
@@ -235,8 +310,8 @@ void Sequential::run_forward(
     bt.images.assign(ds.images.begin() + s0 * px, ds.images.begin() + (s0 + b) * px);
     bt.labels.assign(ds.labels.begin() + s0, ds.labels.begin() + s0 + b);
     for (const auto& w : step.batch_image(data::images_to_bf16(bt), bt.labels))
-      device_->write(w.first, w.second);
-    device_->run(prog, dev_opts_.timeout_cycles);
+      dev_->write(w.first, w.second);
+    dev_->run(prog, dev_opts_.timeout_cycles);
     per_batch(step, b);
   }
 }
@@ -248,7 +323,7 @@ EvalResult Sequential::evaluate(const data::Dataset& test, uint32_t batch_size) 
   double loss_sum = 0, correct = 0;
   run_forward(test, batch, [&](compiler::CnnTrainStep& step, uint32_t b) {
     float loss = 0, c = 0;
-    step.read_metrics(device_read, device_.get(), loss, c);
+    step.read_metrics(device_read, dev_, loss, c);
     loss_sum += double{loss} * b;  // the program reports the batch mean
     correct += c;
     r.samples += b;
@@ -325,6 +400,7 @@ std::string Sequential::signature() const {
     << spec_.width << "x1)-MaxPool2D(" << spec_.pool << ")-Flatten-Dense(" << spec_.classes
     << ",softmax)|Adam(lr=" << adam_.lr << ",b1=" << adam_.beta1 << ",b2=" << adam_.beta2
     << ",eps=" << adam_.epsilon << ")|batch=" << batch_;
+  if (replicas() > 1) o << "|replicas=" << replicas();
   return o.str();
 }
 

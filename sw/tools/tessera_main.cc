@@ -10,6 +10,7 @@
 //   run PROGRAM [--backend rtl|functional] [--load ADDR=FILE ...] [--dump ADDR:BYTES=FILE ...]
 //                                                  run a program to HALT; print the counters
 //   train [--backend rtl|functional|sampled] [--steps S | --epochs E] [--batch B] [--array N]
+//         [--chips P] [--threads T]
 //         [--seed S] [--data DIR] [--out DIR] [--resume DIR] [--sample-every K]
 //                                                  train the example CNN on the chip
 //   report RUN_DIR                                  a run's summary and cycle report
@@ -94,6 +95,16 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   trn->add_option("--array", tr.array, "MXU array size N (rtl: 4 or 16)")->capture_default_str();
+  trn->add_option("--chips", tr.chips,
+                  "data parallelism: replicas on a ring of chips (TPUStrategy); --batch is the "
+                  "global batch")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  trn->add_option("--threads", tr.threads,
+                  "host threads for the rtl ring (0: one per chip, at "
+                  "most the cores)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   trn->add_option("--seed", tr.seed, "weight initialisation and data order")->capture_default_str();
   trn->add_option("--data", tr.data, "Fashion-MNIST/MNIST IDX directory (default: Debian's)");
   trn->add_option("--out", tr.out, "run folder (default runs/<timestamp>)");

@@ -163,10 +163,13 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
     test_set.labels.resize(test_set.count);
   }
 
-  auto make_model = [&]() {
+  // The model, replicated on --chips chips (one chip: the strategy is a single replica).
+  const keras::TPUStrategy strategy(opt.chips, opt.threads);
+  auto make_model = [&](bool replicated = true) {
     return std::make_unique<keras::Sequential>(
         std::vector<keras::Layer>{keras::Conv2D(32, 3, "relu", {28, 28, 1}), keras::MaxPool2D(2),
-                                  keras::Flatten(), keras::Dense(10, "softmax")});
+                                  keras::Flatten(), keras::Dense(10, "softmax")},
+        replicated ? strategy : keras::TPUStrategy(1));
   };
   auto compile = [&](keras::Sequential& m, driver::Backend be) {
     keras::DeviceOptions d;
@@ -229,8 +232,11 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
   const std::string ckpt_path = run_dir + "/checkpoint/ckpt.tsr";
   const int n = opt.array;
   const compiler::CnnTrainStep& step_prog = model->train_step();
-  out << model->summary() << "backend " << opt.backend << ", array " << n << "x" << n << ", batch "
-      << opt.batch << ", " << total << " steps (" << per_epoch << " a epoch), program "
+  out << model->summary() << "backend " << opt.backend << ", array " << n << "x" << n << ", "
+      << (opt.chips > 1 ? std::to_string(opt.chips) + " chips (data parallel, " +
+                              std::to_string(opt.batch / opt.chips) + " images each), "
+                        : std::string())
+      << "batch " << opt.batch << ", " << total << " steps (" << per_epoch << " a epoch), program "
       << step_prog.stats().instructions << " instructions\nrun folder " << run_dir << "\n";
 
   std::FILE* order = nullptr;
@@ -359,7 +365,7 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
     std::unique_ptr<keras::Sequential> evaluator;
     keras::Sequential* m = model.get();
     if (eval_backend != backend) {
-      evaluator = make_model();
+      evaluator = make_model(false);  // evaluation runs on one chip (the replicas are equal)
       compile(*evaluator, eval_backend);
       evaluator->set_state(model->get_weights(), model->get_optimizer_state());
       m = evaluator.get();
@@ -424,6 +430,7 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
       run_dir + "/summary.json",
       {{"backend", JsonValue(opt.backend)},
        {"array", JsonValue(n)},
+       {"chips", JsonValue(opt.chips)},
        {"steps", JsonValue(static_cast<unsigned long long>(last_step))},
        {"first_step", JsonValue(static_cast<unsigned long long>(first_step))},
        {"batch", JsonValue(opt.batch)},

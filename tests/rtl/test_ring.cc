@@ -179,13 +179,15 @@ TEST(RingLockStep, ThreadsDoNotChangeAnyCycle) {
 // ---------------------------------------------------------------------------------------------
 // The ring all-reduce.
 
-class RingAllReduce : public ::testing::TestWithParam<int> {};
+// (chips, elements, piece bytes; 0: as large as the scratch allows)
+class RingAllReduce : public ::testing::TestWithParam<std::tuple<int, uint32_t, uint32_t>> {};
 
 TEST_P(RingAllReduce, EveryChipEndsWithTheSumInRingOrder) {
-  const int chips = GetParam();
+  const int chips = std::get<0>(GetParam());
+  const uint32_t piece_bytes = std::get<2>(GetParam());
   std::mt19937_64 rng(test::test_seed());
   test::Fp32Gen gen(rng());
-  const uint32_t elems = compiler::allreduce_padded_elems(1000, chips, kN);
+  const uint32_t elems = compiler::allreduce_padded_elems(std::get<1>(GetParam()), chips, kN);
   const uint32_t addr = 0x200000;
   Rings rings(chips, 1, test::current_test_name());
   std::vector<std::vector<uint32_t>> g(chips, std::vector<uint32_t>(elems));
@@ -206,7 +208,7 @@ TEST_P(RingAllReduce, EveryChipEndsWithTheSumInRingOrder) {
     spec.elems = elems;
     spec.ub_base = 0;
     spec.ub_bytes = kUbBytes;
-    spec.piece_bytes = 512;  // several pieces per chunk: the double buffering is exercised
+    spec.piece_bytes = piece_bytes;
     rings.load(r, kProg, encode(compiler::ring_allreduce_program(spec)));
   }
   const chip::RingRun run = rings.rtl().run({kProg}, 2'000'000);
@@ -233,12 +235,18 @@ TEST_P(RingAllReduce, EveryChipEndsWithTheSumInRingOrder) {
     }
   }
   const uint64_t payload = 2ull * (chips - 1) * chunk * 4;
-  std::cout << chips << " chips, " << elems << " fp32: " << run.cycles << " cycles, " << payload
+  std::cout << chips << " chips, " << elems << " fp32, pieces of " << piece_bytes << " bytes: "
+            << run.cycles << " cycles, " << payload
             << " bytes per link: " << double(payload) / run.cycles
             << " bytes/cycle (link payload peak 32/3 = 10.67)\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Chips, RingAllReduce, ::testing::Values(2, 3, 4));
+// several pieces per chunk (the double buffering), and one piece per chunk
+INSTANTIATE_TEST_SUITE_P(Chips, RingAllReduce,
+                         ::testing::Values(std::make_tuple(2, 1000u, 512u),
+                                           std::make_tuple(3, 1000u, 512u),
+                                           std::make_tuple(4, 1000u, 512u),
+                                           std::make_tuple(3, 48u, 0u), std::make_tuple(2, 200u, 0u)));
 
 TEST(RingAllReduceSpec, ImpossibleSpecsAreRefusedByName) {
   compiler::AllReduceSpec s;

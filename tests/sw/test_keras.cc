@@ -150,5 +150,50 @@ TEST(Keras, FitSaveLoadEvaluatePredict) {
   ::rmdir(tmpl);
 }
 
+// TPUStrategy: a model built under it is replicated; fit trains every replica on its shard of
+// the global batch and all replicas end each step with the same weights, close to one chip's.
+TEST(Keras, TPUStrategyReplicatesTheModel) {
+  const data::Dataset train = synthetic(64, 4), test = synthetic(16, 5);
+  TPUStrategy strategy(2);
+  Sequential dp({Conv2D(32, 3, "relu", {28, 28, 1}), MaxPool2D(2), Flatten(), Dense(10, "softmax")},
+                strategy);
+  DeviceOptions d;
+  d.array = 4;
+  dp.compile(Adam(1e-3f), "sparse_categorical_crossentropy", {"accuracy"}, d, 8, 3);
+  ASSERT_EQ(dp.replicas(), 2);
+  ASSERT_NE(dp.cluster(), nullptr);
+  EXPECT_EQ(dp.train_step().batch(), 4u) << "each replica trains on half the global batch";
+  EXPECT_NE(dp.signature().find("replicas=2"), std::string::npos);
+  Sequential one = example();
+  one.compile(Adam(1e-3f), "sparse_categorical_crossentropy", {"accuracy"}, d, 8, 3);
+  FitOptions fo;
+  fo.steps = 3;
+  const History hd = dp.fit(train, fo), h1 = one.fit(train, fo);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR(hd.loss[i], h1.loss[i], 1e-5 * h1.loss[i]) << i;
+    EXPECT_EQ(hd.accuracy[i], h1.accuracy[i]) << i;
+  }
+  // replica 1's weights are replica 0's, bit for bit
+  const compiler::CnnTrainStep& st = dp.train_step();
+  compiler::CnnParams p0 = dp.get_weights(), p1;
+  compiler::AdamState s1;
+  st.read_state(
+      [](void* ctx, uint64_t a, size_t n) { return static_cast<driver::Device*>(ctx)->read(a, n); },
+      &dp.cluster()->chip(1), p1, s1);
+  EXPECT_EQ(std::memcmp(p0.dense_kernel.data(), p1.dense_kernel.data(), p0.dense_kernel.size() * 4),
+            0);
+  EXPECT_EQ(std::memcmp(p0.conv_kernel.data(), p1.conv_kernel.data(), p0.conv_kernel.size() * 4),
+            0);
+  const EvalResult e = dp.evaluate(test);
+  EXPECT_EQ(e.samples, 16u);
+  EXPECT_NEAR(e.loss, one.evaluate(test).loss, 1e-4);
+  // a global batch the replicas do not divide
+  Sequential bad(
+      {Conv2D(32, 3, "relu", {28, 28, 1}), MaxPool2D(2), Flatten(), Dense(10, "softmax")},
+      TPUStrategy(3));
+  EXPECT_THROW(bad.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, d, 8),
+               std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace tessera::keras

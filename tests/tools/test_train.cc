@@ -433,4 +433,34 @@ TEST_F(TrainTool, SampledRunChecksRtlAgainstFunctionalAndReportsCycles) {
   EXPECT_NE(rep.out.find("per phase"), std::string::npos) << rep.out;
 }
 
+// --chips: data parallelism over a ring of chips (functional here; the rtl ring is checked bit
+// for bit against the functional ring in tests/rtl/test_ring.cc). The losses track one chip's
+// on the same global batch (docs/multichip.md, "Equivalence"); a global batch the replicas do
+// not divide is refused before training.
+TEST_F(TrainTool, ChipsTrainDataParallelLikeOneChip) {
+  const std::string flags = "--steps 4 --batch 8 --seed 2 --out ";
+  const Result one = train(flags + path("one"));
+  ASSERT_EQ(one.status, 0) << one.err;
+  const Result two = train("--chips 2 " + flags + path("two"));
+  ASSERT_EQ(two.status, 0) << two.err;
+  EXPECT_NE(two.out.find("2 chips (data parallel, 4 images each)"), std::string::npos) << two.out;
+  EXPECT_NE(read_file(path("two/summary.json")).find("\"chips\": 2"), std::string::npos);
+  const auto a = lines(read_file(path("one/metrics.csv")));
+  const auto b = lines(read_file(path("two/metrics.csv")));
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (size_t i = 1; i < a.size(); ++i) {
+    const auto x = split(a[i], ','), y = split(b[i], ',');
+    EXPECT_NEAR(std::stod(x[1]), std::stod(y[1]), 1e-5 * std::stod(x[1])) << "step " << i - 1;
+    EXPECT_EQ(x[2], y[2]) << "accuracy, step " << i - 1;
+  }
+  const Result bad = train("--chips 3 --steps 1 --batch 8 --out " + path("bad"));
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("not a multiple of the 3 replicas"), std::string::npos) << bad.err;
+  // a checkpoint of a 2-chip run is another configuration for a 1-chip run
+  const Result resume =
+      train("--steps 5 --batch 8 --seed 2 --resume " + path("two") + " --out " + path("three"));
+  EXPECT_EQ(resume.status, 2) << resume.out;
+}
+
 }  // namespace

@@ -101,6 +101,32 @@ class Device {
   uint64_t sample_every_ = 0;
 };
 
+// A ring of `size()` identical chips joined by their ICI links (docs/multichip.md): chip r's
+// `next` link to chip r + 1, `prev` to chip r − 1 (mod size). Each chip has its own HBM, seen
+// through chip(r) — a Device whose run() is a solo run of that chip (for programs that use no
+// link: the neighbours are not clocked meanwhile). run_all() starts program prog_addrs[r] on
+// every chip r at once and returns when all have halted: rtl in lock-step windows of the link
+// latency (on `threads` host threads; results do not depend on them), functional interleaved.
+// A fault on any chip throws DeviceFault naming the chip (the others are stopped: rtl rings
+// refuse further runs); a ring that does not finish throws DeviceTimeout with every chip's state.
+class Cluster {
+ public:
+  // threads 0: one per chip, at most the host's cores.
+  static std::unique_ptr<Cluster> open(const DeviceConfig& config, int chips, int threads = 0);
+  virtual ~Cluster() = default;
+  int size() const { return static_cast<int>(chips_.size()); }
+  const DeviceConfig& config() const { return config_; }
+  Device& chip(int r) { return *chips_.at(static_cast<size_t>(r)); }
+  // Timeout in cycles (rtl) or instructions per chip (functional).
+  virtual std::vector<RunReport> run_all(const std::vector<uint64_t>& prog_addrs,
+                                         uint64_t timeout) = 0;
+
+ protected:
+  explicit Cluster(const DeviceConfig& config) : config_(config) {}
+  DeviceConfig config_;
+  std::vector<std::unique_ptr<Device>> chips_;
+};
+
 // "ILLEGAL_INSTRUCTION", ... for a fault code.
 const char* fault_name(uint32_t code);
 

@@ -43,6 +43,19 @@ struct Adam {
   explicit Adam(float lr = 1e-3f) : learning_rate(lr) {}
 };
 
+// Data parallelism over a ring of chips (docs/multichip.md), TensorFlow's tf.distribute
+// TPUStrategy in C++: a model built with a strategy is replicated on num_replicas_in_sync
+// chips; compile()'s batch_size is the global batch (replicas x per-replica batch); fit and
+// evaluate are unchanged. Each step every replica trains on its shard; the gradients are summed
+// over the chips' ICI links (the ring all-reduce in the step program) and every replica applies
+// the same update. `threads`: host threads for the rtl ring (0: one per chip, at most the cores).
+struct TPUStrategy {
+  explicit TPUStrategy(int num_replicas = 1, int threads = 0)
+      : num_replicas_in_sync(num_replicas), threads(threads) {}
+  int num_replicas_in_sync;
+  int threads;
+};
+
 // Where and how the model runs (not in Keras: the chip's configuration).
 struct DeviceOptions {
   driver::Backend backend = driver::Backend::kFunctional;
@@ -93,6 +106,8 @@ struct EvalResult {
 class Sequential {
  public:
   explicit Sequential(std::vector<Layer> layers);
+  // Built under a strategy: replicated on its chips (`with strategy.scope(): model = ...`).
+  Sequential(std::vector<Layer> layers, const TPUStrategy& strategy);
   ~Sequential();
   void add(const Layer& layer);
 
@@ -125,9 +140,12 @@ class Sequential {
   const compiler::CnnSpec& spec() const { return spec_; }
   const compiler::CnnTrainStep& train_step() const { return *train_; }
   uint64_t train_program_address() const { return train_prog_; }
-  driver::Device& device() { return *device_; }
-  std::string summary() const;    // Keras-style layer table
-  std::string signature() const;  // model + configuration, for checkpoints
+  // The (first) chip: where evaluate/predict run and weights are read.
+  driver::Device& device() { return *dev_; }
+  int replicas() const { return strategy_.num_replicas_in_sync; }
+  driver::Cluster* cluster() { return cluster_.get(); }  // replicas > 1
+  std::string summary() const;                           // Keras-style layer table
+  std::string signature() const;                         // model + configuration, for checkpoints
 
  private:
   compiler::CnnTrainStep& eval_program(uint32_t batch);
@@ -140,8 +158,13 @@ class Sequential {
   compiler::AdamSpec adam_;
   DeviceOptions dev_opts_;
   uint32_t batch_ = 0;
-  std::unique_ptr<driver::Device> device_;
-  std::unique_ptr<compiler::CnnTrainStep> train_;
+  TPUStrategy strategy_;
+  std::unique_ptr<driver::Device> device_;         // one chip
+  std::unique_ptr<driver::Cluster> cluster_;       // replicas > 1
+  driver::Device* dev_ = nullptr;                  // device_, or the cluster's chip 0
+  std::unique_ptr<compiler::CnnTrainStep> train_;  // rank 0's step
+  std::vector<std::unique_ptr<compiler::CnnTrainStep>> replica_steps_;  // ranks 1 ..
+  std::vector<uint64_t> replica_progs_;                                 // per rank
   uint64_t train_prog_ = 0;
   struct Eval {
     std::unique_ptr<compiler::CnnTrainStep> step;
