@@ -13,15 +13,29 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "harness/chip/chip_sim.h"
 
 namespace tessera::chip {
+
+// Chips of the ring in other processes (the MPI mode, sw/driver/mpi_transport.cc): this process
+// clocks chip `local()` only; after every window exchange() hands each process every chip's
+// window — its state record and its two ports' wire bundles, `bytes_per_chip` bytes at
+// `mine` — in `all` (chip r at r * bytes_per_chip), so that every process takes the same
+// decisions. abort() ends every process (a failure in one must not leave the others waiting).
+class RingTransport {
+ public:
+  virtual ~RingTransport() = default;
+  virtual int local() const = 0;
+  virtual void exchange(const void* mine, void* all, size_t bytes_per_chip) = 0;
+};
 
 struct RingRun {
   std::vector<ChipRun> chips;        // per chip: cycles from its doorbell to its end, fault CSRs
@@ -38,12 +52,22 @@ class RingSim {
   static constexpr int kFlitWords = 10;  // 320-bit flits as 32-bit words
 
   // `threads`: worker threads advancing the chips (1: the calling thread does all).
+  // `transport`: the ring spans processes; this one holds and clocks chip transport->local()
+  // only (threads then 1). Without: every chip is here.
   RingSim(int chips, int channels, int link_latency = 32, int threads = 1,
-          const hbm::HbmTiming& timing = hbm::HbmTiming{}, const std::string& wave_name = "")
-      : n_(chips), latency_(link_latency), threads_(std::max(1, std::min(threads, chips))) {
+          const hbm::HbmTiming& timing = hbm::HbmTiming{}, const std::string& wave_name = "",
+          RingTransport* transport = nullptr)
+      : n_(chips),
+        latency_(link_latency),
+        threads_(transport ? 1 : std::max(1, std::min(threads, chips))),
+        transport_(transport) {
     if (chips < 1) throw std::invalid_argument("RingSim: at least one chip");
     if (link_latency < 1) throw std::invalid_argument("RingSim: link latency must be >= 1");
     for (int r = 0; r < n_; ++r) {
+      if (!is_local(r)) {
+        chips_.push_back(nullptr);
+        continue;
+      }
       chips_.push_back(std::make_unique<ChipSim<Model>>(
           channels, timing, wave_name.empty() ? "" : wave_name + "_chip" + std::to_string(r)));
       chips_.back()->top().link_up_i = n_ > 1 ? 3 : 0;
@@ -53,7 +77,12 @@ class RingSim {
 
   int size() const { return n_; }
   int link_latency() const { return latency_; }
-  ChipSim<Model>& chip(int r) { return *chips_.at(r); }
+  bool is_local(int r) const { return !transport_ || r == transport_->local(); }
+  ChipSim<Model>& chip(int r) {
+    if (!is_local(r) || !chips_.at(r))
+      throw std::logic_error("RingSim: chip " + std::to_string(r) + " is in another process");
+    return *chips_.at(r);
+  }
 
   // Runs program prog_addrs[r] on chip r (one address: the same on all), at most max_cycles
   // lock-step cycles. align_refresh: each chip's doorbell at its reproducible refresh phase
@@ -69,6 +98,7 @@ class RingSim {
       throw std::invalid_argument("RingSim::run: one program address, or one per chip");
     }
     for (int r = 0; r < n_; ++r) {
+      if (!is_local(r)) continue;
       ChipSim<Model>& c = *chips_[r];
       c.csr_write(isa::CSR_PROG_ADDR, prog_addrs[prog_addrs.size() == 1 ? 0 : r]);
       if (align_refresh) c.idle_to_doorbell_phase();
@@ -86,7 +116,9 @@ class RingSim {
 
     // Each window: every worker advances its chips L cycles; the last to arrive decides.
     const auto window = [&](int worker) {
-      for (int r = worker; r < n_; r += threads_) advance(r);
+      for (int r = worker; r < n_; r += threads_)
+        if (is_local(r)) advance(r);
+      if (transport_) exchange();
     };
     const auto decide = [&]() {
       const uint64_t done_cycles = (window_ + 1) * static_cast<uint64_t>(latency_);
@@ -139,29 +171,43 @@ class RingSim {
     // Results, read through the CSR port after the lock-step (the links are quiet or the run
     // is abandoned). The link inputs go idle first: they hold the last cycle's values, which
     // the host's cycles must not apply again (a credit twice, a flit twice).
+    // Every process reads its own chips' CSRs; the others' come with their state records
+    // (exchanged once more, so that every process reports the same ring).
     for (int r = 0; r < n_; ++r) {
+      if (!is_local(r)) continue;
       ChipSim<Model>& c = *chips_[r];
       c.top().ici_rx_valid_i = 0;
       c.top().ici_credit_i = 0;
       c.top().csr_valid_i = 0;
+      ChipState& st = state_[r];
+      st.status = c.csr_read(isa::CSR_STATUS);
+      st.fault_code = c.csr_read(isa::CSR_FAULT_CODE);
+      st.fault_pc = c.csr_read(isa::CSR_FAULT_PC);
+      st.fault_addr = c.csr_read(isa::CSR_FAULT_ADDR);
+      st.fault_info = c.csr_read(isa::CSR_FAULT_INFO);
+      st.pc = st.status == isa::STATUS_RUNNING ? c.csr_read(isa::CSR_PC) : 0;
+      st.unit_state = st.status == isa::STATUS_RUNNING ? c.csr_read(isa::CSR_UNIT_STATE) : 0;
+    }
+    if (transport_) exchange_states();
+    for (int r = 0; r < n_; ++r) {
+      const ChipState& st = state_[r];
       ChipRun cr;
-      cr.status = c.csr_read(isa::CSR_STATUS);
-      cr.fault_code = c.csr_read(isa::CSR_FAULT_CODE);
-      cr.fault_pc = c.csr_read(isa::CSR_FAULT_PC);
-      cr.fault_addr = c.csr_read(isa::CSR_FAULT_ADDR);
-      cr.fault_info = c.csr_read(isa::CSR_FAULT_INFO);
-      cr.cycles = state_[r].ended ? state_[r].ended_at : window_ * latency_;
-      cr.timed_out = !state_[r].ended;
+      cr.status = st.status;
+      cr.fault_code = st.fault_code;
+      cr.fault_pc = st.fault_pc;
+      cr.fault_addr = st.fault_addr;
+      cr.fault_info = st.fault_info;
+      cr.cycles = st.ended ? st.ended_at : window_ * latency_;
+      cr.timed_out = !st.ended;
       out.chips.push_back(cr);
       out.cycles = std::max(out.cycles, cr.cycles);
       for (int l = 0; l < 2; ++l) {
-        out.link_flits.push_back(state_[r].sent[l]);
-        out.flits += state_[r].sent[l];
+        out.link_flits.push_back(st.sent[l]);
+        out.flits += st.sent[l];
       }
       if (cr.status == isa::STATUS_RUNNING) {
         out.error += "\n  chip " + std::to_string(r) + ": stopped while running at pc 0x" +
-                     hex(c.csr_read(isa::CSR_PC)) + " (unit state 0x" +
-                     hex(c.csr_read(isa::CSR_UNIT_STATE)) + ")";
+                     hex(st.pc) + " (unit state 0x" + hex(st.unit_state) + ")";
       } else if (cr.status == isa::STATUS_FAULTED) {
         out.error += "\n  chip " + std::to_string(r) + ": fault " + std::to_string(cr.fault_code) +
                      " at pc 0x" + hex(cr.fault_pc) + " (addr 0x" + hex(cr.fault_addr) +
@@ -179,12 +225,45 @@ class RingSim {
     uint8_t valid = 0, credit = 0;
     uint32_t flit[kFlitWords] = {};
   };
+  // Plain data: it crosses processes as bytes (RingTransport).
   struct ChipState {
     bool ended = false, faulted = false, active_in_window = false;
     uint64_t ended_at = 0;
     uint64_t sent[2] = {0, 0};     // flits sent on each port
     uint64_t credits[2] = {0, 0};  // credits this chip's port returned (for the far sender)
+    uint32_t status = 0, fault_code = 0, fault_pc = 0, fault_addr = 0, fault_info = 0;
+    uint32_t pc = 0, unit_state = 0;  // where a chip stopped while running
   };
+  static_assert(std::is_trivially_copyable<ChipState>::value, "ChipState crosses processes");
+
+  // After a window: every chip's state and this window's wire bundles from every process.
+  void exchange() {
+    const size_t wire_bytes = 2 * static_cast<size_t>(latency_) * sizeof(Bundle);
+    const size_t per = sizeof(ChipState) + wire_bytes;
+    std::vector<uint8_t> mine(per), all(per * static_cast<size_t>(n_));
+    const int me = transport_->local();
+    std::memcpy(mine.data(), &state_[me], sizeof(ChipState));
+    for (int port = 0; port < 2; ++port)
+      std::memcpy(mine.data() + sizeof(ChipState) + port * latency_ * sizeof(Bundle),
+                  &wire(me, port, window_, 0), latency_ * sizeof(Bundle));
+    transport_->exchange(mine.data(), all.data(), per);
+    for (int r = 0; r < n_; ++r) {
+      if (r == me) continue;
+      const uint8_t* p = all.data() + per * static_cast<size_t>(r);
+      std::memcpy(&state_[r], p, sizeof(ChipState));
+      for (int port = 0; port < 2; ++port)
+        std::memcpy(&wire(r, port, window_, 0),
+                    p + sizeof(ChipState) + port * latency_ * sizeof(Bundle),
+                    latency_ * sizeof(Bundle));
+    }
+  }
+  void exchange_states() {
+    std::vector<uint8_t> all(sizeof(ChipState) * static_cast<size_t>(n_));
+    const int me = transport_->local();
+    transport_->exchange(&state_[me], all.data(), sizeof(ChipState));
+    for (int r = 0; r < n_; ++r)
+      if (r != me) std::memcpy(&state_[r], all.data() + sizeof(ChipState) * r, sizeof(ChipState));
+  }
 
   // A simple reusable barrier; the last thread to arrive runs `last` before releasing the rest.
   class Barrier {
@@ -274,6 +353,7 @@ class RingSim {
   }
 
   const int n_, latency_, threads_;
+  RingTransport* transport_;
   std::vector<std::unique_ptr<ChipSim<Model>>> chips_;
   std::vector<Bundle> wires_;
   std::vector<ChipState> state_;

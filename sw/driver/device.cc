@@ -8,6 +8,7 @@
 #include "tessera/functional_model.h"
 #include "tessera/functional_ring.h"
 #include "tessera/isa_gen.h"
+#include "tessera/mpi_ring.h"
 
 namespace tessera::driver {
 
@@ -200,6 +201,15 @@ std::unique_ptr<Cluster> Cluster::open(const DeviceConfig& config, int chips, in
     threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   threads = std::min(threads, chips);
+  if (mpi::launched()) {
+    if (config.backend != Backend::kRtl)
+      throw std::invalid_argument(
+          "under mpirun only the rtl backend is distributed (one chip per rank); the functional "
+          "backend runs every chip in one process: run it without mpirun");
+    if (mpi::size() != chips)
+      throw std::invalid_argument("mpirun started " + std::to_string(mpi::size()) + " ranks for " +
+                                  std::to_string(chips) + " chips: one rank per chip");
+  }
   if (config.backend == Backend::kRtl) return make_rtl_cluster(config, chips, threads);
   return std::make_unique<FunctionalCluster>(config, chips);
 }

@@ -8,6 +8,7 @@
 #include "harness/chip/ring_sim.h"
 #include "tessera/driver.h"
 #include "tessera/isa_gen.h"
+#include "tessera/mpi_ring.h"
 
 namespace tessera::driver {
 
@@ -87,16 +88,39 @@ class RtlDevice : public Device {
   chip::ChipSim<Model>& chip_;
 };
 
+// The ring's other processes, under mpirun: one chip per rank, every window's traffic and
+// states exchanged with one MPI_Allgather.
+class MpiTransport : public chip::RingTransport {
+ public:
+  int local() const override { return mpi::rank(); }
+  void exchange(const void* mine, void* all, size_t bytes) override {
+    mpi::allgather(mine, all, bytes);
+  }
+};
+
 template <class Model>
 class RtlCluster : public Cluster {
  public:
   RtlCluster(const DeviceConfig& c, int chips, int threads)
-      : Cluster(c), ring_(chips, c.channels, kLinkLatency, threads) {
+      : Cluster(c),
+        transport_(mpi::launched() ? std::make_unique<MpiTransport>() : nullptr),
+        ring_(chips, c.channels, kLinkLatency, threads, hbm::HbmTiming{}, "", transport_.get()) {
     for (int r = 0; r < chips; ++r) {
+      if (!ring_.is_local(r)) {
+        views_.push_back(nullptr);
+        chips_.push_back(nullptr);
+        continue;
+      }
       auto d = std::make_unique<RtlDevice<Model>>(c, ring_.chip(r));
       views_.push_back(d.get());
       chips_.push_back(std::move(d));
     }
+  }
+  bool local(int r) const override { return ring_.is_local(r); }
+  std::vector<std::vector<uint8_t>> gather(std::vector<std::vector<uint8_t>> mine) override {
+    if (!transport_) return mine;
+    const auto all = mpi::allgather(mine.at(mpi::rank()));
+    return all;
   }
   std::vector<RunReport> run_all(const std::vector<uint64_t>& prog_addrs,
                                  uint64_t timeout) override {
@@ -112,12 +136,21 @@ class RtlCluster : public Cluster {
     }
     if (!run.error.empty()) throw DeviceTimeout("the ring did not finish: " + run.error);
     std::vector<RunReport> out;
-    for (int r = 0; r < size(); ++r) out.push_back(views_[r]->counters(run.chips[r].cycles));
+    for (int r = 0; r < size(); ++r) {
+      if (local(r)) {
+        out.push_back(views_[r]->counters(run.chips[r].cycles));
+      } else {
+        RunReport rep;  // another process's chip: its cycles (its counters stay there)
+        rep.cycles = run.chips[r].cycles;
+        out.push_back(rep);
+      }
+    }
     return out;
   }
 
  private:
   static constexpr int kLinkLatency = 32;  // cycles: the lock-step window
+  std::unique_ptr<MpiTransport> transport_;
   chip::RingSim<Model> ring_;
   std::vector<RtlDevice<Model>*> views_;
 };

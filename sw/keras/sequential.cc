@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -121,6 +122,7 @@ void Sequential::compile(const Adam& opt, const std::string& loss,
   // validates the configuration against the chip. On failure nothing stays open.
   const int P = strategy_.num_replicas_in_sync;
   if (P < 1) bad("TPUStrategy: num_replicas_in_sync must be at least 1");
+  dev_ = nullptr;
   if (batch_ % static_cast<uint32_t>(P) != 0)
     bad("the global batch " + std::to_string(batch_) + " is not a multiple of the " +
         std::to_string(P) + " replicas");
@@ -142,26 +144,37 @@ void Sequential::compile(const Adam& opt, const std::string& loss,
     } else {
       // Every chip gets the same layout (the same allocations in the same order) and its
       // rank's program.
+      // Under mpirun this process holds one of the chips (Cluster::local): the others' data
+      // and programs are written by their own processes, at the same addresses.
       cluster_ = driver::Cluster::open(dc, P, strategy_.threads);
-      dev_ = &cluster_->chip(0);
+      uint64_t base = 0, prog = 0;
       for (int r = 0; r < P; ++r) {
         compiler::Replication rep;
         rep.replicas = P;
         rep.rank = r;
-        const uint64_t base = cluster_->chip(r).alloc(
-            compiler::CnnTrainStep::data_bytes(spec_, chip, per_replica, rep));
+        const uint64_t bytes = compiler::CnnTrainStep::data_bytes(spec_, chip, per_replica, rep);
+        const bool here = cluster_->local(r);
+        if (here) {
+          const uint64_t b = cluster_->chip(r).alloc(bytes);
+          if (base && b != base) throw std::logic_error("compile: the replicas' layouts differ");
+          base = b;
+          if (!dev_) dev_ = &cluster_->chip(r);  // the replicas' weights are equal
+        }
         auto step = std::make_unique<compiler::CnnTrainStep>(
             spec_, adam_, chip, per_replica, base, compiler::StepKind::kTrain, nullptr, rep);
-        if (r > 0 && base != train_->layout().base)
-          throw std::logic_error("compile: the replicas' layouts differ");
-        replica_progs_.push_back(cluster_->chip(r).load_program(step->program_bytes()));
+        if (here) {
+          const uint64_t a = cluster_->chip(r).load_program(step->program_bytes());
+          if (prog && a != prog) throw std::logic_error("compile: the replicas' programs differ");
+          prog = a;
+        }
         if (r == 0) {
           train_ = std::move(step);
         } else {
           replica_steps_.push_back(std::move(step));
         }
       }
-      train_prog_ = replica_progs_[0];
+      replica_progs_.assign(static_cast<size_t>(P), prog);  // every rank's at the same address
+      train_prog_ = prog;
     }
   } catch (...) {
     device_.reset();
@@ -183,6 +196,7 @@ void Sequential::set_state(const compiler::CnnParams& p, const compiler::AdamSta
   check_compiled("set_state");
   const auto image = train_->state_image(p, s);  // the same on every replica
   for (int r = 0; r < replicas(); ++r) {
+    if (cluster_ && !cluster_->local(r)) continue;  // its own process writes it
     driver::Device& d = cluster_ ? cluster_->chip(r) : *dev_;
     for (const auto& w : image) d.write(w.first, w.second);
   }
@@ -253,6 +267,7 @@ StepLogs Sequential::train_on_batch(const data::Batch& batch) {
     const std::vector<uint16_t> img = data::images_to_bf16(batch);
     const size_t px = size_t{spec_.height} * spec_.width;
     for (int r = 0; r < P; ++r) {
+      if (!cluster_->local(r)) continue;
       const compiler::CnnTrainStep& st = r == 0 ? *train_ : *replica_steps_[r - 1];
       const std::vector<uint16_t> shard(img.begin() + static_cast<long>(px * b * r),
                                         img.begin() + static_cast<long>(px * b * (r + 1)));
@@ -264,13 +279,23 @@ StepLogs Sequential::train_on_batch(const data::Batch& batch) {
     const std::vector<driver::RunReport> reps =
         cluster_->run_all(replica_progs_, dev_opts_.timeout_cycles);
     logs.report = reps[0];
-    // The global loss: the mean of the replicas' means (equal shards); correct: the sum.
+    // The global loss: the mean of the replicas' means (equal shards); correct: the sum. Each
+    // process reads its chips' metrics; gather() brings every chip's to every process.
+    std::vector<std::vector<uint8_t>> m(static_cast<size_t>(P));
+    for (int r = 0; r < P; ++r) {
+      if (!cluster_->local(r)) continue;
+      float lc[2] = {0, 0};
+      train_->read_metrics(device_read, &cluster_->chip(r), lc[0], lc[1]);
+      m[r].resize(sizeof lc);
+      std::memcpy(m[r].data(), lc, sizeof lc);
+    }
+    m = cluster_->gather(std::move(m));
     double loss_sum = 0;
     for (int r = 0; r < P; ++r) {
-      float l = 0, c = 0;
-      train_->read_metrics(device_read, &cluster_->chip(r), l, c);
-      loss_sum += l;
-      correct += c;
+      float lc[2];
+      std::memcpy(lc, m[r].data(), sizeof lc);
+      loss_sum += lc[0];
+      correct += lc[1];
     }
     loss = static_cast<float>(loss_sum / P);
   }

@@ -27,6 +27,7 @@
 #include "sw/tools/run_tool.h"
 #include "sw/tools/train_tool.h"
 #include "tessera/data.h"
+#include "tessera/mpi_ring.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera: a TPU-style training accelerator, simulated cycle by cycle"};
@@ -177,12 +178,20 @@ int main(int argc, char** argv) {
   if (cmp->parsed()) return tessera::tools::compile_step(co, std::cout, std::cerr);
 
   if (trn->parsed()) {
+    // Under mpirun (one chip per rank, docs/multichip.md): every rank runs this; a failure on
+    // one rank that the others cannot see ends the whole job instead of leaving them waiting.
+    tessera::mpi::init();
+    int rc = 2;
     try {
-      return tessera::tools::train(tr, std::cout, std::cerr);
+      rc = tessera::tools::train(tr, std::cout, std::cerr);
     } catch (const std::exception& e) {  // I/O on the run folder, mostly
+      if (tessera::mpi::launched())
+        tessera::mpi::abort(2, std::string("tessera train: ") + e.what());
       std::cerr << "tessera train: " << e.what() << "\n";
-      return 2;
+      rc = 2;
     }
+    tessera::mpi::finalize();
+    return rc;
   }
 
   if (run->parsed()) return tessera::tools::run_program(run_opt, std::cout, std::cerr);

@@ -5,8 +5,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -17,6 +21,7 @@
 #include "tessera/checkpoint.h"
 #include "tessera/keras.h"
 #include "tessera/metrics.h"
+#include "tessera/mpi_ring.h"
 #include "tessera/plot.h"
 #include "tessera/tfevents.h"
 
@@ -127,9 +132,62 @@ std::string bar(double frac, int width) {
   return s;
 }
 
+// Every option that changes what a run computes, for the ranks' start-up check under mpirun.
+std::string options_signature(const TrainOptions& o) {
+  std::ostringstream s;
+  s << o.backend << "|" << o.steps << "|" << o.epochs << "|" << o.batch << "|" << o.array << "|"
+    << o.chips << "|" << o.seed << "|" << o.data << "|" << o.resume << "|" << o.sample_every << "|"
+    << o.checkpoint_every << "|" << o.eval_samples << "|" << o.eval_backend << "|" << o.stop_after;
+  return s.str();
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Tests of the MPI mode's fault handling: TESSERA_TEST_KILL=RANK:STEP kills that rank (SIGKILL,
+// as a crash would) when it reaches that step.
+void maybe_die(uint64_t step) {
+  const char* k = std::getenv("TESSERA_TEST_KILL");
+  if (!k) return;
+  int r = -1;
+  unsigned long long s = 0;
+  if (std::sscanf(k, "%d:%llu", &r, &s) == 2 && r == mpi::rank() && s == step) ::raise(SIGKILL);
+}
+
 }  // namespace
 
-int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
+int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
+  // ---- under mpirun: one chip per rank; the same options everywhere; rank 0 reports ----
+  const bool distributed = mpi::launched();
+  const int rank = mpi::rank();
+  std::ostream null_out(nullptr);
+  std::ostream& out = rank == 0 ? out_all : null_out;
+  if (distributed) {
+    const uint64_t h = fnv1a(options_signature(opt));
+    std::vector<uint8_t> mine(8);
+    std::memcpy(mine.data(), &h, 8);
+    const auto all = mpi::allgather(mine);
+    for (size_t r = 1; r < all.size(); ++r) {
+      if (all[r] != all[0]) {
+        err << "tessera train: rank " << r << " was started with other options than rank 0 "
+            << "(every rank must run the same command)\n";
+        return 2;
+      }
+    }
+    if (opt.backend != "rtl") {
+      err << "tessera train: under mpirun the rtl backend runs one chip per rank; --backend "
+          << opt.backend << " runs every chip in one process: run it without mpirun\n";
+      return 2;
+    }
+    if (mpi::size() != opt.chips) {
+      err << "tessera train: mpirun started " << mpi::size() << " ranks for --chips " << opt.chips
+          << ": one rank per chip\n";
+      return 2;
+    }
+  }
   // ---- everything that can be wrong with the input is checked before training starts ----
   driver::Backend backend, eval_backend;
   const bool sampled = opt.backend == "sampled";
@@ -225,7 +283,10 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
     return 2;
   }
 
-  const std::string run_dir = opt.out.empty() ? "runs/" + timestamp() : opt.out;
+  // Under mpirun only rank 0 writes the run folder; the others keep theirs in a scratch folder
+  // inside it, removed at the end (their checkpoints equal rank 0's: the replicas are equal).
+  const std::string main_dir = opt.out.empty() ? "runs/" + timestamp() : opt.out;
+  const std::string run_dir = rank == 0 ? main_dir : main_dir + "/.rank" + std::to_string(rank);
   mkdirs(run_dir + "/checkpoint");
   runlog::MetricsCsv csv(run_dir, {"epoch", "step_cycles", "mxu_utilization", "wall_seconds"});
   runlog::EventWriter events(run_dir);
@@ -276,6 +337,7 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
   };
   try {
     for (uint64_t s = first_step; s < total; ++s) {
+      if (distributed) maybe_die(s);
       const data::Batch batch = pipe.next();
       if (order) std::fwrite(batch.sample_ids.data(), 4, batch.sample_ids.size(), order);
       const bool sample_now = sampled && (s % opt.sample_every == 0);
@@ -326,7 +388,7 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
       last_step = s + 1;
       const bool epoch_end = batch.index + 1 == per_epoch;
       if ((opt.checkpoint_every && (s + 1) % opt.checkpoint_every == 0) || epoch_end) save(s + 1);
-      if (opt.progress) {
+      if (opt.progress && rank == 0) {
         const double wall = std::chrono::duration<double>(Clock::now() - t_start).count();
         const double done = double(s + 1 - first_step);
         err << "\rstep " << s + 1 << "/" << total << " [" << bar(double(s + 1) / total, 24)
@@ -341,7 +403,7 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
       }
       if (opt.stop_after && s + 1 >= opt.stop_after) break;
     }
-    if (opt.progress) err << "\n";
+    if (opt.progress && rank == 0) err << "\n";
     if (order) std::fclose(order);
     save(last_step);
   } catch (const driver::DeviceFault& e) {
@@ -463,6 +525,10 @@ int train(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
   out << report.str() << "wrote " << run_dir << "/{summary.json,metrics.csv,"
       << events.path().substr(events.path().rfind('/') + 1)
       << ",loss.png,cycle_report.txt,checkpoint/ckpt.tsr}\n";
+  if (rank != 0) {
+    std::error_code ec;
+    std::filesystem::remove_all(run_dir, ec);  // a rank's scratch folder
+  }
   return 0;
 }
 

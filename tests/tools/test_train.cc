@@ -463,4 +463,56 @@ TEST_F(TrainTool, ChipsTrainDataParallelLikeOneChip) {
   EXPECT_EQ(resume.status, 2) << resume.out;
 }
 
+// The MPI mode: `mpirun -np P tessera train --chips P` (one verilated chip per rank) against the
+// threaded mode (all chips in one process): metrics (with every step's cycle count) and the
+// checkpoint byte for byte, with 2 and 4 chips (N = 16, one image per chip, one step).
+const std::string kMpirun = "mpirun --allow-run-as-root --oversubscribe";
+
+class TrainMpi : public TrainTool, public ::testing::WithParamInterface<int> {};
+
+TEST_P(TrainMpi, MpiRanksMatchThreadsBitForBit) {
+  const int chips = GetParam();
+  const std::string flags = "--backend rtl --array 16 --chips " + std::to_string(chips) +
+                            " --batch " + std::to_string(chips) + " --steps 1 --seed 3 --out ";
+  const Result t = train(flags + path("threads"));
+  ASSERT_EQ(t.status, 0) << t.err;
+  const Result m =
+      sh(kMpirun + " -np " + std::to_string(chips) + " " + train_cmd(flags + path("mpi")));
+  ASSERT_EQ(m.status, 0) << m.out << m.err;
+  EXPECT_EQ(columns(read_file(path("threads/metrics.csv")), 5),
+            columns(read_file(path("mpi/metrics.csv")), 5));
+  EXPECT_EQ(read_file(path("threads/checkpoint/ckpt.tsr")),
+            read_file(path("mpi/checkpoint/ckpt.tsr")));
+  EXPECT_FALSE(exists(path("mpi/.rank1"))) << "the other ranks' scratch folders are removed";
+}
+
+INSTANTIATE_TEST_SUITE_P(Chips, TrainMpi, ::testing::Values(2, 4));
+
+// A rank that dies (SIGKILL at its first step) ends the job within seconds with an error,
+// never a hang; a rank started with other options, or a rank count other than --chips, is
+// refused at start-up.
+TEST_F(TrainTool, MpiFaultsEndTheJob) {
+  const std::string flags = "--backend rtl --array 16 --chips 2 --batch 2 --steps 3 --out ";
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result k = sh("TESSERA_TEST_KILL=1:0 timeout 120 " + kMpirun + " -np 2 " +
+                      train_cmd(flags + path("killed")));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(k.status, 0);
+  EXPECT_NE(k.status, 124) << "timed out: the surviving rank hung";
+  EXPECT_LT(secs, 60.0);
+  EXPECT_NE((k.out + k.err).find("rank 1"), std::string::npos) << k.out << k.err;
+
+  const Result mism = sh(kMpirun + " -np 1 " + train_cmd(flags + path("a") + " --seed 1") +
+                         " : -np 1 " + train_cmd(flags + path("a") + " --seed 2"));
+  EXPECT_NE(mism.status, 0);
+  EXPECT_NE(mism.err.find("rank 1 was started with other options than rank 0"), std::string::npos)
+      << mism.err;
+
+  const Result np =
+      sh(kMpirun + " -np 2 " +
+         train_cmd("--backend rtl --array 16 --chips 4 --batch 4 --steps 1 --out " + path("np")));
+  EXPECT_NE(np.status, 0);
+  EXPECT_NE(np.err.find("mpirun started 2 ranks for --chips 4"), std::string::npos) << np.err;
+}
+
 }  // namespace

@@ -116,7 +116,18 @@ class Cluster {
   virtual ~Cluster() = default;
   int size() const { return static_cast<int>(chips_.size()); }
   const DeviceConfig& config() const { return config_; }
-  Device& chip(int r) { return *chips_.at(static_cast<size_t>(r)); }
+  // Chip r's device; only chips of this process (local(r)): under mpirun each rank holds one.
+  Device& chip(int r) {
+    if (!local(r))
+      throw std::logic_error("chip " + std::to_string(r) + " is simulated by another process");
+    return *chips_.at(static_cast<size_t>(r));
+  }
+  virtual bool local(int /*r*/) const { return true; }
+  // Every chip's small host-side record (a step's metrics): `mine` holds one per chip with
+  // the local chips' filled in; every process gets all of them.
+  virtual std::vector<std::vector<uint8_t>> gather(std::vector<std::vector<uint8_t>> mine) {
+    return mine;
+  }
   // Timeout in cycles (rtl) or instructions per chip (functional).
   virtual std::vector<RunReport> run_all(const std::vector<uint64_t>& prog_addrs,
                                          uint64_t timeout) = 0;
