@@ -35,7 +35,8 @@ help:
 	@echo "                    then the training step on the rtl chip (N = 16, batch 128):"
 	@echo "                    cycles, bound, MXU utilization, wall time ($(BUILD)/bench/train.json)."
 	@echo "                    then the SystemC platform's cost against the plain harness (idle"
-	@echo "                    chip, one training step; $(BUILD)/bench/systemc.json)."
+	@echo "                    chip, one training step; $(BUILD)/bench/systemc.json); the ring"
+	@echo "                    all-reduce and 1/2/4-chip training ($(BUILD)/bench/multichip.json)."
 	@echo "                    BENCH_ONLY=mxu, hbm, train or systemc runs one part"
 	@echo "  make bench-hbm    the HBM part of make bench alone"
 	@echo "  make synth        Yosys: arithmetic, PE, SRAMs, DMA, MXU at N = 4 (cells, no latches)"
@@ -93,20 +94,24 @@ BENCH_ONLY ?=
 
 bench: configure
 	@scripts/ensure_packages.sh bc
-ifeq ($(filter $(BENCH_ONLY),hbm train systemc),)
+ifeq ($(filter $(BENCH_ONLY),hbm train systemc multichip),)
 	@scripts/bench_mxu.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu train systemc),)
+ifeq ($(filter $(BENCH_ONLY),mxu train systemc multichip),)
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
 	@scripts/bench_hbm.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu hbm systemc),)
+ifeq ($(filter $(BENCH_ONLY),mxu hbm systemc multichip),)
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
 	@scripts/bench_train.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu hbm train),)
+ifeq ($(filter $(BENCH_ONLY),mxu hbm train multichip),)
 	cmake --build $(BUILD) -j $(JOBS) --target systemc_cost
 	@scripts/bench_systemc.sh $(BUILD)/bench
+endif
+ifeq ($(filter $(BENCH_ONLY),mxu hbm train systemc),)
+	cmake --build $(BUILD) -j $(JOBS) --target tessera allreduce_bw
+	@scripts/bench_multichip.sh $(BUILD)/bench
 endif
 
 bench-hbm:

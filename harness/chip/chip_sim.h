@@ -262,6 +262,11 @@ class ChipSim {
     return lo | hi << 32;
   }
 
+  // One timeline sample now (combinational CSR reads between clock edges; they change nothing
+  // in the chip): what run() records with sampling, for harnesses that clock the chip
+  // themselves (RingSim). The CSR port must be idle or holding the STATUS read.
+  ChipSample sample_now(uint64_t cycle) { return sample(cycle); }
+
  private:
   uint32_t peek(uint32_t addr) {
     auto& m = sim_.top();

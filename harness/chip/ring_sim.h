@@ -77,6 +77,8 @@ class RingSim {
 
   int size() const { return n_; }
   int link_latency() const { return latency_; }
+  // The last run's timeline samples of chip r (this process's chips; run's sample_every).
+  const std::vector<ChipSample>& samples(int r) const { return samples_.at(r); }
   bool is_local(int r) const { return !transport_ || r == transport_->local(); }
   ChipSim<Model>& chip(int r) {
     if (!is_local(r) || !chips_.at(r))
@@ -87,8 +89,12 @@ class RingSim {
   // Runs program prog_addrs[r] on chip r (one address: the same on all), at most max_cycles
   // lock-step cycles. align_refresh: each chip's doorbell at its reproducible refresh phase
   // (ChipSim::idle_to_doorbell_phase), which makes every cycle count independent of the host.
+  // `sample_every`: every that many cycles each chip of this process records a ChipSample
+  // (samples(r) after the run), as ChipSim::run does.
   RingRun run(const std::vector<uint32_t>& prog_addrs, uint64_t max_cycles = 10'000'000,
-              bool align_refresh = true) {
+              bool align_refresh = true, uint64_t sample_every = 0) {
+    sample_every_ = sample_every;
+    samples_.assign(n_, {});
     if (failed_) {
       throw std::runtime_error(
           "RingSim: an earlier run ended with a fault or a timeout; the "
@@ -346,6 +352,8 @@ class RingSim {
           s.ended = true;
           s.ended_at = cycle;
           s.faulted = status == isa::STATUS_FAULTED;
+        } else if (sample_every_ && cycle % sample_every_ == 0) {
+          samples_[r].push_back(c.sample_now(cycle));
         }
       }
       c.step();
@@ -354,6 +362,8 @@ class RingSim {
 
   const int n_, latency_, threads_;
   RingTransport* transport_;
+  uint64_t sample_every_ = 0;
+  std::vector<std::vector<ChipSample>> samples_;
   std::vector<std::unique_ptr<ChipSim<Model>>> chips_;
   std::vector<Bundle> wires_;
   std::vector<ChipState> state_;

@@ -915,13 +915,21 @@ void CnnTrainStep::compile() {
         auto u = [&](uint32_t base, uint32_t dr, int e) {
           return ub(base, {{dr, e}, {rows, int32_t(DR * e)}});
         };
-        for (uint32_t q = 0, d0 = 0; d0 < cols; ++q, d0 += DR) {
-          const uint32_t dr = std::min(DR, cols - d0), i = q % 2;
+        // Software-pipelined: chunk q + 1 is loaded before chunk q's updates are emitted, so the
+        // in-order DMA fetches it while the VPU works on q (its store waits for the VPU).
+        const uint32_t chunks = ceil_div(cols, DR);
+        auto load = [&](uint32_t q) {
+          const uint32_t d0 = q * DR, dr = std::min(DR, cols - d0), i = q % 2;
           b.dma_copy(h(g_hbm, d0, dr, 4), u(gb[i], dr, 4), 4);
           b.dma_copy(h(w_hbm, d0, dr, 4), u(wb[i], dr, 4), 4);
           b.dma_copy(h(m_hbm, d0, dr, 4), u(mb[i], dr, 4), 4);
           b.dma_copy(h(v_hbm, d0, dr, 4), u(vb[i], dr, 4), 4);
           b.signal(isa::Unit::kDma);
+        };
+        load(0);
+        for (uint32_t q = 0, d0 = 0; d0 < cols; ++q, d0 += DR) {
+          const uint32_t dr = std::min(DR, cols - d0), i = q % 2;
+          if (q + 1 < chunks) load(q + 1);
           for (uint32_t r = 0; r < rows; ++r)
             for (uint32_t j = 0; j < dr / N; ++j) {
               const uint32_t off = r * DR + j * N;

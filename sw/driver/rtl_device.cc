@@ -27,6 +27,22 @@ std::vector<DeviceConfig> rtl_configurations() {
 
 namespace {
 
+std::vector<TraceSample> convert(const std::vector<chip::ChipSample>& samples) {
+  std::vector<TraceSample> out;
+  out.reserve(samples.size());
+  for (const auto& s : samples) {
+    TraceSample t;
+    t.cycle = s.cycle;
+    t.pc = s.pc;
+    t.unit_state = s.unit_state;
+    t.busy = s.busy;
+    t.macs = s.macs;
+    t.hbm_bytes = s.hbm_bytes;
+    out.push_back(t);
+  }
+  return out;
+}
+
 // A chip of its own, or (a chip of an RtlCluster) one of a ring's.
 template <class Model>
 class RtlDevice : public Device {
@@ -69,17 +85,7 @@ class RtlDevice : public Device {
     if (r.timed_out) throw DeviceTimeout(hang_report(timeout));
     if (r.status == isa::STATUS_FAULTED) throw_fault(r.cycles);
     RunReport rep = counters(r.cycles);
-    rep.samples.reserve(samples.size());
-    for (const auto& s : samples) {
-      TraceSample t;
-      t.cycle = s.cycle;
-      t.pc = s.pc;
-      t.unit_state = s.unit_state;
-      t.busy = s.busy;
-      t.macs = s.macs;
-      t.hbm_bytes = s.hbm_bytes;
-      rep.samples.push_back(t);
-    }
+    rep.samples = convert(samples);
     return rep;
   }
 
@@ -125,7 +131,11 @@ class RtlCluster : public Cluster {
   std::vector<RunReport> run_all(const std::vector<uint64_t>& prog_addrs,
                                  uint64_t timeout) override {
     std::vector<uint32_t> progs(prog_addrs.begin(), prog_addrs.end());
-    const chip::RingRun run = ring_.run(progs, timeout, true);
+    // Chip sampling (Device::set_sampling on a chip of this process) samples the ring run too.
+    uint64_t every = 0;
+    for (int r = 0; r < size(); ++r)
+      if (local(r)) every = std::max(every, views_[r]->sampling());
+    const chip::RingRun run = ring_.run(progs, timeout, true, every);
     for (int r = 0; r < size(); ++r) {
       const chip::ChipRun& c = run.chips[r];
       if (c.status == isa::STATUS_FAULTED) {
@@ -139,6 +149,7 @@ class RtlCluster : public Cluster {
     for (int r = 0; r < size(); ++r) {
       if (local(r)) {
         out.push_back(views_[r]->counters(run.chips[r].cycles));
+        if (views_[r]->sampling()) out.back().samples = convert(ring_.samples(r));
       } else {
         RunReport rep;  // another process's chip: its cycles (its counters stay there)
         rep.cycles = run.chips[r].cycles;

@@ -87,6 +87,7 @@ class Device {
   // rtl: record a TraceSample every `every` cycles of the following runs (0: off). The
   // functional backend is untimed and ignores it.
   void set_sampling(uint64_t every) { sample_every_ = every; }
+  uint64_t sampling() const { return sample_every_; }
 
  protected:
   explicit Device(const DeviceConfig& config) : config_(config) {}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# make bench (multi-chip part, docs/multichip.md): the ring all-reduce alone and data-parallel
+# training on 1, 2 and 4 verilated chips (N = 16).
+#  - all-reduce: build/bin/allreduce_bw P 2 — the example model's gradient vector summed over a
+#    ring of P chips (checked against the host's sums), cycles and bytes/cycle per link against
+#    the link's payload peak (32 data bytes per 3-cycle flit);
+#  - training: `tessera train --backend rtl --array 16 --chips P --batch P*B` for
+#    BENCH_MC_STEPS steps (default 2) with B = BENCH_MC_BATCH images per chip (default 16):
+#    wall time of the steps, step cycles, images per wall second and the speedup against one
+#    chip (weak scaling: each chip does one chip's work), on the threads this machine has; and
+#    the same global batch on one chip (strong scaling).
+# Writes <out>/multichip.json.
+set -euo pipefail
+out=$(realpath -m "${1:-build/bench}")
+cd "$(dirname "$0")/.."
+bw=${ALLREDUCE_BW_BIN:-build/bin/allreduce_bw}
+tessera=${TESSERA_BIN:-build/bin/tessera}
+for b in "$bw" "$tessera"; do [ -x "$b" ] || { echo "bench_multichip: $b not built" >&2; exit 1; }; done
+steps=${BENCH_MC_STEPS:-2}
+per=${BENCH_MC_BATCH:-16}
+mkdir -p "$out"
+raw="$out/multichip-raw.jsonl"
+: > "$raw"
+for p in 2 4; do
+  "$bw" "$p" 2 | sed 's/^{/{"kind": "allreduce", /' >> "$raw"
+done
+run_dir=$(mktemp -d /tmp/tessera_bench_mc.XXXXXX)
+trap 'rm -rf "$run_dir"' EXIT
+train() {  # chips global_batch label
+  "$tessera" train --backend rtl --array 16 --chips "$1" --batch "$2" --steps "$steps" \
+    --eval-samples 16 --no-progress --out "$run_dir/$3" > /dev/null 2>&1
+  /usr/bin/python3 - "$run_dir/$3/summary.json" "$1" "$2" "$3" >> "$raw" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(json.dumps({"kind": "train", "label": sys.argv[4], "chips": int(sys.argv[2]),
+                  "batch": int(sys.argv[3]), "steps": s["steps"], "step_cycles": s["step_cycles"][0],
+                  "wall_seconds": s["wall_seconds"], "images_per_second_wall": s["images_per_second_wall"]}))
+PY
+}
+train 1 "$per" weak1
+train 2 $((2 * per)) weak2
+train 4 $((4 * per)) weak4
+train 1 $((2 * per)) strong1
+/usr/bin/python3 - "$raw" "$out/multichip.json" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+res = []
+for r in rows:
+    if r["kind"] == "allreduce":
+        p = {"chips": r["chips"], "n": r["n"], "elems": r["elems"], "threads": r["threads"]}
+        res.append({"name": "allreduce_cycles", "value": r["cycles"], "unit": "cycles (doorbells to every chip halted)", "params": p})
+        res.append({"name": "allreduce_bandwidth", "value": round(r["bytes_per_cycle"], 3), "unit": "payload bytes / cycle / link", "params": p})
+        res.append({"name": "allreduce_fraction_of_link_peak", "value": round(r["fraction_of_peak"], 3), "unit": f"of {r['link_peak_bytes_per_cycle']:.3f} payload bytes / cycle", "params": p})
+        res.append({"name": "allreduce_sim_wall", "value": r["wall_seconds"], "unit": "s", "params": p})
+t = {r["label"]: r for r in rows if r["kind"] == "train"}
+base = t["weak1"]
+for lab in ("weak1", "weak2", "weak4", "strong1"):
+    r = t[lab]
+    p = {"chips": r["chips"], "global_batch": r["batch"], "steps": r["steps"], "n": 16}
+    res.append({"name": f"train_{lab}_step_cycles", "value": r["step_cycles"], "unit": "cycles per step (chip 0)", "params": p})
+    res.append({"name": f"train_{lab}_wall", "value": round(r["wall_seconds"], 2), "unit": "s for the steps", "params": p})
+    res.append({"name": f"train_{lab}_images_per_second_wall", "value": round(r["images_per_second_wall"], 3), "unit": "images / wall s", "params": p})
+for lab in ("weak2", "weak4"):
+    res.append({"name": f"train_{lab}_throughput_speedup", "value": round(t[lab]["images_per_second_wall"] / base["images_per_second_wall"], 3), "unit": "x one chip's images / wall s (per-chip batch fixed)", "params": {"chips": t[lab]["chips"]}})
+res.append({"name": "train_strong2_wall_speedup", "value": round(t["strong1"]["wall_seconds"] / t["weak2"]["wall_seconds"], 3), "unit": "x: the same global batch on 2 chips vs 1 chip, wall time", "params": {"global_batch": t["weak2"]["batch"]}})
+res.append({"name": "train_strong2_cycle_speedup", "value": round(t["strong1"]["step_cycles"] / t["weak2"]["step_cycles"], 3), "unit": "x: simulated step cycles, 1 chip vs 2 chips, same global batch", "params": {"global_batch": t["weak2"]["batch"]}})
+json.dump(res, open(sys.argv[2], "w"), indent=1)
+for r in res: print(f"{r['name']:40s} {r['value']} {r['unit']}  {r['params']}")
+PY
