@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   const uint32_t addr = 0x1000000, prog = 0x2000000;
   chip::RingSim<Vtpu_top_n16> ring(chips, 1, 32, threads);
   std::mt19937 rng(1);
+  uint32_t gather_pc = 0;  // the first all-gather copy (hbm -> next's hbm): where reduce-scatter ends
   std::vector<std::vector<uint32_t>> g(chips, std::vector<uint32_t>(elems));
   for (int r = 0; r < chips; ++r) {
     for (auto& x : g[r])
@@ -50,13 +51,23 @@ int main(int argc, char** argv) {
     s.ub_bytes = static_cast<uint32_t>(ub_bytes);
     s.piece_bytes = piece_bytes;
     std::vector<uint8_t> code;
-    for (const auto& i : compiler::ring_allreduce_program(s))
+    const auto program = compiler::ring_allreduce_program(s);
+    for (size_t k = 0; k < program.size() && r == 0 && !gather_pc; ++k)
+      if (program[k].op == isa::Opcode::kDmaCopy && program[k].link != isa::Link::kLocal &&
+          program[k].dst_space == isa::Space::kHbm)
+        gather_pc = prog + 16 * static_cast<uint32_t>(k);
+    for (const auto& i : program)
       for (uint32_t w : isa::encode(i))
         for (int k = 0; k < 4; ++k) code.push_back(static_cast<uint8_t>(w >> (8 * k)));
     ring.chip(r).hbm_write(prog, code);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const chip::RingRun run = ring.run({prog}, 100'000'000);
+  const chip::RingRun run = ring.run({prog}, 100'000'000, true, 16);
+  // Chip 0's decode PC reaches the all-gather when its last reduce-scatter instruction has been
+  // dispatched: a lower bound of the reduce-scatter's end, good to a few hundred cycles.
+  uint64_t rs_cycles = 0;
+  for (const auto& smp : ring.samples(0))
+    if (smp.pc <= gather_pc) rs_cycles = smp.cycle;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!run.error.empty()) {
     std::fprintf(stderr, "allreduce_bw: %s\n", run.error.c_str());
@@ -83,9 +94,9 @@ int main(int argc, char** argv) {
       "{\"chips\": %d, \"n\": %d, \"elems\": %u, \"threads\": %d, \"piece_bytes\": %u, "
       "\"cycles\": %llu, \"link_payload_bytes\": %.0f, \"bytes_per_cycle\": %.4f, "
       "\"link_peak_bytes_per_cycle\": %.4f, \"fraction_of_peak\": %.4f, \"flits\": %llu, "
-      "\"wall_seconds\": %.3f}\n",
+      "\"reduce_scatter_cycles\": %llu, \"wall_seconds\": %.3f}\n",
       chips, n, elems, threads, piece_bytes, static_cast<unsigned long long>(run.cycles), payload,
       payload / run.cycles, peak, payload / run.cycles / peak,
-      static_cast<unsigned long long>(run.flits), wall);
+      static_cast<unsigned long long>(run.flits), static_cast<unsigned long long>(rs_cycles), wall);
   return 0;
 }

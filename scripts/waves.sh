@@ -38,12 +38,18 @@ case "$(basename "$bin")" in
   test_hbm) layout=waves/hbm.gtkw ;;
   test_chip | test_systemc) layout=waves/chip.gtkw ;;
   test_ici) layout=waves/ici.gtkw ;;
+  test_ring) layout=waves/ring.gtkw ;;
   *) layout=waves/fpu.gtkw ;;
 esac
 
 fst="$build/waves/${test//\//_}.fst"
-rm -f "$fst"
+rm -f "$fst" "${fst%.fst}"_chip*.fst
 WAVES=1 TESSERA_WAVES_DIR="$build/waves" "$bin" --gtest_filter="$test"
+# A multi-chip test dumps one FST per chip (<test>_chip<r>.fst): open chip 0, list the others.
+if [ ! -f "$fst" ] && [ -f "${fst%.fst}_chip0.fst" ]; then
+  for f in "${fst%.fst}"_chip*.fst; do echo "chip waveform: $f"; done
+  fst="${fst%.fst}_chip0.fst"
+fi
 if [ ! -f "$fst" ]; then
   echo "make waves: $test ran but wrote no waveform (it drives no RTL model)" >&2
   exit 1
