@@ -25,11 +25,12 @@
 
 namespace tessera::chip {
 
-// Chips of the ring in other processes (the MPI mode, sw/driver/mpi_transport.cc): this process
+// Chips of the ring in other processes (the MPI mode: MpiTransport in sw/driver/rtl_device.cc
+// over sw/driver/mpi_ring.cc): this process
 // clocks chip `local()` only; after every window exchange() hands each process every chip's
 // window — its state record and its two ports' wire bundles, `bytes_per_chip` bytes at
 // `mine` — in `all` (chip r at r * bytes_per_chip), so that every process takes the same
-// decisions. abort() ends every process (a failure in one must not leave the others waiting).
+// decisions. (A process that fails outside a run ends the job: tessera/mpi_ring.h, abort().)
 class RingTransport {
  public:
   virtual ~RingTransport() = default;

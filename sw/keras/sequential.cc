@@ -147,25 +147,35 @@ void Sequential::compile(const Adam& opt, const std::string& loss,
       // Under mpirun this process holds one of the chips (Cluster::local): the others' data
       // and programs are written by their own processes, at the same addresses.
       cluster_ = driver::Cluster::open(dc, P, strategy_.threads);
+      // The same layout on every chip: this process's chips allocate it first (the same
+      // allocations in the same order everywhere), then every rank's step is compiled for it.
       uint64_t base = 0, prog = 0;
+      bool have_base = false;
+      for (int r = 0; r < P; ++r) {
+        if (!cluster_->local(r)) continue;
+        compiler::Replication rep;
+        rep.replicas = P;
+        rep.rank = r;
+        const uint64_t b = cluster_->chip(r).alloc(
+            compiler::CnnTrainStep::data_bytes(spec_, chip, per_replica, rep));
+        if (have_base && b != base) throw std::logic_error("compile: the replicas' layouts differ");
+        base = b;
+        have_base = true;
+        if (!dev_) dev_ = &cluster_->chip(r);  // the replicas' weights are equal
+      }
+      bool have_prog = false;
       for (int r = 0; r < P; ++r) {
         compiler::Replication rep;
         rep.replicas = P;
         rep.rank = r;
-        const uint64_t bytes = compiler::CnnTrainStep::data_bytes(spec_, chip, per_replica, rep);
-        const bool here = cluster_->local(r);
-        if (here) {
-          const uint64_t b = cluster_->chip(r).alloc(bytes);
-          if (base && b != base) throw std::logic_error("compile: the replicas' layouts differ");
-          base = b;
-          if (!dev_) dev_ = &cluster_->chip(r);  // the replicas' weights are equal
-        }
         auto step = std::make_unique<compiler::CnnTrainStep>(
             spec_, adam_, chip, per_replica, base, compiler::StepKind::kTrain, nullptr, rep);
-        if (here) {
+        if (cluster_->local(r)) {
           const uint64_t a = cluster_->chip(r).load_program(step->program_bytes());
-          if (prog && a != prog) throw std::logic_error("compile: the replicas' programs differ");
+          if (have_prog && a != prog)
+            throw std::logic_error("compile: the replicas' programs differ");
           prog = a;
+          have_prog = true;
         }
         if (r == 0) {
           train_ = std::move(step);
@@ -262,6 +272,11 @@ StepLogs Sequential::train_on_batch(const data::Batch& batch) {
     train_->read_metrics(device_read, dev_, loss, correct);
   } else {
     // Replica r trains on samples [r b, (r + 1) b) of the global batch.
+    if (batch.labels.size() != batch_ ||
+        batch.images.size() != size_t{batch_} * spec_.height * spec_.width)
+      throw std::invalid_argument("train_on_batch: expected a global batch of " +
+                                  std::to_string(batch_) + " images, got " +
+                                  std::to_string(batch.labels.size()));
     const int P = replicas();
     const uint32_t b = train_->batch();
     const std::vector<uint16_t> img = data::images_to_bf16(batch);
@@ -343,7 +358,9 @@ void Sequential::run_forward(
 
 EvalResult Sequential::evaluate(const data::Dataset& test, uint32_t batch_size) {
   check_compiled("evaluate");
-  const uint32_t batch = batch_size ? batch_size : batch_;
+  // default: the training step's batch (under a strategy, one replica's: evaluation runs on
+  // one chip, and that batch is known to fit it)
+  const uint32_t batch = batch_size ? batch_size : train_->batch();
   EvalResult r;
   double loss_sum = 0, correct = 0;
   run_forward(test, batch, [&](compiler::CnnTrainStep& step, uint32_t b) {
@@ -360,12 +377,14 @@ EvalResult Sequential::evaluate(const data::Dataset& test, uint32_t batch_size) 
 
 std::vector<float> Sequential::predict(const data::Dataset& images, uint32_t batch_size) {
   check_compiled("predict");
-  const uint32_t batch = batch_size ? batch_size : batch_;
+  // default: the training step's batch (under a strategy, one replica's: evaluation runs on
+  // one chip, and that batch is known to fit it)
+  const uint32_t batch = batch_size ? batch_size : train_->batch();
   std::vector<float> out;
   data::Dataset ds = images;
   ds.labels.assign(ds.count, 0);  // labels are not used for the probabilities
   run_forward(ds, batch, [&](compiler::CnnTrainStep& step, uint32_t) {
-    const auto p = step.read_probabilities(device_read, device_.get());
+    const auto p = step.read_probabilities(device_read, dev_);
     out.insert(out.end(), p.begin(), p.end());
   });
   return out;

@@ -190,6 +190,11 @@ int main(int argc, char** argv) {
       std::cerr << "tessera train: " << e.what() << "\n";
       rc = 2;
     }
+    // A rank that stops with an error while others may still be in a collective (a ring run,
+    // a gather) must not wait in MPI_Finalize for them: it ends the job.
+    if (tessera::mpi::launched() && rc != 0)
+      tessera::mpi::abort(rc, "tessera train stopped with exit status " + std::to_string(rc) +
+                                  ": ending every rank");
     tessera::mpi::finalize();
     return rc;
   }

@@ -229,21 +229,21 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
                                   keras::Flatten(), keras::Dense(10, "softmax")},
         replicated ? strategy : keras::TPUStrategy(1));
   };
-  auto compile = [&](keras::Sequential& m, driver::Backend be) {
+  auto compile = [&](keras::Sequential& m, driver::Backend be, uint32_t batch) {
     keras::DeviceOptions d;
     d.backend = be;
     d.array = opt.array;
-    m.compile(keras::Adam(1e-3f), "sparse_categorical_crossentropy", {"accuracy"}, d, opt.batch,
+    m.compile(keras::Adam(1e-3f), "sparse_categorical_crossentropy", {"accuracy"}, d, batch,
               opt.seed);
   };
   std::unique_ptr<keras::Sequential> model = make_model(), shadow;
   data::Pipeline::Position start{};
   uint64_t first_step = 0;
   try {
-    compile(*model, backend);
+    compile(*model, backend, opt.batch);
     if (sampled) {
       shadow = make_model();
-      compile(*shadow, driver::Backend::kRtl);
+      compile(*shadow, driver::Backend::kRtl, opt.batch);
     }
     if (!opt.resume.empty()) {
       std::string path = opt.resume;
@@ -285,8 +285,22 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
 
   // Under mpirun only rank 0 writes the run folder; the others keep theirs in a scratch folder
   // inside it, removed at the end (their checkpoints equal rank 0's: the replicas are equal).
-  const std::string main_dir = opt.out.empty() ? "runs/" + timestamp() : opt.out;
+  std::string main_dir = opt.out.empty() ? "runs/" + timestamp() : opt.out;
+  if (distributed && opt.out.empty()) {  // rank 0's timestamp for every rank
+    std::vector<uint8_t> name(256, 0);
+    std::memcpy(name.data(), main_dir.data(), std::min<size_t>(255, main_dir.size()));
+    const auto all = mpi::allgather(name);
+    main_dir = reinterpret_cast<const char*>(all[0].data());
+  }
   const std::string run_dir = rank == 0 ? main_dir : main_dir + "/.rank" + std::to_string(rank);
+  // A rank's scratch folder goes however the run ends.
+  struct ScratchRemover {
+    std::string dir;
+    ~ScratchRemover() {
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    }
+  } scratch{rank == 0 ? std::string() : run_dir};
   mkdirs(run_dir + "/checkpoint");
   runlog::MetricsCsv csv(run_dir, {"epoch", "step_cycles", "mxu_utilization", "wall_seconds"});
   runlog::EventWriter events(run_dir);
@@ -325,7 +339,8 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   constexpr uint64_t kSampleEvery = 32;
   keras::Sequential* rtl_model =
       backend == driver::Backend::kRtl ? model.get() : (sampled ? shadow.get() : nullptr);
-  if (rtl_model) rtl_model->device().set_sampling(kSampleEvery);
+  // (under mpirun rank 0 reports: its chip 0 is sampled)
+  if (rtl_model && rank == 0) rtl_model->device().set_sampling(kSampleEvery);
   std::vector<PhaseTiming> phases;
   uint64_t sampled_steps = 0;
   const auto t_start = Clock::now();
@@ -428,7 +443,8 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
     keras::Sequential* m = model.get();
     if (eval_backend != backend) {
       evaluator = make_model(false);  // evaluation runs on one chip (the replicas are equal)
-      compile(*evaluator, eval_backend);
+      // one chip, one replica's batch (the training step's: it fits the chip)
+      compile(*evaluator, eval_backend, opt.batch / static_cast<uint32_t>(std::max(1, opt.chips)));
       evaluator->set_state(model->get_weights(), model->get_optimizer_state());
       m = evaluator.get();
     }
@@ -525,10 +541,6 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   out << report.str() << "wrote " << run_dir << "/{summary.json,metrics.csv,"
       << events.path().substr(events.path().rfind('/') + 1)
       << ",loss.png,cycle_report.txt,checkpoint/ckpt.tsr}\n";
-  if (rank != 0) {
-    std::error_code ec;
-    std::filesystem::remove_all(run_dir, ec);  // a rank's scratch folder
-  }
   return 0;
 }
 

@@ -187,6 +187,15 @@ TEST(Keras, TPUStrategyReplicatesTheModel) {
   const EvalResult e = dp.evaluate(test);
   EXPECT_EQ(e.samples, 16u);
   EXPECT_NEAR(e.loss, one.evaluate(test).loss, 1e-4);
+  // prediction on one chip, in the replica's batch
+  const std::vector<float> pd = dp.predict(test), po = one.predict(test);
+  ASSERT_EQ(pd.size(), po.size());
+  for (size_t i = 0; i < pd.size(); ++i) EXPECT_NEAR(pd[i], po[i], 1e-4) << i;
+  // a batch of another size is refused, not sliced out of bounds
+  data::Batch small;
+  small.images.assign(4 * 784, 0);
+  small.labels.assign(4, 0);
+  EXPECT_THROW(dp.train_on_batch(small), std::invalid_argument);
   // a global batch the replicas do not divide
   Sequential bad(
       {Conv2D(32, 3, "relu", {28, 28, 1}), MaxPool2D(2), Flatten(), Dense(10, "softmax")},
