@@ -5,8 +5,12 @@
 // (fixed, data-independent). VPU.LD/VPU.ST use the unified-buffer port (one request of 4N bytes
 // for fp32, 2N bytes for bf16, in the low bytes of the data bus) or the accumulator port (one
 // row); each holds its request until granted, and a load writes its register when the data
-// returns. All range and field checks happen in the sequencer's decode, so the unit never
-// faults. idle_o: nothing taken is still in progress. clear_i (the doorbell) zeroes the
+// returns. A load or store asks for its memory in the cycle it is taken (a store granted at
+// once is done in that cycle); while a load waits for its data the unit holds, and in the
+// cycle the data returns it already takes the next instruction, which sees the loaded value
+// through a bypass: in program order, at up to one instruction a cycle (docs/architecture.md,
+// VPU latencies). All range and field checks happen in the sequencer's decode, so the unit
+// never faults. idle_o: nothing taken is still in progress. clear_i (the doorbell) zeroes the
 // registers: nothing carries over from one program to the next (contract 4).
 `include "tpu_assert.svh"
 
@@ -58,9 +62,29 @@ module tpu_vpu #(
   logic [3:0]      vd, ra, rb, rc;
   logic [31:0]     imm;
 
-  // Decode of the instruction being taken (IdleS) or in progress.
+  // The load waiting for its data (WaitDataS): the instruction in ins_q.
+  logic [3:0]   pend_vd;
+  logic [1:0]   pend_kind;
+  logic         pend_to_acc;
+  logic [W-1:0] ld_data;
+  logic         ld_valid;                         // its data is here this cycle
+  assign pend_vd     = ins_q[19:16];
+  assign pend_kind   = ins_q[9:8];
+  assign pend_to_acc = pend_kind == tpu_isa_pkg::KIND_ACC;
+  always_comb begin
+    ld_valid = state_q == WaitDataS && (pend_to_acc ? acc_rd_data_valid_i : ub_rvalid_i);
+    ld_data  = pend_to_acc ? acc_rd_data_i : ub_rdata_i;
+    if (!pend_to_acc && pend_kind == tpu_isa_pkg::KIND_UB_BF16) begin
+      for (int l = 0; l < N; l++) ld_data[32*l +: 32] = tpu_fp_pkg::bf16_to_fp32(ub_rdata_i[16*l +: 16]);
+    end
+  end
+
+  // free: an instruction can be taken this cycle (idle, or the pending load completes now).
+  // Decode of the instruction being taken (free) or in progress.
+  logic free;
+  assign free = state_q == IdleS || ld_valid;
   logic [127:0] ins;
-  assign ins   = (state_q == IdleS) ? instr_i : ins_q;
+  assign ins   = free ? instr_i : ins_q;
   assign opc   = ins[7:0];
   assign funct = ins[15:8];
   assign vd    = ins[19:16];
@@ -68,9 +92,13 @@ module tpu_vpu #(
   assign rb    = ins[27:24];
   assign rc    = ins[31:28];
   assign imm   = ins[63:32];
-  assign va    = vreg_q[W*ra +: W];
-  assign vb    = vreg_q[W*rb +: W];
-  assign vc    = vreg_q[W*rc +: W];
+  // Operands, with the load that completes this cycle bypassed to the instruction taken in it.
+  function automatic logic [W-1:0] operand(input logic [3:0] r);
+    operand = (ld_valid && r == pend_vd) ? ld_data : vreg_q[W*r +: W];
+  endfunction
+  assign va    = operand(ra);
+  assign vb    = operand(rb);
+  assign vc    = operand(rc);
 
   // ---------------------------------------------------------------- one-cycle lane operations
   logic [W-1:0] op_res;
@@ -105,7 +133,7 @@ module tpu_vpu #(
   logic              dv_start;
   assign div_op   = opc == tpu_isa_pkg::OP_VPU_OP &&
                     (funct == tpu_isa_pkg::VF_DIV || funct == tpu_isa_pkg::VF_SQRT);
-  assign dv_start = state_q == IdleS && instr_valid_i && div_op;
+  assign dv_start = take && div_op;
   for (genvar l = 0; l < N; l++) begin : g_div
     tpu_fp_divsqrt u_divsqrt (
       .clk_i    (clk_i),
@@ -137,8 +165,10 @@ module tpu_vpu #(
     end
   end
 
-  logic mem_phase;
-  assign mem_phase = state_q == MemS;
+  // The memory request: the instruction in MemS, or a load/store in the cycle it is taken.
+  logic take, mem_phase;
+  assign take      = free && instr_valid_i && instr_ready_o;
+  assign mem_phase = state_q == MemS || (take && (is_ld || is_st));
   assign ub_req_o       = mem_phase && !to_acc;
   assign ub_we_o        = is_st;
   assign ub_wide_o      = kind == tpu_isa_pkg::KIND_UB_F32;
@@ -154,19 +184,8 @@ module tpu_vpu #(
   assign mem_read_granted = mem_phase && is_ld && (to_acc ? acc_rd_ready_i : ub_gnt_i);
   assign mem_done         = mem_phase && is_st && (to_acc ? acc_wr_ready_i : ub_gnt_i);
 
-  // Load data, widened from bf16 when the kind says so.
-  logic [W-1:0] ld_data;
-  logic         ld_valid;
-  always_comb begin
-    ld_valid = state_q == WaitDataS && (to_acc ? acc_rd_data_valid_i : ub_rvalid_i);
-    ld_data  = to_acc ? acc_rd_data_i : ub_rdata_i;
-    if (!to_acc && kind == tpu_isa_pkg::KIND_UB_BF16) begin
-      for (int l = 0; l < N; l++) ld_data[32*l +: 32] = tpu_fp_pkg::bf16_to_fp32(ub_rdata_i[16*l +: 16]);
-    end
-  end
-
   // ---------------------------------------------------------------- sequencing
-  assign instr_ready_o = state_q == IdleS && (!div_op || dv_ready == '1);
+  assign instr_ready_o = free && (!div_op || dv_ready == '1);
   assign idle_o        = state_q == IdleS;
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -178,39 +197,40 @@ module tpu_vpu #(
       state_q <= IdleS;
       vreg_q  <= '0;
     end else begin
-      unique case (state_q)
-        IdleS: begin
-          if (instr_valid_i && instr_ready_o) begin
-            ins_q <= instr_i;
-            if (opc == tpu_isa_pkg::OP_VPU_LI) begin
-              vreg_q[W*vd +: W] <= {N{imm}};
-            end else if (opc == tpu_isa_pkg::OP_VPU_OP && !div_op) begin
-              vreg_q[W*vd +: W] <= op_res;
-            end else if (div_op) begin
-              state_q <= DivS;
-            end else if (is_ld || is_st) begin
-              state_q <= MemS;
+      // The pending load's register first: an instruction taken in the same cycle comes later
+      // in program order, so its write (below) wins when it names the same register.
+      if (ld_valid) begin
+        vreg_q[W*pend_vd +: W] <= ld_data;
+        state_q <= IdleS;
+      end
+      if (take) begin
+        ins_q <= instr_i;
+        if (opc == tpu_isa_pkg::OP_VPU_LI) begin
+          vreg_q[W*vd +: W] <= {N{imm}};
+        end else if (opc == tpu_isa_pkg::OP_VPU_OP && !div_op) begin
+          vreg_q[W*vd +: W] <= op_res;
+        end else if (div_op) begin
+          state_q <= DivS;
+        end else if (is_ld) begin
+          state_q <= mem_read_granted ? WaitDataS : MemS;
+        end else if (is_st) begin
+          state_q <= mem_done ? IdleS : MemS;
+        end
+      end else begin
+        unique case (state_q)
+          MemS: begin
+            if (mem_done) state_q <= IdleS;
+            if (mem_read_granted) state_q <= WaitDataS;
+          end
+          DivS: begin
+            if (dv_valid[0]) begin
+              vreg_q[W*vd +: W] <= dv_res;
+              state_q <= IdleS;
             end
           end
-        end
-        MemS: begin
-          if (mem_done) state_q <= IdleS;
-          if (mem_read_granted) state_q <= WaitDataS;
-        end
-        WaitDataS: begin
-          if (ld_valid) begin
-            vreg_q[W*vd +: W] <= ld_data;
-            state_q <= IdleS;
-          end
-        end
-        DivS: begin
-          if (dv_valid[0]) begin
-            vreg_q[W*vd +: W] <= dv_res;
-            state_q <= IdleS;
-          end
-        end
-        default: state_q <= IdleS;
-      endcase
+          default: ;
+        endcase
+      end
     end
   end
 
@@ -218,6 +238,6 @@ module tpu_vpu #(
   assign unused_ins = ^{ins[127:64]};
 
   `TPU_ASSERT(DividersMoveTogether, dv_valid == '0 || dv_valid == '1)
-  `TPU_ASSERT(MemoryRequestsOnlyInMemState,
-              !(ub_req_o || acc_rd_valid_o || acc_wr_valid_o) || state_q == MemS)
+  `TPU_ASSERT(MemoryRequestsOnlyForAMemoryInstruction,
+              !(ub_req_o || acc_rd_valid_o || acc_wr_valid_o) || state_q == MemS || take)
 endmodule
