@@ -8,8 +8,13 @@
 //   model.fit(x_train, y_train, batch_size=128, epochs=1)
 //   model.evaluate(x_test, y_test)
 //
+// Data-parallel on a ring of chips, as with tf.distribute.TPUStrategy:
+//
+//   strategy = tf.distribute.TPUStrategy(resolver)
+//   with strategy.scope(): model = keras.Sequential([...])   # replicated
+//
 // Build: `ninja -C build train_fashion_mnist`; run: `build/bin/train_fashion_mnist [rtl|functional]
-// [steps]` (default functional, 100 steps).
+// [steps] [chips]` (default functional, 100 steps, 1 chip).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -22,16 +27,19 @@ namespace data = tessera::data;
 int main(int argc, char** argv) {
   const std::string backend = argc > 1 ? argv[1] : "functional";
   const uint64_t steps = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 100;
+  const int chips = argc > 3 ? std::atoi(argv[3]) : 1;
 
   const data::Dataset train = data::load_mnist(data::default_data_dir(), data::Split::kTrain);
   const data::Dataset test = data::load_mnist(data::default_data_dir(), data::Split::kTest);
 
+  const keras::TPUStrategy strategy(chips);  // the model built under it is replicated
   keras::Sequential model({keras::Conv2D(32, 3, "relu", {28, 28, 1}), keras::MaxPool2D(2),
-                           keras::Flatten(), keras::Dense(10, "softmax")});
+                           keras::Flatten(), keras::Dense(10, "softmax")},
+                          strategy);
   keras::DeviceOptions device;
   device.backend = tessera::driver::parse_backend(backend);
   model.compile(keras::Adam(1e-3f), "sparse_categorical_crossentropy", {"accuracy"}, device,
-                /*batch_size=*/128);
+                /*batch_size=*/128);  // the global batch: 128 / chips on each replica
   std::printf("%s", model.summary().c_str());
 
   keras::FitOptions fit;
