@@ -33,7 +33,9 @@ int main(int argc, char** argv) {
   const uint32_t addr = 0x1000000, prog = 0x2000000;
   chip::RingSim<Vtpu_top_n16> ring(chips, 1, 32, threads);
   std::mt19937 rng(1);
-  uint32_t gather_pc = 0;  // the first all-gather copy (hbm -> next's hbm): where reduce-scatter ends
+  // The first all-gather copy from HBM (step 1 on; step 0 leaves with the reduce-scatter's
+  // last stores): where the reduce-scatter has ended. None with 2 chips (reported as 0).
+  uint32_t gather_pc = 0;
   std::vector<std::vector<uint32_t>> g(chips, std::vector<uint32_t>(elems));
   for (int r = 0; r < chips; ++r) {
     for (auto& x : g[r])
@@ -54,7 +56,7 @@ int main(int argc, char** argv) {
     const auto program = compiler::ring_allreduce_program(s);
     for (size_t k = 0; k < program.size() && r == 0 && !gather_pc; ++k)
       if (program[k].op == isa::Opcode::kDmaCopy && program[k].link != isa::Link::kLocal &&
-          program[k].dst_space == isa::Space::kHbm)
+          program[k].src_space == isa::Space::kHbm && program[k].dst_space == isa::Space::kHbm)
         gather_pc = prog + 16 * static_cast<uint32_t>(k);
     for (const auto& i : program)
       for (uint32_t w : isa::encode(i))
@@ -67,7 +69,7 @@ int main(int argc, char** argv) {
   // dispatched: a lower bound of the reduce-scatter's end, good to a few hundred cycles.
   uint64_t rs_cycles = 0;
   for (const auto& smp : ring.samples(0))
-    if (smp.pc <= gather_pc) rs_cycles = smp.cycle;
+    if (gather_pc && smp.pc <= gather_pc) rs_cycles = smp.cycle;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!run.error.empty()) {
     std::fprintf(stderr, "allreduce_bw: %s\n", run.error.c_str());

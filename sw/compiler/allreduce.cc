@@ -172,6 +172,12 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
       e.wait(isa::Unit::kDma, kScAdded, k + 1);
       e.signal(isa::Unit::kDma, kRcFree, isa::Link::kPrev);  // its receive slot is free again
       e.copy(isa::Space::kUb, out(k), isa::Space::kHbm, chunk_at(recv_chunk(k), j), p.piece_len(j));
+      // The last step's sums are final (chunk r + 1): all-gather step 0 sends them to next's
+      // HBM straight from the UB, saving reading them back from HBM.
+      if (k / p.pieces == static_cast<uint32_t>(P - 2)) {
+        e.copy(isa::Space::kUb, out(k), isa::Space::kHbm, chunk_at(recv_chunk(k), j),
+               p.piece_len(j), isa::Link::kNext);
+      }
       e.signal(isa::Unit::kDma, kScStored);
     };
     // My two receive slots are free from here on (the program before this block is done with
@@ -211,9 +217,10 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
     }
     store(K - 1);
     // All-gather: chunk (r + 1 − step), finished here or received last step, into next's HBM.
+    // (step 0's pieces went out with the last reduce-scatter stores)
     for (int step = 0; step < P - 1; ++step) {
       if (step >= 1) e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(step), true);
-      for (uint32_t j = 0; j < p.pieces; ++j) {
+      for (uint32_t j = 0; j < p.pieces && step >= 1; ++j) {
         e.copy(isa::Space::kHbm, chunk_at(mod(r + 1 - step), j), isa::Space::kHbm,
                chunk_at(mod(r + 1 - step), j), p.piece_len(j), isa::Link::kNext);
       }

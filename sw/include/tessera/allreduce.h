@@ -5,8 +5,9 @@
 // its `next` neighbour — straight from HBM into the neighbour's unified buffer — and adds the
 // chunk (r − s − 1) mod P it receives to its own copy on the VPU, in pieces that fit the UB,
 // double-buffered so that link transfers, HBM loads and stores and the adds overlap; in
-// all-gather step s chip r copies the finished chunk (r + 1 − s) mod P from its HBM into the
-// next chip's HBM. Summation order (fixed): chunk c is summed along the ring starting at chip
+// all-gather step s chip r copies the finished chunk (r + 1 − s) mod P into the next chip's HBM
+// (step 0 straight from the UB as the last reduce-scatter step's sums are stored, later steps
+// from its HBM). Summation order (fixed): chunk c is summed along the ring starting at chip
 // c, ((g_c + g_{c+1}) + g_{c+2}) + … + g_{c−1} (indices mod P), each add fp32 RNE on the VPU.
 // The program may start while a neighbour is still busy with its own work: a chip sends into
 // its neighbour's receive slots only after the neighbour has granted them (two credits at the
