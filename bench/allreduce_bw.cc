@@ -52,16 +52,12 @@ int main(int argc, char** argv) {
     s.ub_base = 0;
     s.ub_bytes = static_cast<uint32_t>(ub_bytes);
     s.piece_bytes = piece_bytes;
-    std::vector<uint8_t> code;
     const auto program = compiler::ring_allreduce_program(s);
     for (size_t k = 0; k < program.size() && r == 0 && !gather_pc; ++k)
       if (program[k].op == isa::Opcode::kDmaCopy && program[k].link != isa::Link::kLocal &&
           program[k].src_space == isa::Space::kHbm && program[k].dst_space == isa::Space::kHbm)
         gather_pc = prog + 16 * static_cast<uint32_t>(k);
-    for (const auto& i : program)
-      for (uint32_t w : isa::encode(i))
-        for (int k = 0; k < 4; ++k) code.push_back(static_cast<uint8_t>(w >> (8 * k)));
-    ring.chip(r).hbm_write(prog, code);
+    ring.chip(r).hbm_write(prog, isa::encode_program(program));
   }
   const auto t0 = std::chrono::steady_clock::now();
   const chip::RingRun run = ring.run({prog}, 100'000'000, true, 16);

@@ -993,14 +993,7 @@ void CnnTrainStep::compile() {
   layout_.bytes = layout_.program + program_.size() * isa::kInstructionBytes - layout_.base;
 }
 
-std::vector<uint8_t> CnnTrainStep::program_bytes() const {
-  std::vector<uint8_t> out(program_.size() * isa::kInstructionBytes);
-  for (size_t i = 0; i < program_.size(); ++i) {
-    const isa::Words w = isa::encode(program_[i]);
-    for (int k = 0; k < 4; ++k) put32(out, i * 16 + k * 4, w[k]);
-  }
-  return out;
-}
+std::vector<uint8_t> CnnTrainStep::program_bytes() const { return isa::encode_program(program_); }
 
 std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
                                                            const AdamState& s) const {

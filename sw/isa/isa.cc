@@ -219,6 +219,17 @@ Words encode(const Instruction& i) {
   return w;
 }
 
+std::vector<uint8_t> encode_program(const std::vector<Instruction>& program) {
+  std::vector<uint8_t> out;
+  out.reserve(program.size() * kInstructionBytes);
+  for (const Instruction& i : program) {
+    for (uint32_t w : encode(i)) {
+      for (int k = 0; k < 4; ++k) out.push_back(static_cast<uint8_t>(w >> (8 * k)));
+    }
+  }
+  return out;
+}
+
 Decoded decode(const Words& w, uint32_t n) {
   const uint32_t opc = w[0] & 0xFFu;
   if (opc == OP_ICI_SEND || opc == OP_ICI_RECV) {

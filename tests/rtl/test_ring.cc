@@ -35,16 +35,6 @@ std::vector<uint8_t> assemble(const std::string& text) {
   return r.bytes();
 }
 
-std::vector<uint8_t> encode(const std::vector<isa::Instruction>& prog) {
-  std::vector<uint8_t> b;
-  for (const auto& i : prog) {
-    for (uint32_t w : isa::encode(i)) {
-      for (int k = 0; k < 4; ++k) b.push_back(static_cast<uint8_t>(w >> (8 * k)));
-    }
-  }
-  return b;
-}
-
 // A ring of P verilated chips and a functional ring, loaded alike.
 class Rings {
  public:
@@ -209,7 +199,7 @@ TEST_P(RingAllReduce, EveryChipEndsWithTheSumInRingOrder) {
     spec.ub_base = 0;
     spec.ub_bytes = kUbBytes;
     spec.piece_bytes = piece_bytes;
-    rings.load(r, kProg, encode(compiler::ring_allreduce_program(spec)));
+    rings.load(r, kProg, isa::encode_program(compiler::ring_allreduce_program(spec)));
   }
   const chip::RingRun run = rings.rtl().run({kProg}, 2'000'000);
   const functional::RingResult f = rings.fn().run({kProg});
@@ -235,8 +225,8 @@ TEST_P(RingAllReduce, EveryChipEndsWithTheSumInRingOrder) {
     }
   }
   const uint64_t payload = 2ull * (chips - 1) * chunk * 4;
-  std::cout << chips << " chips, " << elems << " fp32, pieces of " << piece_bytes << " bytes: "
-            << run.cycles << " cycles, " << payload
+  std::cout << chips << " chips, " << elems << " fp32, pieces of " << piece_bytes
+            << " bytes: " << run.cycles << " cycles, " << payload
             << " bytes per link: " << double(payload) / run.cycles
             << " bytes/cycle (link payload peak 32/3 = 10.67)\n";
 }
@@ -246,7 +236,8 @@ INSTANTIATE_TEST_SUITE_P(Chips, RingAllReduce,
                          ::testing::Values(std::make_tuple(2, 1000u, 512u),
                                            std::make_tuple(3, 1000u, 512u),
                                            std::make_tuple(4, 1000u, 512u),
-                                           std::make_tuple(3, 48u, 0u), std::make_tuple(2, 200u, 0u)));
+                                           std::make_tuple(3, 48u, 0u),
+                                           std::make_tuple(2, 200u, 0u)));
 
 TEST(RingAllReduceSpec, ImpossibleSpecsAreRefusedByName) {
   compiler::AllReduceSpec s;

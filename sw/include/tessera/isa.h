@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tessera/isa_gen.h"
 
@@ -117,6 +118,8 @@ struct Instruction {
 // Packs the fields into the four words. The fields must be legal (see decode); values are
 // masked to their widths.
 Words encode(const Instruction& inst);
+// A program as it lies in HBM: each instruction's four words, little-endian, in order.
+std::vector<uint8_t> encode_program(const std::vector<Instruction>& program);
 
 enum class DecodeError : uint8_t {
   kNone,
