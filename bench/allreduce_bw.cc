@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "Vtpu_top_n16.h"
+#include "Vtpu_top_n16_c2.h"
 #include "harness/chip/ring_sim.h"
 #include "harness/fp_ref.h"
 #include "tessera/allreduce.h"
@@ -20,10 +21,8 @@
 
 using namespace tessera;
 
-int main(int argc, char** argv) {
-  const int chips = argc > 1 ? std::atoi(argv[1]) : 2;
-  const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
-  const uint32_t piece_bytes = argc > 3 ? static_cast<uint32_t>(std::atoi(argv[3])) : 0;
+template <class Model>
+int measure(int chips, int threads, uint32_t piece_bytes, int channels) {
   const int n = 16;
   const uint64_t ub_bytes = 65536;
   const compiler::CnnSpec spec;
@@ -31,7 +30,7 @@ int main(int argc, char** argv) {
                        16;  // Cpad at N = 16
   const uint32_t elems = compiler::allreduce_padded_elems(raw, chips, n);
   const uint32_t addr = 0x1000000, prog = 0x2000000;
-  chip::RingSim<Vtpu_top_n16> ring(chips, 1, 32, threads);
+  chip::RingSim<Model> ring(chips, channels, 32, threads);
   std::mt19937 rng(1);
   // The first all-gather copy from HBM (step 1 on; step 0 leaves with the reduce-scatter's
   // last stores): where the reduce-scatter has ended. None with 2 chips (reported as 0).
@@ -89,12 +88,23 @@ int main(int argc, char** argv) {
   const double payload = 2.0 * (chips - 1) * chunk * 4;  // bytes each link carries
   const double peak = 32.0 / 3.0;
   std::printf(
-      "{\"chips\": %d, \"n\": %d, \"elems\": %u, \"threads\": %d, \"piece_bytes\": %u, "
+      "{\"chips\": %d, \"channels\": %d, \"n\": %d, \"elems\": %u, \"threads\": %d, "
+      "\"piece_bytes\": %u, "
       "\"cycles\": %llu, \"link_payload_bytes\": %.0f, \"bytes_per_cycle\": %.4f, "
       "\"link_peak_bytes_per_cycle\": %.4f, \"fraction_of_peak\": %.4f, \"flits\": %llu, "
       "\"reduce_scatter_cycles\": %llu, \"wall_seconds\": %.3f}\n",
-      chips, n, elems, threads, piece_bytes, static_cast<unsigned long long>(run.cycles), payload,
-      payload / run.cycles, peak, payload / run.cycles / peak,
+      chips, channels, n, elems, threads, piece_bytes, static_cast<unsigned long long>(run.cycles),
+      payload, payload / run.cycles, peak, payload / run.cycles / peak,
       static_cast<unsigned long long>(run.flits), static_cast<unsigned long long>(rs_cycles), wall);
   return 0;
+}
+
+// allreduce_bw [chips] [threads] [piece bytes] [HBM pseudo-channels per chip: 1 or 2]
+int main(int argc, char** argv) {
+  const int chips = argc > 1 ? std::atoi(argv[1]) : 2;
+  const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
+  const uint32_t piece_bytes = argc > 3 ? static_cast<uint32_t>(std::atoi(argv[3])) : 0;
+  const int channels = argc > 4 ? std::atoi(argv[4]) : 1;
+  if (channels == 2) return measure<Vtpu_top_n16_c2>(chips, threads, piece_bytes, 2);
+  return measure<Vtpu_top_n16>(chips, threads, piece_bytes, 1);
 }

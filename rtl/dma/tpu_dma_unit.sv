@@ -134,7 +134,10 @@ module tpu_dma_unit #(
   tpu_dma #(
     .HbmAddrW  (32),
     .HbmBytes  (HbmBytes),
-    .SramBytes (UbBytes)
+    .SramBytes (UbBytes),
+    .MaxReads  (32),
+    .MaxWrites (32),
+    .ElemDepth (128)
   ) u_dma (
     .clk_i               (clk_i),
     .rst_ni              (rst_ni),

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "Vtpu_top_n16.h"
+#include "Vtpu_top_n16_c2.h"
 #include "Vtpu_top_n4.h"
 #include "harness/chip/chip_sim.h"
 #include "harness/chip/ring_sim.h"
@@ -22,7 +23,9 @@ std::vector<DeviceConfig> rtl_configurations() {
   c16.ub_bytes = 65536;
   c16.acc_rows = 256;
   c4.channels = c16.channels = 1;
-  return {c4, c16};
+  DeviceConfig c16x2 = c16;  // the same chip with two HBM pseudo-channels
+  c16x2.channels = 2;
+  return {c4, c16, c16x2};
 }
 
 namespace {
@@ -171,9 +174,9 @@ class RtlCluster : public Cluster {
 namespace {
 [[noreturn]] void not_built(const DeviceConfig& config) {
   std::ostringstream s;
-  s << "the rtl backend is built for N = 4 (UB 8192 bytes, 64 ACC rows) and N = 16 (UB 65536 "
-    << "bytes, 256 ACC rows), 1 pseudo-channel; asked for N = " << config.n << ", UB "
-    << config.ub_bytes << ", ACC " << config.acc_rows << ", " << config.channels
+  s << "the rtl backend is built for N = 4 (UB 8192 bytes, 64 ACC rows, 1 pseudo-channel) and "
+    << "N = 16 (UB 65536 bytes, 256 ACC rows, 1 or 2 pseudo-channels); asked for N = " << config.n
+    << ", UB " << config.ub_bytes << ", ACC " << config.acc_rows << ", " << config.channels
     << " pseudo-channel(s)";
   throw std::invalid_argument(s.str());
 }
@@ -183,6 +186,7 @@ std::unique_ptr<Device> make_rtl_device(const DeviceConfig& config) {
   const auto built = rtl_configurations();
   if (same_chip(config, built[0])) return std::make_unique<RtlDevice<Vtpu_top_n4>>(config);
   if (same_chip(config, built[1])) return std::make_unique<RtlDevice<Vtpu_top_n16>>(config);
+  if (same_chip(config, built[2])) return std::make_unique<RtlDevice<Vtpu_top_n16_c2>>(config);
   not_built(config);
 }
 
@@ -192,6 +196,8 @@ std::unique_ptr<Cluster> make_rtl_cluster(const DeviceConfig& config, int chips,
     return std::make_unique<RtlCluster<Vtpu_top_n4>>(config, chips, threads);
   if (same_chip(config, built[1]))
     return std::make_unique<RtlCluster<Vtpu_top_n16>>(config, chips, threads);
+  if (same_chip(config, built[2]))
+    return std::make_unique<RtlCluster<Vtpu_top_n16_c2>>(config, chips, threads);
   not_built(config);
 }
 

@@ -96,6 +96,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   trn->add_option("--array", tr.array, "MXU array size N (rtl: 4 or 16)")->capture_default_str();
+  trn->add_option("--channels", tr.channels,
+                  "HBM pseudo-channels per chip (rtl: 1, or 2 at --array 16)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
   trn->add_option("--chips", tr.chips,
                   "data parallelism: replicas on a ring of chips (TPUStrategy); --batch is the "
                   "global batch")

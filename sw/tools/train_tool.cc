@@ -136,8 +136,9 @@ std::string bar(double frac, int width) {
 std::string options_signature(const TrainOptions& o) {
   std::ostringstream s;
   s << o.backend << "|" << o.steps << "|" << o.epochs << "|" << o.batch << "|" << o.array << "|"
-    << o.chips << "|" << o.seed << "|" << o.data << "|" << o.resume << "|" << o.sample_every << "|"
-    << o.checkpoint_every << "|" << o.eval_samples << "|" << o.eval_backend << "|" << o.stop_after;
+    << o.chips << "|" << o.channels << "|" << o.seed << "|" << o.data << "|" << o.resume << "|"
+    << o.sample_every << "|" << o.checkpoint_every << "|" << o.eval_samples << "|" << o.eval_backend
+    << "|" << o.stop_after;
   return s.str();
 }
 
@@ -233,6 +234,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
     keras::DeviceOptions d;
     d.backend = be;
     d.array = opt.array;
+    d.channels = opt.channels;
     m.compile(keras::Adam(1e-3f), "sparse_categorical_crossentropy", {"accuracy"}, d, batch,
               opt.seed);
   };
@@ -509,6 +511,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
       {{"backend", JsonValue(opt.backend)},
        {"array", JsonValue(n)},
        {"chips", JsonValue(opt.chips)},
+       {"channels", JsonValue(opt.channels)},
        {"steps", JsonValue(static_cast<unsigned long long>(last_step))},
        {"first_step", JsonValue(static_cast<unsigned long long>(first_step))},
        {"batch", JsonValue(opt.batch)},

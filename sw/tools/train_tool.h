@@ -19,8 +19,9 @@ struct TrainOptions {
   uint64_t epochs = 1;
   uint32_t batch = 128;
   int array = 16;
-  int chips = 1;    // data-parallel replicas (TPUStrategy); batch is the global batch
-  int threads = 0;  // host threads for the rtl ring (0: one per chip, at most the cores)
+  int channels = 1;  // HBM pseudo-channels per chip (rtl: 1, or 2 at N = 16)
+  int chips = 1;     // data-parallel replicas (TPUStrategy); batch is the global batch
+  int threads = 0;   // host threads for the rtl ring (0: one per chip, at most the cores)
   uint64_t seed = 0;
   std::string data;               // default: Debian's dataset-fashion-mnist
   std::string out;                // default: runs/<timestamp>

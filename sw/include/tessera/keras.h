@@ -59,7 +59,8 @@ struct TPUStrategy {
 // Where and how the model runs (not in Keras: the chip's configuration).
 struct DeviceOptions {
   driver::Backend backend = driver::Backend::kFunctional;
-  int array = 16;  // N; the rtl backend is built for 4 and 16
+  int array = 16;    // N; the rtl backend is built for 4 and 16
+  int channels = 1;  // HBM pseudo-channels (rtl: 1, or 2 at N = 16)
   uint64_t timeout_cycles = 2'000'000'000;
 };
 
