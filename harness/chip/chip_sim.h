@@ -70,12 +70,12 @@ class ChipSim {
   uint64_t cycle() const { return sim_.cycle(); }
   hbm::HbmDevice& device() { return dev_; }
 
-  // One clock cycle with the inputs set so far.
+  // One clock cycle with the inputs set so far. The controller's command pins depend on its
+  // state only (not on any input of this cycle), so the device reads them as the last clock
+  // edge left them; its read data settles with the edge's other inputs in tick().
   void step() {
     gate();
-    sim_.eval();
     hbm::exchange_hbm_pins(sim_.top(), dev_, sim_.cycle(), counter_);
-    sim_.eval();
     sim_.tick();
   }
 
@@ -231,9 +231,9 @@ class ChipSim {
     m.csr_valid_i = 1;
     m.csr_write_i = 0;
     m.csr_addr_i = isa::CSR_STATUS;
+    sim_.eval();
     for (;;) {
-      sim_.eval();
-      r.status = m.csr_rdata_o;
+      r.status = m.csr_rdata_o;  // settled by the last clock edge (the inputs are unchanged)
       if (r.status != isa::STATUS_RUNNING) break;
       if (samples && sample_every && (sim_.cycle() - start) % sample_every == 0)
         samples->push_back(sample(sim_.cycle() - start));
