@@ -116,13 +116,13 @@ module tpu_hbm #(
   logic [Ports*4-1:0]         head_rem_q;                     // bursts left - 1
   logic [Ports*4-1:0]         head_id_q;
   logic [Ports*WtW-1:0]       head_wslot_q;                   // its write-tracker entry
-  logic [Ports*RobDepth*256-1:0]   rob_data_q;                // reorder buffer
-  logic [Ports*RobDepth*RobMW-1:0] rob_meta_q;                // {err, last, id}
+  logic [255:0]               rob_data_q [Ports][RobDepth];   // reorder buffer
+  logic [RobMW-1:0]           rob_meta_q [Ports][RobDepth];   // {err, last, id}
   logic [Ports*RobDepth-1:0]  rob_vld_q;                      // slot holds its data
   logic [Ports*RobW-1:0]      rob_wp_q, rob_rp_q;
   logic [Ports*(RobW+1)-1:0]  rob_cnt_q;
-  logic [Ports*WtDepth*4-1:0] wt_id_q;                        // write tracker
-  logic [Ports*WtDepth*5-1:0] wt_rem_q;                       // bursts not yet complete
+  logic [3:0]                 wt_id_q  [Ports][WtDepth];      // write tracker
+  logic [WtDepth*5-1:0]       wt_rem_q [Ports];               // bursts not yet complete
   logic [Ports*WtDepth-1:0]   wt_err_q;
   logic [Ports*WtW-1:0]       wt_wp_q, wt_rp_q;
   logic [Ports*(WtW+1)-1:0]   wt_cnt_q;
@@ -234,18 +234,32 @@ module tpu_hbm #(
       logic [RobMW-1:0] meta;
       r = rob_rp_q[RobW*p +: RobW];
       w = wt_rp_q[WtW*p +: WtW];
-      meta = rob_meta_q[RobMW*(RobDepth*p + 32'(r)) +: RobMW];
+      meta = rob_meta_q[p][r];
       rd_valid_o[p]         = rob_vld_q[RobDepth*p + 32'(r)];
-      rd_data_o[256*p +: 256] = rob_data_q[256*(RobDepth*p + 32'(r)) +: 256];
+      rd_data_o[256*p +: 256] = rob_data_q[p][r];
       rd_id_o[4*p +: 4]     = meta[3:0];
       rd_last_o[p]          = meta[4];
       rd_err_o[p]           = meta[5];
       rd_pop[p]             = rd_valid_o[p] && rd_ready_i[p];
-      wr_done_valid_o[p]    = wt_cnt_q[(WtW+1)*p +: WtW+1] != '0 &&
-                              wt_rem_q[5*(WtDepth*p + 32'(w)) +: 5] == '0;
-      wr_done_id_o[4*p +: 4] = wt_id_q[4*(WtDepth*p + 32'(w)) +: 4];
+      wr_done_valid_o[p]    = wt_cnt_q[(WtW+1)*p +: WtW+1] != '0 && wt_rem_q[p][5*w +: 5] == '0;
+      wr_done_id_o[4*p +: 4] = wt_id_q[p][w];
       wr_done_err_o[p]      = wt_err_q[WtDepth*p + 32'(w)];
       wd_pop[p]             = wr_done_valid_o[p] && wr_done_ready_i[p];
+    end
+  end
+
+  // Write-tracker completions this cycle: per port, an out-of-range burst of the head's write
+  // (completed at once), and per channel a WR issued for one of the port's entries. Several
+  // channels may complete bursts of one entry in the same cycle: each counts them all.
+  logic [Ports-1:0]          wt_oor;                           // the head's burst, out of range
+  logic [Channels*Ports-1:0] wd_hit;                           // [Ports*k + p]: channel k, port p
+  always_comb begin
+    for (int p = 0; p < Ports; p++) wt_oor[p] = emit[p] && head_w_q[p] && oor[p];
+    for (int k = 0; k < Channels; k++) begin
+      for (int p = 0; p < Ports; p++) begin
+        wd_hit[Ports*k + p] = pc_wd_valid[k] &&
+                              PortW'(pc_wd_tag[TagW*k + SlotW +: PortW]) == PortW'(p);
+      end
     end
   end
 
@@ -265,7 +279,6 @@ module tpu_hbm #(
       wt_wp_q      <= '0;
       wt_rp_q      <= '0;
       wt_cnt_q     <= '0;
-      wt_rem_q     <= '0;
       wt_err_q     <= '0;
       req_rr_q     <= '0;
       rsp_rr_q     <= '0;
@@ -277,9 +290,10 @@ module tpu_hbm #(
         end
       end
       for (int p = 0; p < Ports; p++) begin
-        logic [RobW-1:0] r;
-        logic [WtW-1:0]  w;
-        logic [PcW-1:0]  c;
+        logic [RobW-1:0]     r;
+        logic [WtW-1:0]      w;
+        logic [PcW-1:0]      c;
+        logic [RobDepth-1:0] vld;
         // the head: advance on each sent burst; load the next request when it is done
         if (emit[p]) begin
           head_burst_q[27*p +: 27] <= head_burst_q[27*p +: 27] + 27'd1;
@@ -299,41 +313,21 @@ module tpu_hbm #(
         c = rsp_sel[PcW*p +: PcW];
         if (emit[p] && !head_w_q[p]) rob_wp_q[RobW*p +: RobW] <= r + RobW'(1);
         if (rd_pop[p]) rob_rp_q[RobW*p +: RobW] <= rob_rp_q[RobW*p +: RobW] + RobW'(1);
-        for (int e = 0; e < RobDepth; e++) begin  // slot valid bits, constant indices
-          if (emit[p] && !head_w_q[p] && oor[p] && r == RobW'(e)) begin
-            rob_vld_q[RobDepth*p + e] <= 1'b1;
-          end
-          if (rsp_any[p] && RobW'(pc_rd_tag[TagW*c +: SlotW]) == RobW'(e)) begin
-            rob_vld_q[RobDepth*p + e] <= 1'b1;
-          end
-          if (rd_pop[p] && rob_rp_q[RobW*p +: RobW] == RobW'(e)) rob_vld_q[RobDepth*p + e] <= 1'b0;
-        end
+        // slot valid bits: set when filled (zeros for out of range), cleared when popped
+        vld = rob_vld_q[RobDepth*p +: RobDepth];
+        if (emit[p] && !head_w_q[p] && oor[p]) vld[r] = 1'b1;
+        if (rsp_any[p]) vld[RobW'(pc_rd_tag[TagW*c +: SlotW])] = 1'b1;
+        if (rd_pop[p]) vld[rob_rp_q[RobW*p +: RobW]] = 1'b0;
+        rob_vld_q[RobDepth*p +: RobDepth] <= vld;
         rob_cnt_q[(RobW+1)*p +: RobW+1] <= rob_cnt_q[(RobW+1)*p +: RobW+1] +
                                           (RobW+1)'(emit[p] && !head_w_q[p]) - (RobW+1)'(rd_pop[p]);
         // write tracker: an entry per write request, done when every burst's WR has issued
         w = wt_wp_q[WtW*p +: WtW];
         if (req_valid_i[p] && req_ready_o[p] && req_write_i[p]) begin
           wt_wp_q[WtW*p +: WtW]          <= w + WtW'(1);
-          wt_rem_q[5*(WtDepth*p + 32'(w)) +: 5] <= 5'(req_len_i[4*p +: 4]) + 5'd1;
           wt_err_q[WtDepth*p + 32'(w)]        <= 1'b0;
         end
-        for (int e = 0; e < WtDepth; e++) begin
-          logic [4:0] dec;
-          logic       dec_oor;
-          dec = '0;
-          for (int k = 0; k < Channels; k++) begin
-            if (pc_wd_valid[k] && PortW'(pc_wd_tag[TagW*k + SlotW +: PortW]) == PortW'(p) &&
-                WtW'(pc_wd_tag[TagW*k +: SlotW]) == WtW'(e)) begin
-              dec = dec + 5'd1;
-            end
-          end
-          dec_oor = emit[p] && head_w_q[p] && oor[p] && head_wslot_q[WtW*p +: WtW] == WtW'(e);
-          if (dec != '0 || dec_oor) begin
-            wt_rem_q[5*(WtDepth*p + e) +: 5] <= wt_rem_q[5*(WtDepth*p + e) +: 5] - dec -
-                                                5'(dec_oor);
-          end
-          if (dec_oor) wt_err_q[WtDepth*p + e] <= 1'b1;
-        end
+        if (wt_oor[p]) wt_err_q[WtDepth*p + 32'(head_wslot_q[WtW*p +: WtW])] <= 1'b1;
         if (wd_pop[p]) wt_rp_q[WtW*p +: WtW] <= wt_rp_q[WtW*p +: WtW] + WtW'(1);
         wt_cnt_q[(WtW+1)*p +: WtW+1] <= wt_cnt_q[(WtW+1)*p +: WtW+1] +
             (WtW+1)'(req_valid_i[p] && req_ready_o[p] && req_write_i[p]) - (WtW+1)'(wd_pop[p]);
@@ -345,32 +339,41 @@ module tpu_hbm #(
     end
   end
 
-  // Reorder-buffer data and metadata, write-tracker ids (not reset: read only where valid).
-  // Written slot by slot with constant indices (a decoded enable per slot, as a register file
-  // is built), not at a computed offset into the whole vector.
-  always_ff @(posedge clk_i) begin
-    for (int p = 0; p < Ports; p++) begin
-      logic [RobW-1:0] r, t;
-      logic [PcW-1:0]  c;
+  // Reorder-buffer data and metadata, write-tracker ids and remaining-burst counts: register
+  // files written at a decoded slot, one process per port (not reset: read only where valid;
+  // a count is written when its entry is allocated).
+  for (genvar p = 0; p < Ports; p++) begin : g_port_mem
+    always_ff @(posedge clk_i) begin
+      logic [RobW-1:0]      r, t;
+      logic [PcW-1:0]       c;
+      logic [WtDepth*5-1:0] rem;
       r = rob_wp_q[RobW*p +: RobW];
       c = rsp_sel[PcW*p +: PcW];
       t = RobW'(pc_rd_tag[TagW*c +: SlotW]);
-      for (int e = 0; e < RobDepth; e++) begin
-        if (emit[p] && !head_w_q[p] && r == RobW'(e)) begin
-          rob_meta_q[RobMW*(RobDepth*p + e) +: RobMW] <=
-              {oor[p], head_rem_q[4*p +: 4] == '0, head_id_q[4*p +: 4]};
-          if (oor[p]) rob_data_q[256*(RobDepth*p + e) +: 256] <= '0;
-        end
-        if (rsp_any[p] && t == RobW'(e)) begin
-          rob_data_q[256*(RobDepth*p + e) +: 256] <= pc_rd_data[256*c +: 256];
+      if (emit[p] && !head_w_q[p]) begin
+        rob_meta_q[p][r] <= {oor[p], head_rem_q[4*p +: 4] == '0, head_id_q[4*p +: 4]};
+        if (oor[p]) rob_data_q[p][r] <= '0;
+      end
+      if (rsp_any[p]) rob_data_q[p][t] <= pc_rd_data[256*c +: 256];
+      if (req_valid_i[p] && req_ready_o[p] && req_write_i[p]) begin
+        wt_id_q[p][wt_wp_q[WtW*p +: WtW]] <= req_id_i[4*p +: 4];
+      end
+      // write tracker: a new entry's burst count, then one less for each burst completed
+      // (several channels may complete bursts of one entry in the same cycle)
+      rem = wt_rem_q[p];
+      if (req_valid_i[p] && req_ready_o[p] && req_write_i[p]) begin
+        rem[5*wt_wp_q[WtW*p +: WtW] +: 5] = 5'(req_len_i[4*p +: 4]) + 5'd1;
+      end
+      if (wt_oor[p]) begin
+        rem[5*head_wslot_q[WtW*p +: WtW] +: 5] = rem[5*head_wslot_q[WtW*p +: WtW] +: 5] - 5'd1;
+      end
+      for (int k = 0; k < Channels; k++) begin
+        if (wd_hit[Ports*k + p]) begin
+          rem[5*WtW'(pc_wd_tag[TagW*k +: SlotW]) +: 5] =
+              rem[5*WtW'(pc_wd_tag[TagW*k +: SlotW]) +: 5] - 5'd1;
         end
       end
-      for (int e = 0; e < WtDepth; e++) begin
-        if (req_valid_i[p] && req_ready_o[p] && req_write_i[p] &&
-            wt_wp_q[WtW*p +: WtW] == WtW'(e)) begin
-          wt_id_q[4*(WtDepth*p + e) +: 4] <= req_id_i[4*p +: 4];
-        end
-      end
+      wt_rem_q[p] <= rem;
     end
   end
 

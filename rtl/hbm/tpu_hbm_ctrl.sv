@@ -148,7 +148,12 @@ module tpu_hbm_ctrl #(
 
   // ---------------------------------------------------------------- state
   logic [QueueDepth*EW-1:0]  rq_q, rq_d, wq_q, wq_d;     // entry i older than entry i + 1
-  logic [QueueDepth*WW-1:0]  wqd_q, wqd_d;              // write {strb, data}, beside wq
+  // Write data stays where it was stored: each write queue entry names its slot (the slot
+  // indices shift with the entries; the data does not); a write takes the lowest free slot.
+  logic [WW-1:0]             wdat_q [QueueDepth];       // write {strb, data}, by slot
+  logic [QueueDepth*QIW-1:0] wslot_q, wslot_d;          // per write queue entry: its slot
+  logic [QueueDepth-1:0]     free_q;                    // slot k is free
+  logic [QIW-1:0]            free_slot;                 // the lowest free slot
   logic [QW-1:0]             rq_cnt_q, rq_cnt_d, wq_cnt_q, wq_cnt_d;
   logic                      wmode_q, wmode_d;          // draining writes
   logic [15:0]               wage_q;                    // cycles writes waited in read mode
@@ -195,18 +200,18 @@ module tpu_hbm_ctrl #(
   assign req_fire    = req_valid_i && req_ready_o;
 
   // ---------------------------------------------------------------- response side state
-  logic [RespDepth*(IdW+256)-1:0] resp_q;                 // {id, data}
+  logic [IdW+255:0]         resp_q [RespDepth];           // {id, data}
   logic [RIW-1:0]           resp_wp_q, resp_rp_q;
   logic [RW-1:0]            resp_cnt_q;
-  logic [RespDepth*IdW-1:0] inf_q;                        // ids of RDs in flight
+  logic [IdW-1:0]           inf_q [RespDepth];            // ids of RDs in flight
   logic [RIW-1:0]           inf_wp_q, inf_rp_q;
   logic [RW-1:0]            inf_cnt_q;
   logic                     rbeat_q;                      // next read beat is beat 1
   logic [127:0]             rlo_q;                        // beat 0 of the burst
-  logic [WdDepth*IdW-1:0]   wd_q;                         // write completions
+  logic [IdW-1:0]           wd_q [WdDepth];               // write completions
   logic [2:0]               wd_wp_q, wd_rp_q;
   logic [3:0]               wd_cnt_q;
-  logic [WfDepth*WW-1:0]    wf_q;                         // write data issued, not yet sent
+  logic [WW-1:0]            wf_q [WfDepth];               // write data issued, not yet sent
   logic [1:0]               wf_wp_q, wf_rp_q;
   logic [2:0]               wf_cnt_q;
   logic [CWL:0]             wr_hist_q;                    // bit k: a WR k + 1 cycles ago
@@ -345,12 +350,12 @@ module tpu_hbm_ctrl #(
     rm_w = issue_wr;
     rq_d = rq_q;
     wq_d = wq_q;
-    wqd_d = wqd_q;
+    wslot_d = wslot_q;
     for (int i = 0; i < QueueDepth - 1; i++) begin
       if (rm_r && QIW'(i) >= col_idx) rq_d[EW*i +: EW] = rq_q[EW*(i + 1) +: EW];
       if (rm_w && QIW'(i) >= col_idx) begin
-        wq_d[EW*i +: EW]   = wq_q[EW*(i + 1) +: EW];
-        wqd_d[WW*i +: WW] = wqd_q[WW*(i + 1) +: WW];
+        wq_d[EW*i +: EW]     = wq_q[EW*(i + 1) +: EW];
+        wslot_d[QIW*i +: QIW] = wslot_q[QIW*(i + 1) +: QIW];
       end
     end
     after = rq_cnt_q - QW'(rm_r);
@@ -361,8 +366,8 @@ module tpu_hbm_ctrl #(
     rq_cnt_d = after;
     after = wq_cnt_q - QW'(rm_w);
     if (req_fire && req_write_i) begin
-      wq_d[EW*after +: EW]   = {req_id_i, req_burst};
-      wqd_d[WW*after +: WW]   = {req_wstrb_i, req_wdata_i};
+      wq_d[EW*after +: EW]     = {req_id_i, req_burst};
+      wslot_d[QIW*after +: QIW] = free_slot;
       after = after + QW'(1);
     end
     wq_cnt_d = after;
@@ -479,9 +484,34 @@ module tpu_hbm_ctrl #(
     end
   end
 
-  // Write data (not reset): stored beside the queue entries.
+  // Write data slots: a write takes the lowest free slot when accepted and frees it when its
+  // WR issues (a slot is free whenever the write queue has room: one slot per entry).
+  logic [QIW-1:0] wr_slot;                                // the issuing write's slot
+  assign wr_slot = wslot_q[QIW*col_idx +: QIW];
+  always_comb begin
+    free_slot = '0;
+    for (int k = QueueDepth - 1; k >= 0; k--) begin
+      if (free_q[k]) free_slot = QIW'(k);
+    end
+  end
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      wslot_q <= '0;
+      free_q  <= '1;
+    end else begin
+      logic [QueueDepth-1:0] f;
+      wslot_q <= wslot_d;
+      f = free_q;
+      if (req_fire && req_write_i) f[free_slot] = 1'b0;
+      if (issue_wr) f[wr_slot] = 1'b1;
+      free_q <= f;
+    end
+  end
+
+  // Write data (not reset: read only from slots the queue holds).
   always_ff @(posedge clk_i) begin
-    wqd_q <= wqd_d;
+    if (req_fire && req_write_i) wdat_q[free_slot] <= {req_wstrb_i, req_wdata_i};
   end
 
   // ---------------------------------------------------------------- write data and completions
@@ -489,18 +519,18 @@ module tpu_hbm_ctrl #(
   logic [WW-1:0] wf_head;
   assign wbeat0  = wr_hist_q[CWL - 1];
   assign wbeat1  = wr_hist_q[CWL];
-  assign wf_head = wf_q[WW*wf_rp_q +: WW];
+  assign wf_head = wf_q[wf_rp_q];
   assign wdata_valid_o = wbeat0 || wbeat1;
   assign wdata_o       = wbeat0 ? wf_head[127:0] : wbeat1 ? wf_head[255:128] : '0;
   assign wdata_strb_o  = wbeat0 ? wf_head[271:256] : wbeat1 ? wf_head[287:272] : '0;
 
   assign wr_done_valid_o = wd_cnt_q != '0;
-  assign wr_done_id_o    = wd_q[IdW*wd_rp_q +: IdW];
+  assign wr_done_id_o    = wd_q[wd_rp_q];
   assign wd_pop          = wr_done_valid_o && wr_done_ready_i;
 
   assign rd_valid_o = resp_cnt_q != '0;
-  assign rd_id_o    = resp_q[(IdW+256)*resp_rp_q + 256 +: IdW];
-  assign rd_data_o  = resp_q[(IdW+256)*resp_rp_q +: 256];
+  assign rd_id_o    = resp_q[resp_rp_q][IdW+255:256];
+  assign rd_data_o  = resp_q[resp_rp_q][255:0];
   assign rd_pop     = rd_valid_o && rd_ready_i;
   assign rbeat_last = rdata_valid_i && rbeat_q;
 
@@ -541,14 +571,12 @@ module tpu_hbm_ctrl #(
   // Storage (not reset; read only where the counts say an entry is held).
   always_ff @(posedge clk_i) begin
     if (issue_wr) begin
-      wf_q[WW*wf_wp_q +: WW] <= wqd_q[WW*col_idx +: WW];
-      wd_q[IdW*wd_wp_q +: IdW] <= sq[EW*col_idx + 23 +: IdW];
+      wf_q[wf_wp_q] <= wdat_q[wr_slot];
+      wd_q[wd_wp_q] <= sq[EW*col_idx + 23 +: IdW];
     end
-    if (issue_rd) inf_q[IdW*inf_wp_q +: IdW] <= sq[EW*col_idx + 23 +: IdW];
+    if (issue_rd) inf_q[inf_wp_q] <= sq[EW*col_idx + 23 +: IdW];
     if (rdata_valid_i && !rbeat_q) rlo_q <= rdata_i;
-    if (rbeat_last) begin
-      resp_q[(IdW+256)*resp_wp_q +: IdW+256] <= {inf_q[IdW*inf_rp_q +: IdW], rdata_i, rlo_q};
-    end
+    if (rbeat_last) resp_q[resp_wp_q] <= {inf_q[inf_rp_q], rdata_i, rlo_q};
   end
 
   assign busy_o = rq_cnt_q != '0 || wq_cnt_q != '0 || inf_cnt_q != '0 || resp_cnt_q != '0 ||
