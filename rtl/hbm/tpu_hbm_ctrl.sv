@@ -147,11 +147,15 @@ module tpu_hbm_ctrl #(
   endfunction
 
   // ---------------------------------------------------------------- state
-  logic [QueueDepth*EW-1:0]  rq_q, rq_d, wq_q, wq_d;     // entry i older than entry i + 1
+  logic [EW-1:0]             rq_q [QueueDepth];         // entry i older than entry i + 1
+  logic [EW-1:0]             rq_d [QueueDepth];
+  logic [EW-1:0]             wq_q [QueueDepth];
+  logic [EW-1:0]             wq_d [QueueDepth];
   // Write data stays where it was stored: each write queue entry names its slot (the slot
   // indices shift with the entries; the data does not); a write takes the lowest free slot.
   logic [WW-1:0]             wdat_q [QueueDepth];       // write {strb, data}, by slot
-  logic [QueueDepth*QIW-1:0] wslot_q, wslot_d;          // per write queue entry: its slot
+  logic [QIW-1:0]            wslot_q [QueueDepth];      // per write queue entry: its slot
+  logic [QIW-1:0]            wslot_d [QueueDepth];
   logic [QueueDepth-1:0]     free_q;                    // slot k is free
   logic [QIW-1:0]            free_slot;                 // the lowest free slot
   logic [QW-1:0]             rq_cnt_q, rq_cnt_d, wq_cnt_q, wq_cnt_d;
@@ -190,8 +194,8 @@ module tpu_hbm_ctrl #(
     hz_wq = 1'b0;
     hz_rq = 1'b0;
     for (int i = 0; i < QueueDepth; i++) begin
-      if (QW'(i) < wq_cnt_q && wq_q[EW*i +: 23] == req_burst) hz_wq = 1'b1;
-      if (QW'(i) < rq_cnt_q && rq_q[EW*i +: 23] == req_burst) hz_rq = 1'b1;
+      if (QW'(i) < wq_cnt_q && wq_q[i][22:0] == req_burst) hz_wq = 1'b1;
+      if (QW'(i) < rq_cnt_q && rq_q[i][22:0] == req_burst) hz_rq = 1'b1;
     end
   end
 
@@ -221,7 +225,7 @@ module tpu_hbm_ctrl #(
   assign wr_room   = wd_cnt_q < 4'(WdDepth) && wf_cnt_q < 3'(WfDepth);
 
   // ---------------------------------------------------------------- scheduler
-  logic [QueueDepth*EW-1:0] sq;
+  logic [EW-1:0]            sq [QueueDepth];              // the current mode's queue
   logic [QW-1:0]            scnt;
   logic [QueueDepth-1:0]    hit_v, blk_v;
   logic [NB-1:0]            pend_hit, cap_blk;
@@ -233,7 +237,9 @@ module tpu_hbm_ctrl #(
   logic                     ref_late;
   logic [3:0]               pre_ref_bank;
 
-  assign sq     = wmode_q ? wq_q : rq_q;
+  always_comb begin
+    for (int i = 0; i < QueueDepth; i++) sq[i] = wmode_q ? wq_q[i] : rq_q[i];
+  end
   assign scnt   = wmode_q ? wq_cnt_q : rq_cnt_q;
   assign faw_ok = faw_q[3*TW +: TW] == '0;
   // REF due: each open bank may take one more column command within RefGrace cycles.
@@ -243,60 +249,69 @@ module tpu_hbm_ctrl #(
     logic [3:0]    b;
     logic [1:0]    g;
     logic          v, col_ok, act_ok, pre_ok;
+    b        = '0;
+    g        = '0;
+    v        = 1'b0;
+    col_ok   = 1'b0;
+    act_ok   = 1'b0;
+    pre_ok   = 1'b0;
     hit_v    = '0;
     blk_v    = '0;
     pend_hit = '0;
     cap_blk  = '0;
-    for (int i = 0; i < QueueDepth; i++) begin
-      b = sq[EW*i +: 4];
-      v = QW'(i) < scnt;
-      hit_v[i] = v && open_q[b] && orow_q[14*b +: 14] == sq[EW*i + 9 +: 14];
-      if (hit_v[i]) pend_hit[b] = 1'b1;
-      for (int j = 0; j < QueueDepth; j++) begin
-        if (OrderById && j < i && sq[EW*j + 23 +: IdW] == sq[EW*i + 23 +: IdW]) blk_v[i] = 1'b1;
-      end
-    end
-    // The oldest request misses in a bank that has served RowHitCap hits: no more hits there.
-    b = sq[3:0];
-    if (scnt != '0 && !hit_v[0] && open_q[b] && hits_q[HW*b +: HW] >= HW'(RowHitCap)) begin
-      cap_blk[b] = 1'b1;
-    end
-
     col_found  = 1'b0;
     row_found  = 1'b0;
     col_idx    = '0;
     row_idx    = '0;
     row_is_act = 1'b0;
-    for (int i = 0; i < QueueDepth; i++) begin
-      b = sq[EW*i +: 4];
-      g = b[1:0];
-      v = QW'(i) < scnt;
-      col_ok = hit_v[i] && !blk_v[i] && !cap_blk[b] && col_cnt_q[TW*b +: TW] == '0 &&
-               !(ref_pend_q && (ref_late || ref_col_q[b])) &&
-               (wmode_q ? (wr_cnt_q[TW*g +: TW] == '0 && wr_room)
-                        : (rd_cnt_q[TW*g +: TW] == '0 && rd_credit));
-      act_ok = v && !open_q[b] && act_cnt_q[TW*b +: TW] == '0 && rrd_cnt_q[TW*g +: TW] == '0 &&
-               faw_ok && gact_cnt_q == '0;
-      pre_ok = v && open_q[b] && !hit_v[i] && pre_cnt_q[TW*b +: TW] == '0 &&
-               (i == 0 || !pend_hit[b]);
-      if (col_ok && !col_found) begin
-        col_found = 1'b1;
-        col_idx   = QIW'(i);
+    // An empty queue finds nothing: the per-entry search is skipped (saves simulation time).
+    if (scnt != '0) begin
+      for (int i = 0; i < QueueDepth; i++) begin
+        b = sq[i][3:0];
+        v = QW'(i) < scnt;
+        hit_v[i] = v && open_q[b] && orow_q[14*b +: 14] == sq[i][22:9];
+        if (hit_v[i]) pend_hit[b] = 1'b1;
+        for (int j = 0; j < QueueDepth; j++) begin
+          if (OrderById && j < i && sq[j][EW-1:23] == sq[i][EW-1:23]) blk_v[i] = 1'b1;
+        end
       end
-      if ((act_ok || pre_ok) && !row_found) begin
-        row_found  = 1'b1;
-        row_idx    = QIW'(i);
-        row_is_act = act_ok;
+      // The oldest request misses in a bank that has served RowHitCap hits: no more hits there.
+      b = sq[0][3:0];
+      if (!hit_v[0] && open_q[b] && hits_q[HW*b +: HW] >= HW'(RowHitCap)) cap_blk[b] = 1'b1;
+
+      for (int i = 0; i < QueueDepth; i++) begin
+        b = sq[i][3:0];
+        g = b[1:0];
+        v = QW'(i) < scnt;
+        col_ok = hit_v[i] && !blk_v[i] && !cap_blk[b] && col_cnt_q[TW*b +: TW] == '0 &&
+                 !(ref_pend_q && (ref_late || ref_col_q[b])) &&
+                 (wmode_q ? (wr_cnt_q[TW*g +: TW] == '0 && wr_room)
+                          : (rd_cnt_q[TW*g +: TW] == '0 && rd_credit));
+        act_ok = v && !open_q[b] && act_cnt_q[TW*b +: TW] == '0 && rrd_cnt_q[TW*g +: TW] == '0 &&
+                 faw_ok && gact_cnt_q == '0;
+        pre_ok = v && open_q[b] && !hit_v[i] && pre_cnt_q[TW*b +: TW] == '0 &&
+                 (i == 0 || !pend_hit[b]);
+        if (col_ok && !col_found) begin
+          col_found = 1'b1;
+          col_idx   = QIW'(i);
+        end
+        if ((act_ok || pre_ok) && !row_found) begin
+          row_found  = 1'b1;
+          row_idx    = QIW'(i);
+          row_is_act = act_ok;
+        end
       end
     end
 
     pre_ref_found = 1'b0;
     pre_ref_bank  = '0;
-    for (int k = NB - 1; k >= 0; k--) begin
-      if (open_q[k] && pre_cnt_q[TW*k +: TW] == '0 &&
-          (ref_late || ref_col_q[k] || !pend_hit[k])) begin
-        pre_ref_found = 1'b1;
-        pre_ref_bank  = 4'(k);
+    if (ref_pend_q) begin  // (used only then)
+      for (int k = NB - 1; k >= 0; k--) begin
+        if (open_q[k] && pre_cnt_q[TW*k +: TW] == '0 &&
+            (ref_late || ref_col_q[k] || !pend_hit[k])) begin
+          pre_ref_found = 1'b1;
+          pre_ref_bank  = 4'(k);
+        end
       end
     end
   end
@@ -320,11 +335,11 @@ module tpu_hbm_ctrl #(
     end else if (col_found) begin
       issue_rd = !wmode_q;
       issue_wr = wmode_q;
-      sel      = sq[EW*col_idx +: EW];
+      sel      = sq[col_idx];
     end else if (row_found && !ref_pend_q) begin
       issue_act = row_is_act;
       issue_pre = !row_is_act;
-      sel       = sq[EW*row_idx +: EW];
+      sel       = sq[row_idx];
     end
   end
 
@@ -348,26 +363,34 @@ module tpu_hbm_ctrl #(
     // queues: remove the issued entry (the rest shift down, keeping age order), append new
     rm_r = issue_rd;
     rm_w = issue_wr;
-    rq_d = rq_q;
-    wq_d = wq_q;
-    wslot_d = wslot_q;
-    for (int i = 0; i < QueueDepth - 1; i++) begin
-      if (rm_r && QIW'(i) >= col_idx) rq_d[EW*i +: EW] = rq_q[EW*(i + 1) +: EW];
-      if (rm_w && QIW'(i) >= col_idx) begin
-        wq_d[EW*i +: EW]     = wq_q[EW*(i + 1) +: EW];
-        wslot_d[QIW*i +: QIW] = wslot_q[QIW*(i + 1) +: QIW];
+    for (int i = 0; i < QueueDepth; i++) begin
+      rq_d[i]    = rq_q[i];
+      wq_d[i]    = wq_q[i];
+      wslot_d[i] = wslot_q[i];
+    end
+    if (rm_r) begin
+      for (int i = 0; i < QueueDepth - 1; i++) begin
+        if (QIW'(i) >= col_idx) rq_d[i] = rq_q[i + 1];
+      end
+    end
+    if (rm_w) begin
+      for (int i = 0; i < QueueDepth - 1; i++) begin
+        if (QIW'(i) >= col_idx) begin
+          wq_d[i]    = wq_q[i + 1];
+          wslot_d[i] = wslot_q[i + 1];
+        end
       end
     end
     after = rq_cnt_q - QW'(rm_r);
     if (req_fire && !req_write_i) begin
-      rq_d[EW*after +: EW] = {req_id_i, req_burst};
+      rq_d[QIW'(after)] = {req_id_i, req_burst};
       after = after + QW'(1);
     end
     rq_cnt_d = after;
     after = wq_cnt_q - QW'(rm_w);
     if (req_fire && req_write_i) begin
-      wq_d[EW*after +: EW]     = {req_id_i, req_burst};
-      wslot_d[QIW*after +: QIW] = free_slot;
+      wq_d[QIW'(after)]    = {req_id_i, req_burst};
+      wslot_d[QIW'(after)] = free_slot;
       after = after + QW'(1);
     end
     wq_cnt_d = after;
@@ -431,8 +454,6 @@ module tpu_hbm_ctrl #(
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      rq_q       <= '0;
-      wq_q       <= '0;
       rq_cnt_q   <= '0;
       wq_cnt_q   <= '0;
       wmode_q    <= 1'b0;
@@ -455,8 +476,6 @@ module tpu_hbm_ctrl #(
       ref_col_q  <= '0;
       ref_wait_q <= '0;
     end else begin
-      rq_q       <= rq_d;
-      wq_q       <= wq_d;
       rq_cnt_q   <= rq_cnt_d;
       wq_cnt_q   <= wq_cnt_d;
       wmode_q    <= wmode_d;
@@ -487,7 +506,7 @@ module tpu_hbm_ctrl #(
   // Write data slots: a write takes the lowest free slot when accepted and frees it when its
   // WR issues (a slot is free whenever the write queue has room: one slot per entry).
   logic [QIW-1:0] wr_slot;                                // the issuing write's slot
-  assign wr_slot = wslot_q[QIW*col_idx +: QIW];
+  assign wr_slot = wslot_q[col_idx];
   always_comb begin
     free_slot = '0;
     for (int k = QueueDepth - 1; k >= 0; k--) begin
@@ -497,15 +516,22 @@ module tpu_hbm_ctrl #(
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      wslot_q <= '0;
       free_q  <= '1;
     end else begin
       logic [QueueDepth-1:0] f;
-      wslot_q <= wslot_d;
       f = free_q;
       if (req_fire && req_write_i) f[free_slot] = 1'b0;
       if (issue_wr) f[wr_slot] = 1'b1;
       free_q <= f;
+    end
+  end
+
+  // Queue entries (not reset: read only below the counts), one process per entry.
+  for (genvar i = 0; i < QueueDepth; i++) begin : g_entry
+    always_ff @(posedge clk_i) begin
+      rq_q[i]    <= rq_d[i];
+      wq_q[i]    <= wq_d[i];
+      wslot_q[i] <= wslot_d[i];
     end
   end
 
@@ -572,9 +598,9 @@ module tpu_hbm_ctrl #(
   always_ff @(posedge clk_i) begin
     if (issue_wr) begin
       wf_q[wf_wp_q] <= wdat_q[wr_slot];
-      wd_q[wd_wp_q] <= sq[EW*col_idx + 23 +: IdW];
+      wd_q[wd_wp_q] <= sq[col_idx][EW-1:23];
     end
-    if (issue_rd) inf_q[inf_wp_q] <= sq[EW*col_idx + 23 +: IdW];
+    if (issue_rd) inf_q[inf_wp_q] <= sq[col_idx][EW-1:23];
     if (rdata_valid_i && !rbeat_q) rlo_q <= rdata_i;
     if (rbeat_last) resp_q[resp_wp_q] <= {inf_q[inf_rp_q], rdata_i, rlo_q};
   end

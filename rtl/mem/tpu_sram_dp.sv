@@ -25,9 +25,11 @@ module tpu_sram_dp #(
   logic [Width-1:0] mem_q [Words];
 
   // Per-element enables as a bit mask: the write merges new and old bits of the word.
+  // (Generated assigns at constant offsets: a verilated loop would insert at computed offsets
+  // into the wide vector every cycle.)
   logic [Width-1:0] wbits;
-  always_comb begin
-    for (int e = 0; e < Elems; e++) wbits[ElemW*e +: ElemW] = {ElemW{wmask_i[e]}};
+  for (genvar e = 0; e < Elems; e++) begin : g_wbits
+    assign wbits[ElemW*e +: ElemW] = {ElemW{wmask_i[e]}};
   end
 
   always_ff @(posedge clk_i) begin
