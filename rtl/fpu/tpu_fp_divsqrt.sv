@@ -44,46 +44,52 @@ module tpu_fp_divsqrt (
   logic [29:0]        rem_start;
   logic [51:0]        rad_start;
 
+  // Computed only for a start (what a simulator evaluates; the registers take it only then).
   always_comb begin
-    a_nan  = tpu_fp_pkg::fp32_is_nan(a_i[30:0]);
-    b_nan  = tpu_fp_pkg::fp32_is_nan(b_i[30:0]);
-    a_inf  = tpu_fp_pkg::fp32_is_inf(a_i[30:0]);
-    b_inf  = tpu_fp_pkg::fp32_is_inf(b_i[30:0]);
-    a_zero = a_i[30:0] == 31'd0;
-    b_zero = b_i[30:0] == 31'd0;
-    // Normalise: a subnormal's leading one moves to bit 23 and its exponent (1) drops to match.
-    lza    = tpu_fp_pkg::lzc32({a_i[30:23] != 8'd0, a_i[22:0], 8'd0});
-    lzb    = tpu_fp_pkg::lzc32({b_i[30:23] != 8'd0, b_i[22:0], 8'd0});
-    ma     = {a_i[30:23] != 8'd0, a_i[22:0]} << lza;
-    mb     = {b_i[30:23] != 8'd0, b_i[22:0]} << lzb;
-    ea     = $signed({3'd0, (a_i[30:23] == 8'd0) ? 8'd1 : a_i[30:23]}) - $signed({6'd0, lza});
-    eb     = $signed({3'd0, (b_i[30:23] == 8'd0) ? 8'd1 : b_i[30:23]}) - $signed({6'd0, lzb});
-    a_lt_b = ma < mb;
-    e_sqrt = (ea - 11'sd127) >>> 1;             // floor((ea - 127) / 2)
-    if (!op_i) begin
-      // ma / mb lies in (1/2, 2): start from 2 ma when ma < mb, so the quotient is in [1, 2).
-      exp_start = ea - eb + 11'sd127 - (a_lt_b ? 11'sd1 : 11'sd0);
-      rem_start = a_lt_b ? {5'd0, ma, 1'b0} : {6'd0, ma};
-      rad_start = '0;
-      special_start = a_nan || b_nan || a_inf || b_inf || a_zero || b_zero;
-      if (a_nan || b_nan || (a_inf && b_inf) || (a_zero && b_zero)) begin
-        special_res_start = tpu_pkg::FP32_CANON_NAN;
-      end else if (a_inf || b_zero) begin
-        special_res_start = {a_i[31] ^ b_i[31], 8'hFF, 23'd0};
-      end else begin  // 0 / x, x / inf
-        special_res_start = {a_i[31] ^ b_i[31], 31'd0};
-      end
-    end else begin
-      // sqrt(ma * 2^e): for even e the radicand is ma, for odd e it is 2 ma, so the root of
-      // rad = ma << 27 (or << 28) is a 26-bit integer with its leading one at bit 25.
-      exp_start = e_sqrt + 11'sd127;
-      rem_start = '0;
-      rad_start = (ea[0] == 1'b1) ? {1'b0, ma, 27'd0} : {ma, 28'd0};  // ea odd <=> e even
-      special_start = a_nan || a_inf || a_zero || a_i[31];
-      if (a_nan || (a_i[31] && !a_zero)) begin
-        special_res_start = tpu_pkg::FP32_CANON_NAN;
-      end else begin  // +-0 -> itself, +inf -> +inf
-        special_res_start = a_i;
+    {a_nan, b_nan, a_inf, b_inf, a_zero, b_zero, a_lt_b} = '0;
+    {lza, lzb, ma, mb, ea, eb, e_sqrt, exp_start} = '0;
+    {special_start, special_res_start, rem_start, rad_start} = '0;
+    if (start_i) begin
+      a_nan  = tpu_fp_pkg::fp32_is_nan(a_i[30:0]);
+      b_nan  = tpu_fp_pkg::fp32_is_nan(b_i[30:0]);
+      a_inf  = tpu_fp_pkg::fp32_is_inf(a_i[30:0]);
+      b_inf  = tpu_fp_pkg::fp32_is_inf(b_i[30:0]);
+      a_zero = a_i[30:0] == 31'd0;
+      b_zero = b_i[30:0] == 31'd0;
+      // Normalise: a subnormal's leading one moves to bit 23 and its exponent (1) drops to match.
+      lza    = tpu_fp_pkg::lzc32({a_i[30:23] != 8'd0, a_i[22:0], 8'd0});
+      lzb    = tpu_fp_pkg::lzc32({b_i[30:23] != 8'd0, b_i[22:0], 8'd0});
+      ma     = {a_i[30:23] != 8'd0, a_i[22:0]} << lza;
+      mb     = {b_i[30:23] != 8'd0, b_i[22:0]} << lzb;
+      ea     = $signed({3'd0, (a_i[30:23] == 8'd0) ? 8'd1 : a_i[30:23]}) - $signed({6'd0, lza});
+      eb     = $signed({3'd0, (b_i[30:23] == 8'd0) ? 8'd1 : b_i[30:23]}) - $signed({6'd0, lzb});
+      a_lt_b = ma < mb;
+      e_sqrt = (ea - 11'sd127) >>> 1;             // floor((ea - 127) / 2)
+      if (!op_i) begin
+        // ma / mb lies in (1/2, 2): start from 2 ma when ma < mb, so the quotient is in [1, 2).
+        exp_start = ea - eb + 11'sd127 - (a_lt_b ? 11'sd1 : 11'sd0);
+        rem_start = a_lt_b ? {5'd0, ma, 1'b0} : {6'd0, ma};
+        rad_start = '0;
+        special_start = a_nan || b_nan || a_inf || b_inf || a_zero || b_zero;
+        if (a_nan || b_nan || (a_inf && b_inf) || (a_zero && b_zero)) begin
+          special_res_start = tpu_pkg::FP32_CANON_NAN;
+        end else if (a_inf || b_zero) begin
+          special_res_start = {a_i[31] ^ b_i[31], 8'hFF, 23'd0};
+        end else begin  // 0 / x, x / inf
+          special_res_start = {a_i[31] ^ b_i[31], 31'd0};
+        end
+      end else begin
+        // sqrt(ma * 2^e): for even e the radicand is ma, for odd e it is 2 ma, so the root of
+        // rad = ma << 27 (or << 28) is a 26-bit integer with its leading one at bit 25.
+        exp_start = e_sqrt + 11'sd127;
+        rem_start = '0;
+        rad_start = (ea[0] == 1'b1) ? {1'b0, ma, 27'd0} : {ma, 28'd0};  // ea odd <=> e even
+        special_start = a_nan || a_inf || a_zero || a_i[31];
+        if (a_nan || (a_i[31] && !a_zero)) begin
+          special_res_start = tpu_pkg::FP32_CANON_NAN;
+        end else begin  // +-0 -> itself, +inf -> +inf
+          special_res_start = a_i;
+        end
       end
     end
   end
@@ -120,24 +126,29 @@ module tpu_fp_divsqrt (
     rem_step = rem_q;
     quo_step = quo_q;
     rad_step = rad_q;
-    for (int i = 0; i < 2; i++) begin
-      if (op_q) begin
-        // Root digit: bring down two radicand bits; subtract 4q + 1 when it fits.
-        rem_sh   = {rem_step[27:0], rad_step[51:50]};
-        trial    = {quo_step, 2'b01};
-        bit_q    = rem_sh >= {2'd0, trial};
-        rem_step = bit_q ? rem_sh - {2'd0, trial} : rem_sh;
-        rad_step = {rad_step[49:0], 2'b00};
-      end else begin
-        // Quotient digit: subtract the divisor when it fits, then double the remainder.
-        // The remainder stays below twice the divisor (< 2^25), so the doubling cannot overflow.
-        trial    = {4'd0, div_q};
-        bit_q    = rem_step >= {2'd0, trial};
-        rem_sh   = bit_q ? rem_step - {2'd0, trial} : rem_step;
-        rem_step = {rem_sh[28:0], 1'b0};
-        rad_step = rad_step;
+    rem_sh   = '0;
+    trial    = '0;
+    bit_q    = 1'b0;
+    if (busy_q) begin  // (the recurrence is used only while busy: saves simulation time)
+      for (int i = 0; i < 2; i++) begin
+        if (op_q) begin
+          // Root digit: bring down two radicand bits; subtract 4q + 1 when it fits.
+          rem_sh   = {rem_step[27:0], rad_step[51:50]};
+          trial    = {quo_step, 2'b01};
+          bit_q    = rem_sh >= {2'd0, trial};
+          rem_step = bit_q ? rem_sh - {2'd0, trial} : rem_sh;
+          rad_step = {rad_step[49:0], 2'b00};
+        end else begin
+          // Quotient digit: subtract the divisor when it fits, then double the remainder.
+          // The remainder stays below twice the divisor (< 2^25), so the doubling cannot overflow.
+          trial    = {4'd0, div_q};
+          bit_q    = rem_step >= {2'd0, trial};
+          rem_sh   = bit_q ? rem_step - {2'd0, trial} : rem_step;
+          rem_step = {rem_sh[28:0], 1'b0};
+          rad_step = rad_step;
+        end
+        quo_step = {quo_step[24:0], bit_q};
       end
-      quo_step = {quo_step[24:0], bit_q};
     end
   end
 
@@ -152,25 +163,28 @@ module tpu_fp_divsqrt (
   tpu_pkg::fp32_t result_d;
 
   always_comb begin
-    if (exp_q >= 11'sd1) begin
-      shamt   = 11'd0;
-      exp_eff = exp_q[7:0];                     // >= 255 is overflow, handled below
-    end else begin
-      // A shift of 28 leaves the quotient entirely in the sticky (the value is under a quarter
-      // of the smallest subnormal from a shift of 26 on): the result is +-0.
-      shamt   = (11'sd1 - exp_q > 11'sd28) ? 11'd28 : 11'(11'sd1 - exp_q);
-      exp_eff = 8'd1;
-    end
-    wide     = {quo_q, 28'd0} >> shamt;
-    sticky   = (wide[28:0] != 29'd0) || (rem_q != 30'd0);
-    round_up = wide[29] & (sticky | wide[30]);
-    rounded  = {exp_eff - 8'd1, 23'd0} + {7'd0, wide[53:30]} + {30'd0, round_up};
-    if (special_q) begin
-      result_d = special_res_q;
-    end else if (exp_q >= 11'sd255) begin
-      result_d = {sign_q, 8'hFF, 23'd0};
-    end else begin
-      result_d = {sign_q, rounded};             // a carry out of 0x7F7FFFFF lands on inf
+    {shamt, exp_eff, wide, sticky, round_up, rounded, result_d} = '0;
+    if (finish) begin  // (used only then: saves simulation time)
+      if (exp_q >= 11'sd1) begin
+        shamt   = 11'd0;
+        exp_eff = exp_q[7:0];                     // >= 255 is overflow, handled below
+      end else begin
+        // A shift of 28 leaves the quotient entirely in the sticky (the value is under a quarter
+        // of the smallest subnormal from a shift of 26 on): the result is +-0.
+        shamt   = (11'sd1 - exp_q > 11'sd28) ? 11'd28 : 11'(11'sd1 - exp_q);
+        exp_eff = 8'd1;
+      end
+      wide     = {quo_q, 28'd0} >> shamt;
+      sticky   = (wide[28:0] != 29'd0) || (rem_q != 30'd0);
+      round_up = wide[29] & (sticky | wide[30]);
+      rounded  = {exp_eff - 8'd1, 23'd0} + {7'd0, wide[53:30]} + {30'd0, round_up};
+      if (special_q) begin
+        result_d = special_res_q;
+      end else if (exp_q >= 11'sd255) begin
+        result_d = {sign_q, 8'hFF, 23'd0};
+      end else begin
+        result_d = {sign_q, rounded};             // a carry out of 0x7F7FFFFF lands on inf
+      end
     end
   end
 

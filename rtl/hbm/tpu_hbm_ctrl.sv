@@ -193,9 +193,13 @@ module tpu_hbm_ctrl #(
   always_comb begin
     hz_wq = 1'b0;
     hz_rq = 1'b0;
-    for (int i = 0; i < QueueDepth; i++) begin
-      if (QW'(i) < wq_cnt_q && wq_q[i][22:0] == req_burst) hz_wq = 1'b1;
-      if (QW'(i) < rq_cnt_q && rq_q[i][22:0] == req_burst) hz_rq = 1'b1;
+    // Only a request's address is checked (ready is defined only with valid): this logic depends
+    // on the inputs, so a simulator re-evaluates it whenever they change.
+    if (req_valid_i) begin
+      for (int i = 0; i < QueueDepth; i++) begin
+        if (QW'(i) < wq_cnt_q && wq_q[i][22:0] == req_burst) hz_wq = 1'b1;
+        if (QW'(i) < rq_cnt_q && rq_q[i][22:0] == req_burst) hz_rq = 1'b1;
+      end
     end
   end
 

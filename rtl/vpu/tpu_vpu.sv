@@ -103,36 +103,49 @@ module tpu_vpu #(
   // ---------------------------------------------------------------- one-cycle lane operations
   logic [W-1:0] op_res;
   logic [32*(2*N-1)-1:0] tree;                    // reduction tree: leaves 0..N-1, then levels
+  logic div_op;                                   // the instruction is div or sqrt
+  assign div_op = opc == tpu_isa_pkg::OP_VPU_OP &&
+                  (funct == tpu_isa_pkg::VF_DIV || funct == tpu_isa_pkg::VF_SQRT);
+  // The result is used only when an element-wise instruction (VPU.OP, not div or sqrt) is
+  // taken, and the reduction tree only by rsum / rmax: outside those the lanes compute nothing,
+  // so an idle or loading VPU costs a simulator next to nothing (the hardware is the same: the
+  // result is only latched under the same conditions).
+  logic lane_op_now, tree_now;
+  assign lane_op_now = free && instr_valid_i && opc == tpu_isa_pkg::OP_VPU_OP && !div_op;
+  assign tree_now    = lane_op_now &&
+                       (funct == tpu_isa_pkg::VF_RSUM || funct == tpu_isa_pkg::VF_RMAX);
   always_comb begin
     logic is_max;
     is_max = funct == tpu_isa_pkg::VF_RMAX;
     // Pairwise tree: node N + j combines nodes 2j and 2j + 1 (leaves are the lanes), so level
     // 1 is (0,1), (2,3), ..., and the root is node 2N - 2.
     tree = '0;
-    for (int l = 0; l < N; l++) tree[32*l +: 32] = va[32*l +: 32];
-    for (int j = 0; j < N - 1; j++) begin
-      tree[32*(N + j) +: 32] = is_max ?
-          tpu_vpu_pkg::fp32_max(tree[32*(2*j) +: 32], tree[32*(2*j + 1) +: 32]) :
-          tpu_fp_pkg::fp32_add(tree[32*(2*j) +: 32], tree[32*(2*j + 1) +: 32]);
+    if (tree_now) begin
+      for (int l = 0; l < N; l++) tree[32*l +: 32] = va[32*l +: 32];
+      for (int j = 0; j < N - 1; j++) begin
+        tree[32*(N + j) +: 32] = is_max ?
+            tpu_vpu_pkg::fp32_max(tree[32*(2*j) +: 32], tree[32*(2*j + 1) +: 32]) :
+            tpu_fp_pkg::fp32_add(tree[32*(2*j) +: 32], tree[32*(2*j + 1) +: 32]);
+      end
     end
-    for (int l = 0; l < N; l++) begin
-      unique case (funct)
-        tpu_isa_pkg::VF_RSUM,
-        tpu_isa_pkg::VF_RMAX:  op_res[32*l +: 32] = tree[32*(2*N - 2) +: 32];
-        tpu_isa_pkg::VF_BCAST: op_res[32*l +: 32] = va[32*imm[Levels-1:0] +: 32];
-        default: op_res[32*l +: 32] = tpu_vpu_pkg::lane_op(funct, va[32*l +: 32], vb[32*l +: 32],
-                                                           vc[32*l +: 32]);
-      endcase
+    op_res = '0;
+    if (lane_op_now) begin
+      for (int l = 0; l < N; l++) begin
+        unique case (funct)
+          tpu_isa_pkg::VF_RSUM,
+          tpu_isa_pkg::VF_RMAX:  op_res[32*l +: 32] = tree[32*(2*N - 2) +: 32];
+          tpu_isa_pkg::VF_BCAST: op_res[32*l +: 32] = va[32*imm[Levels-1:0] +: 32];
+          default: op_res[32*l +: 32] = tpu_vpu_pkg::lane_op(funct, va[32*l +: 32],
+                                                             vb[32*l +: 32], vc[32*l +: 32]);
+        endcase
+      end
     end
   end
 
   // ---------------------------------------------------------------- divide and square root
-  logic              div_op;                      // the instruction is div or sqrt
   logic [N-1:0]      dv_ready, dv_valid;
   logic [W-1:0]      dv_res;
   logic              dv_start;
-  assign div_op   = opc == tpu_isa_pkg::OP_VPU_OP &&
-                    (funct == tpu_isa_pkg::VF_DIV || funct == tpu_isa_pkg::VF_SQRT);
   assign dv_start = take && div_op;
   for (genvar l = 0; l < N; l++) begin : g_div
     tpu_fp_divsqrt u_divsqrt (
