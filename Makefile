@@ -57,7 +57,7 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The default `make train`: the rtl backend at N = 16, sized to finish in under 10 minutes on a
-# 2-core machine (an rtl batch-32 step is 1.19 M cycles, ~6 s of simulation; the evaluation of
+# 2-core machine (an rtl batch-32 step is 1.19 M cycles, ~5 s of simulation; the evaluation of
 # the 10 000 test images on the functional backend ~1 minute: docs/performance.md).
 TRAIN_ARGS ?= --backend rtl --array 16 --batch 32 --steps 60
 
