@@ -1,8 +1,8 @@
 // SimCtrl: owns one verilated model with its VerilatedContext, drives clock and reset, dumps
 // an FST waveform when asked (WAVES=1 in the environment, or enable_waves()), and calls the
 // per-cycle hooks components plug in (monitors, scoreboards, device models). One cycle is
-// tick(): inputs set by the caller are evaluated, the rising edge is applied, then the
-// falling edge; the waveform shows inputs changing on the falling edge. final() is called on
+// tick(): the falling edge with the inputs set by the caller, then the rising edge (the clock
+// stays high between cycles); the waveform shows inputs changing on the falling edge. final() is called on
 // destruction. CombSim is the same for a purely combinational top (no clock).
 #pragma once
 
