@@ -5,10 +5,12 @@
 #    ring of P chips (checked against the host's sums), cycles and bytes/cycle per link against
 #    the link's payload peak (32 data bytes per 3-cycle flit);
 #  - training: `tessera train --backend rtl --array 16 --chips P --batch P*B` for
-#    BENCH_MC_STEPS steps (default 2) with B = BENCH_MC_BATCH images per chip (default 16):
+#    BENCH_MC_STEPS steps (default 4) with B = BENCH_MC_BATCH images per chip (default 16):
 #    wall time of the steps, step cycles, images per wall second and the speedup against one
-#    chip (weak scaling: each chip does one chip's work), on the threads this machine has; and
-#    the same global batch on one chip (strong scaling).
+#    chip (weak scaling: each chip does one chip's work), on the threads this machine has —
+#    from the run's total and from the median step (metrics.csv: the steady state, without
+#    the run's set-up and first-step costs); and the same global batch on one chip (strong
+#    scaling).
 # Writes <out>/multichip.json.
 set -euo pipefail
 out=$(realpath -m "${1:-build/bench}")
@@ -16,7 +18,7 @@ cd "$(dirname "$0")/.."
 bw=${ALLREDUCE_BW_BIN:-build/bin/allreduce_bw}
 tessera=${TESSERA_BIN:-build/bin/tessera}
 for b in "$bw" "$tessera"; do [ -x "$b" ] || { echo "bench_multichip: $b not built" >&2; exit 1; }; done
-steps=${BENCH_MC_STEPS:-2}
+steps=${BENCH_MC_STEPS:-4}
 per=${BENCH_MC_BATCH:-16}
 mkdir -p "$out"
 raw="$out/multichip-raw.jsonl"
@@ -30,11 +32,13 @@ train() {  # chips global_batch label
   "$tessera" train --backend rtl --array 16 --chips "$1" --batch "$2" --steps "$steps" \
     --eval-samples 16 --no-progress --out "$run_dir/$3" > /dev/null 2>&1
   /usr/bin/python3 - "$run_dir/$3/summary.json" "$1" "$2" "$3" >> "$raw" <<'PY'
-import json, sys
+import csv, json, os, statistics, sys
 s = json.load(open(sys.argv[1]))
+steps = list(csv.DictReader(open(os.path.join(os.path.dirname(sys.argv[1]), "metrics.csv"))))
 print(json.dumps({"kind": "train", "label": sys.argv[4], "chips": int(sys.argv[2]),
                   "batch": int(sys.argv[3]), "steps": s["steps"], "step_cycles": s["step_cycles"][0],
-                  "wall_seconds": s["wall_seconds"], "images_per_second_wall": s["images_per_second_wall"]}))
+                  "wall_seconds": s["wall_seconds"], "images_per_second_wall": s["images_per_second_wall"],
+                  "step_wall_median": statistics.median(float(r["wall_seconds"]) for r in steps)}))
 PY
 }
 train 1 "$per" weak1
@@ -60,8 +64,10 @@ for lab in ("weak1", "weak2", "weak4", "strong1"):
     res.append({"name": f"train_{lab}_step_cycles", "value": r["step_cycles"], "unit": "cycles per step (chip 0)", "params": p})
     res.append({"name": f"train_{lab}_wall", "value": round(r["wall_seconds"], 2), "unit": "s for the steps", "params": p})
     res.append({"name": f"train_{lab}_images_per_second_wall", "value": round(r["images_per_second_wall"], 3), "unit": "images / wall s", "params": p})
+    res.append({"name": f"train_{lab}_step_wall_median", "value": round(r["step_wall_median"], 3), "unit": "s per step (median)", "params": p})
 for lab in ("weak2", "weak4"):
     res.append({"name": f"train_{lab}_throughput_speedup", "value": round(t[lab]["images_per_second_wall"] / base["images_per_second_wall"], 3), "unit": "x one chip's images / wall s (per-chip batch fixed)", "params": {"chips": t[lab]["chips"]}})
+    res.append({"name": f"train_{lab}_step_throughput_speedup", "value": round(t[lab]["chips"] * base["step_wall_median"] / t[lab]["step_wall_median"], 3), "unit": "x one chip's images / wall s, median step (steady state)", "params": {"chips": t[lab]["chips"]}})
 res.append({"name": "train_strong2_wall_speedup", "value": round(t["strong1"]["wall_seconds"] / t["weak2"]["wall_seconds"], 3), "unit": "x: the same global batch on 2 chips vs 1 chip, wall time", "params": {"global_batch": t["weak2"]["batch"]}})
 res.append({"name": "train_strong2_cycle_speedup", "value": round(t["strong1"]["step_cycles"] / t["weak2"]["step_cycles"], 3), "unit": "x: simulated step cycles, 1 chip vs 2 chips, same global batch", "params": {"global_batch": t["weak2"]["batch"]}})
 json.dump(res, open(sys.argv[2], "w"), indent=1)
