@@ -2,8 +2,8 @@
 // an FST waveform when asked (WAVES=1 in the environment, or enable_waves()), and calls the
 // per-cycle hooks components plug in (monitors, scoreboards, device models). One cycle is
 // tick(): the falling edge with the inputs set by the caller, then the rising edge (the clock
-// stays high between cycles); the waveform shows inputs changing on the falling edge. final() is called on
-// destruction. CombSim is the same for a purely combinational top (no clock).
+// stays high between cycles); the waveform shows inputs changing on the falling edge. final()
+// is called on destruction. CombSim is the same for a purely combinational top (no clock).
 #pragma once
 
 #include <verilated.h>

@@ -114,6 +114,7 @@ class RingSim {
       m.csr_valid_i = 1;
       m.csr_write_i = 0;
       m.csr_addr_i = isa::CSR_STATUS;
+      m.eval();  // csr_rdata_o reads STATUS from here on
     }
     state_.assign(n_, ChipState{});
     for (auto& b : wires_) b = Bundle{};
@@ -347,7 +348,8 @@ class RingSim {
         s.active_in_window = s.active_in_window || o.valid || o.credit;
       }
       if (!s.ended) {
-        c.top().eval();
+        // STATUS is the sequencer's state (no input reaches it within a cycle): as the last
+        // clock edge left it, like ChipSim::run.
         const uint32_t status = m.csr_rdata_o;
         if (status != isa::STATUS_RUNNING) {
           s.ended = true;

@@ -248,13 +248,17 @@ module tpu_hbm #(
     end
   end
 
-  // Write-tracker completions this cycle: per port, an out-of-range burst of the head's write
-  // (completed at once), and per channel a WR issued for one of the port's entries. Several
-  // channels may complete bursts of one entry in the same cycle: each counts them all.
+  // Write-tracker events this cycle: per port, a write request accepted (an entry allocated)
+  // and an out-of-range burst of the head's write (completed at once); per channel, a WR issued
+  // for one of a port's entries.
+  logic [Ports-1:0]          wt_alloc;                         // a write request accepted
   logic [Ports-1:0]          wt_oor;                           // the head's burst, out of range
   logic [Channels*Ports-1:0] wd_hit;                           // [Ports*k + p]: channel k, port p
   always_comb begin
-    for (int p = 0; p < Ports; p++) wt_oor[p] = emit[p] && head_w_q[p] && oor[p];
+    for (int p = 0; p < Ports; p++) begin
+      wt_alloc[p] = req_valid_i[p] && req_ready_o[p] && req_write_i[p];
+      wt_oor[p]   = emit[p] && head_w_q[p] && oor[p];
+    end
     for (int k = 0; k < Channels; k++) begin
       for (int p = 0; p < Ports; p++) begin
         wd_hit[Ports*k + p] = pc_wd_valid[k] &&
@@ -323,14 +327,14 @@ module tpu_hbm #(
                                           (RobW+1)'(emit[p] && !head_w_q[p]) - (RobW+1)'(rd_pop[p]);
         // write tracker: an entry per write request, done when every burst's WR has issued
         w = wt_wp_q[WtW*p +: WtW];
-        if (req_valid_i[p] && req_ready_o[p] && req_write_i[p]) begin
+        if (wt_alloc[p]) begin
           wt_wp_q[WtW*p +: WtW]          <= w + WtW'(1);
           wt_err_q[WtDepth*p + 32'(w)]        <= 1'b0;
         end
         if (wt_oor[p]) wt_err_q[WtDepth*p + 32'(head_wslot_q[WtW*p +: WtW])] <= 1'b1;
         if (wd_pop[p]) wt_rp_q[WtW*p +: WtW] <= wt_rp_q[WtW*p +: WtW] + WtW'(1);
         wt_cnt_q[(WtW+1)*p +: WtW+1] <= wt_cnt_q[(WtW+1)*p +: WtW+1] +
-            (WtW+1)'(req_valid_i[p] && req_ready_o[p] && req_write_i[p]) - (WtW+1)'(wd_pop[p]);
+            (WtW+1)'(wt_alloc[p]) - (WtW+1)'(wd_pop[p]);
         if (rsp_any[p]) begin
           rsp_rr_q[PcW*p +: PcW] <= (rsp_sel[PcW*p +: PcW] == PcW'(Channels - 1)) ? '0 :
                                     rsp_sel[PcW*p +: PcW] + PcW'(1);
@@ -355,15 +359,11 @@ module tpu_hbm #(
         if (oor[p]) rob_data_q[p][r] <= '0;
       end
       if (rsp_any[p]) rob_data_q[p][t] <= pc_rd_data[256*c +: 256];
-      if (req_valid_i[p] && req_ready_o[p] && req_write_i[p]) begin
-        wt_id_q[p][wt_wp_q[WtW*p +: WtW]] <= req_id_i[4*p +: 4];
-      end
+      if (wt_alloc[p]) wt_id_q[p][wt_wp_q[WtW*p +: WtW]] <= req_id_i[4*p +: 4];
       // write tracker: a new entry's burst count, then one less for each burst completed
-      // (several channels may complete bursts of one entry in the same cycle)
+      // (several channels may complete bursts of one entry in the same cycle: one each)
       rem = wt_rem_q[p];
-      if (req_valid_i[p] && req_ready_o[p] && req_write_i[p]) begin
-        rem[5*wt_wp_q[WtW*p +: WtW] +: 5] = 5'(req_len_i[4*p +: 4]) + 5'd1;
-      end
+      if (wt_alloc[p]) rem[5*wt_wp_q[WtW*p +: WtW] +: 5] = 5'(req_len_i[4*p +: 4]) + 5'd1;
       if (wt_oor[p]) begin
         rem[5*head_wslot_q[WtW*p +: WtW] +: 5] = rem[5*head_wslot_q[WtW*p +: WtW] +: 5] - 5'd1;
       end

@@ -206,6 +206,9 @@ module tpu_hbm_ctrl #(
   assign req_ready_o = !hz_wq && (req_write_i ? (!hz_rq && wq_cnt_q < QW'(QueueDepth))
                                               : (rq_cnt_q < QW'(QueueDepth)));
   assign req_fire    = req_valid_i && req_ready_o;
+  logic rq_push, wq_push;                                 // a read / write request accepted
+  assign rq_push     = req_fire && !req_write_i;
+  assign wq_push     = req_fire && req_write_i;
 
   // ---------------------------------------------------------------- response side state
   logic [IdW+255:0]         resp_q [RespDepth];           // {id, data}
@@ -386,13 +389,13 @@ module tpu_hbm_ctrl #(
       end
     end
     after = rq_cnt_q - QW'(rm_r);
-    if (req_fire && !req_write_i) begin
+    if (rq_push) begin
       rq_d[QIW'(after)] = {req_id_i, req_burst};
       after = after + QW'(1);
     end
     rq_cnt_d = after;
     after = wq_cnt_q - QW'(rm_w);
-    if (req_fire && req_write_i) begin
+    if (wq_push) begin
       wq_d[QIW'(after)]    = {req_id_i, req_burst};
       wslot_d[QIW'(after)] = free_slot;
       after = after + QW'(1);
@@ -524,7 +527,7 @@ module tpu_hbm_ctrl #(
     end else begin
       logic [QueueDepth-1:0] f;
       f = free_q;
-      if (req_fire && req_write_i) f[free_slot] = 1'b0;
+      if (wq_push) f[free_slot] = 1'b0;
       if (issue_wr) f[wr_slot] = 1'b1;
       free_q <= f;
     end
@@ -541,7 +544,7 @@ module tpu_hbm_ctrl #(
 
   // Write data (not reset: read only from slots the queue holds).
   always_ff @(posedge clk_i) begin
-    if (req_fire && req_write_i) wdat_q[free_slot] <= {req_wstrb_i, req_wdata_i};
+    if (wq_push) wdat_q[free_slot] <= {req_wstrb_i, req_wdata_i};
   end
 
   // ---------------------------------------------------------------- write data and completions

@@ -110,8 +110,9 @@ module tpu_vpu #(
   // taken, and the reduction tree only by rsum / rmax: outside those the lanes compute nothing,
   // so an idle or loading VPU costs a simulator next to nothing (the hardware is the same: the
   // result is only latched under the same conditions).
+  logic take;                                     // an instruction is taken this cycle
   logic lane_op_now, tree_now;
-  assign lane_op_now = free && instr_valid_i && opc == tpu_isa_pkg::OP_VPU_OP && !div_op;
+  assign lane_op_now = take && opc == tpu_isa_pkg::OP_VPU_OP && !div_op;
   assign tree_now    = lane_op_now &&
                        (funct == tpu_isa_pkg::VF_RSUM || funct == tpu_isa_pkg::VF_RMAX);
   always_comb begin
@@ -179,7 +180,7 @@ module tpu_vpu #(
   end
 
   // The memory request: the instruction in MemS, or a load/store in the cycle it is taken.
-  logic take, mem_phase;
+  logic mem_phase;
   assign take      = free && instr_valid_i && instr_ready_o;
   assign mem_phase = state_q == MemS || (take && (is_ld || is_st));
   assign ub_req_o       = mem_phase && !to_acc;

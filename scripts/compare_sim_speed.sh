@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Simulation speed of the chip, this tree against an older commit, measured in one run:
+#   scripts/compare_sim_speed.sh OLD_REV [REPS]
+# builds OLD_REV's build/bin/systemc_cost in a temporary git worktree (ccache makes the models
+# that did not change cheap), then runs `systemc_cost plain idle 16` and `systemc_cost plain
+# step 16 4` from both trees alternately, REPS times each (default 5), and prints the medians of
+# chip cycles per wall second, the ratio, and the cycle counts (which must be equal: a faster
+# model that changes a cycle is a different chip). This tree's build/bin/systemc_cost must be
+# built. docs/performance.md, "Simulation speed of the chip", quotes one such run.
+set -euo pipefail
+old_rev=${1:?usage: scripts/compare_sim_speed.sh OLD_REV [REPS]}
+reps=${2:-5}
+cd "$(dirname "$0")/.."
+new_bin=build/bin/systemc_cost
+[ -x "$new_bin" ] || { echo "compare_sim_speed: $new_bin not built" >&2; exit 1; }
+tree=$(mktemp -d /tmp/tessera_old_tree.XXXXXX)
+cleanup() { git worktree remove --force "$tree" 2>/dev/null || true; rm -rf "$tree"; }
+trap cleanup EXIT
+git worktree add --detach -f "$tree" "$old_rev" > /dev/null
+cmake -S "$tree" -B "$tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build "$tree/build" -j "$(nproc)" --target systemc_cost > /dev/null
+raw=$(mktemp)
+for _ in $(seq "$reps"); do
+  for tag in old new; do
+    bin=$new_bin
+    [ "$tag" = old ] && bin=$tree/build/bin/systemc_cost
+    for work in "idle 16" "step 16 4"; do
+      # shellcheck disable=SC2086
+      "$bin" plain $work 2>/dev/null | grep '^{' | sed "s/^{/{\"tag\": \"$tag\", /" >> "$raw"
+    done
+  done
+done
+/usr/bin/python3 - "$raw" "$old_rev" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ok = True
+for work in ("idle", "step"):
+    med, cycles = {}, {}
+    for tag in ("old", "new"):
+        sel = [r for r in rows if r["tag"] == tag and r["work"] == work]
+        med[tag] = statistics.median(r["cycles_per_second"] for r in sel)
+        cycles[tag] = {r["cycles"] for r in sel}
+    same = cycles["old"] == cycles["new"] and len(cycles["new"]) == 1
+    ok = ok and same
+    print(f"{work:5s} {sys.argv[2]}: {med['old']:9.0f}  this tree: {med['new']:9.0f} cycles/s  "
+          f"ratio {med['new'] / med['old']:.2f}x  cycles {sorted(cycles['new'])}"
+          f"{'' if same else ' DIFFER from ' + str(sorted(cycles['old']))}")
+sys.exit(0 if ok else 1)
+PY
+rm -f "$raw"
