@@ -23,7 +23,7 @@ tops=(
   "tpu_vpu"
   "tpu_vpu_lane"
   "tpu_vpu -GN=4 -GUbBytes=4096 -GAccRows=64"
-  "tpu_seq -GN=4 -GQDepth=2 -GFetchDepth=4"
+  "tpu_seq -GN=4 -GQDepth=2 -GFetchDepth=64"
   "tpu_hbm"
   "tpu_hbm -GChannels=4 -GPorts=4"
   "tpu_hbm -GChannels=16 -GPorts=3 -GPcLsb=2 -GRobDepth=16 -GWtDepth=4"

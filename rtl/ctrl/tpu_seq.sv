@@ -12,6 +12,10 @@
 // stops dispatching, flushes the queues, asserts abort_o until the units are idle and the
 // fetches have drained, then reports STATUS faulted. HALT waits for every queue and unit to be
 // empty and idle. Throughput: one instruction decoded per cycle; a unit gets one per cycle.
+// REPEAT count, len (docs/isa.md, "Loops"): the next len instructions are decoded count times
+// from the fetch buffer, which holds the body until its last iteration (so FetchDepth is at
+// least twice the longest body); in iteration i, w1 of VPU.LD / VPU.ST / VPU.LI / WAIT is
+// w1 + i * w2 (their per-iteration step), and those instructions reach the queues with w2 = 0.
 // Multi-chip (docs/isa.md): a remote SIGNAL (DMA queue, link next/prev) leaves the queue when
 // the DMA is idle and the link takes the signal flit (rsig_*); remote counters RC0..RC15 count
 // the neighbours' signals (rc_inc_i) and remote WAITs wait on them. Remote ops on a link that
@@ -23,7 +27,7 @@ module tpu_seq #(
   parameter int unsigned UbBytes     = 262144,       // unified buffer bytes
   parameter int unsigned AccRows     = 1024,         // accumulator rows
   parameter int unsigned QDepth      = 8,            // per unit queue (power of two)
-  parameter int unsigned FetchDepth  = 8,            // fetched instructions buffered (pow 2)
+  parameter int unsigned FetchDepth  = 64,           // fetched instructions buffered (pow 2)
   localparam int unsigned Units      = 3             // 0 DMA, 1 MXU, 2 VPU
 ) (
   input  logic                 clk_i,
@@ -94,25 +98,41 @@ module tpu_seq #(
   logic                    fetching_q;                  // fetch is allowed (running, no HALT)
   logic [31:0]             next_pc_q;                   // PC of the next entry written
 
-  // Room for every burst in flight plus one more (two entries each).
+  // Room for every burst in flight plus one more (two entries each), besides the entries of a
+  // REPEAT body already decoded in this iteration (held for the next).
   assign fetch_req_valid_o = fetching_q &&
-                             ({1'b0, fb_cnt_q} + 2 * {1'b0, fly_q} + (FW+2)'(2)) <=
-                             (FW+2)'(FetchDepth);
+                             ({1'b0, fb_cnt_q} + (FW+2)'(loop_pos_q) + 2 * {1'b0, fly_q} +
+                              (FW+2)'(2)) <= (FW+2)'(FetchDepth);
   assign fetch_req_addr_o  = {fetch_addr_q[31:5], 5'd0};
   assign fetch_rd_ready_o  = 1'b1;
 
+  // ---------------------------------------------------------------- REPEAT
+  localparam int unsigned MaxLen = 32'(tpu_isa_pkg::REPEAT_MAX_LEN);
+  localparam int unsigned LenW   = $clog2(MaxLen + 1);
+  logic            loop_q;                              // decoding a REPEAT body
+  logic [15:0]     loop_iter_q;                         // its iteration (0 outside a body)
+  logic [15:0]     loop_count_q;                        // iterations in all
+  logic [LenW-1:0] loop_len_q;                          // body instructions
+  logic [LenW-1:0] loop_pos_q;                          // decoded in this iteration (held)
+  logic [FW-1:0]   loop_rp_q;                           // the body's first fetch-buffer entry
+  logic [31:0]     loop_pc_q;                           // its PC
+
   // ---------------------------------------------------------------- decode
-  logic [127:0] ins;
+  logic [127:0] raw, ins;
   logic [31:0]  ins_pc, w0, w1, w2, w3;
-  logic         ins_valid, ins_err;
-  assign ins       = fb_q[EntW*fb_rp_q +: 128];
+  logic         ins_valid, ins_err, stepped;
+  assign raw       = fb_q[EntW*fb_rp_q +: 128];
   assign ins_pc    = fb_q[EntW*fb_rp_q + 128 +: 32];
   assign ins_err   = fb_err_q[fb_rp_q];
   assign ins_valid = state_q == RunS && fb_cnt_q != '0;
-  assign w0 = ins[31:0];
-  assign w1 = ins[63:32];
-  assign w2 = ins[95:64];
-  assign w3 = ins[127:96];
+  // The instruction of this iteration: a stepped field moves by w2 per iteration.
+  assign stepped = raw[7:0] == tpu_isa_pkg::OP_VPU_LD || raw[7:0] == tpu_isa_pkg::OP_VPU_ST ||
+                   raw[7:0] == tpu_isa_pkg::OP_VPU_LI || raw[7:0] == tpu_isa_pkg::OP_WAIT;
+  assign w0  = raw[31:0];
+  assign w1  = stepped ? raw[63:32] + 32'(loop_iter_q) * raw[95:64] : raw[63:32];
+  assign w2  = stepped ? '0 : raw[95:64];
+  assign w3  = raw[127:96];
+  assign ins = {w3, w2, w1, w0};
 
   logic [Units*QW+Units-1:0] unused_qw;
   logic [Units-1:0]          q_full, q_empty;
@@ -159,7 +179,11 @@ module tpu_seq #(
     rows        = '0;
     acc_row     = '0;
     unique case (w0[7:0])
-      tpu_isa_pkg::OP_NOP, tpu_isa_pkg::OP_HALT, tpu_isa_pkg::OP_FENCE: illegal = w0[31:8] != '0 || w1 != '0 || w2 != '0 || w3 != '0;
+      tpu_isa_pkg::OP_NOP, tpu_isa_pkg::OP_FENCE: illegal = w0[31:8] != '0 || w1 != '0 || w2 != '0 || w3 != '0;
+      // HALT and REPEAT cannot be in a REPEAT body
+      tpu_isa_pkg::OP_HALT: illegal = w0[31:8] != '0 || w1 != '0 || w2 != '0 || w3 != '0 || loop_q;
+      tpu_isa_pkg::OP_REPEAT: illegal = w0[31:8] != '0 || w1[31:16] != '0 || w1 == '0 ||
+                                        w2 == '0 || w2 > MaxLen || w3 != '0 || loop_q;
       tpu_isa_pkg::OP_IRQ: illegal = w0[31:8] != '0 || w2 != '0 || w3 != '0;
       tpu_isa_pkg::OP_WAIT: begin
         // w0[10]: a remote WAIT (on RCsc). The wait rule holds for local counters only; a
@@ -293,6 +317,10 @@ module tpu_seq #(
               (w0[7:0] == tpu_isa_pkg::OP_FENCE || dec_halt) ? all_quiet : 1'b1);
   end
   assign instr_retired_o = dec_go;
+  // The body's last instruction decoded with iterations to go: decode starts over at its first.
+  logic loop_again;
+  assign loop_again = dec_go && loop_q && loop_pos_q == loop_len_q - LenW'(1) &&
+                      loop_iter_q != loop_count_q - 16'd1;
 
   // ---------------------------------------------------------------- unit queues and heads
   logic [Units*QDepth*EntW-1:0] q_q;
@@ -380,6 +408,7 @@ module tpu_seq #(
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) pc_o <= '0;
     else if (start_i && state_q != RunS && state_q != DrainS) pc_o <= prog_addr_i;
+    else if (loop_again) pc_o <= loop_pc_q;
     else if (dec_go) pc_o <= ins_pc + 32'd16;
   end
 
@@ -395,6 +424,13 @@ module tpu_seq #(
       skip_q       <= 1'b0;
       fetching_q   <= 1'b0;
       next_pc_q    <= '0;
+      loop_q       <= 1'b0;
+      loop_iter_q  <= '0;
+      loop_count_q <= '0;
+      loop_len_q   <= '0;
+      loop_pos_q   <= '0;
+      loop_rp_q    <= '0;
+      loop_pc_q    <= '0;
       q_cnt_q      <= '0;
       q_wp_q       <= '0;
       q_rp_q       <= '0;
@@ -417,7 +453,7 @@ module tpu_seq #(
       begin
         logic [FW:0]   cnt;
         logic [FW-1:0] wp;
-        cnt = fb_cnt_q - (FW+1)'(dec_go);
+        cnt = fb_cnt_q - (FW+1)'(dec_go) + (loop_again ? (FW+1)'(loop_len_q) : '0);
         wp  = fb_wp_q;
         if (fetch_rd_valid_i && fetching_q) begin
           for (int h = 0; h < 2; h++) begin
@@ -433,7 +469,26 @@ module tpu_seq #(
         fb_wp_q  <= wp;
         fb_cnt_q <= cnt;
       end
-      if (dec_go) fb_rp_q <= fb_rp_q + FW'(1);
+      if (loop_again) fb_rp_q <= loop_rp_q;
+      else if (dec_go) fb_rp_q <= fb_rp_q + FW'(1);
+      // REPEAT: a body starts after it; each iteration's last instruction starts the next
+      if (dec_go && w0[7:0] == tpu_isa_pkg::OP_REPEAT) begin
+        loop_q       <= 1'b1;
+        loop_iter_q  <= '0;
+        loop_count_q <= w1[15:0];
+        loop_len_q   <= LenW'(w2);
+        loop_pos_q   <= '0;
+        loop_rp_q    <= fb_rp_q + FW'(1);
+        loop_pc_q    <= ins_pc + 32'd16;
+      end else if (dec_go && loop_q) begin
+        if (loop_pos_q != loop_len_q - LenW'(1)) begin
+          loop_pos_q <= loop_pos_q + LenW'(1);
+        end else begin
+          loop_pos_q  <= '0;
+          loop_iter_q <= loop_again ? loop_iter_q + 16'd1 : '0;
+          loop_q      <= loop_again;
+        end
+      end
 
       // unit queues
       for (int u = 0; u < Units; u++) begin
@@ -476,6 +531,9 @@ module tpu_seq #(
             fb_cnt_q     <= '0;
             fb_wp_q      <= '0;
             fb_rp_q      <= '0;
+            loop_q       <= 1'b0;
+            loop_iter_q  <= '0;
+            loop_pos_q   <= '0;
             q_cnt_q      <= '0;
             q_wp_q       <= '0;
             q_rp_q       <= '0;
@@ -497,6 +555,9 @@ module tpu_seq #(
             q_cnt_q    <= '0;                           // queued work is dropped
             q_rp_q     <= q_wp_q;
             fb_cnt_q   <= '0;
+            loop_q     <= 1'b0;
+            loop_iter_q <= '0;
+            loop_pos_q <= '0;
             if (unit_fault_any) begin
               fault_code_o <= unit_fault_code_i[4*unit_fault_sel +: 4];
               fault_pc_o   <= unit_fault_pc_i[32*unit_fault_sel +: 32];
@@ -569,6 +630,11 @@ module tpu_seq #(
     end
   end
 
-  `TPU_ASSERT(FetchBufferNeverOverflows, fb_cnt_q <= (FW+1)'(FetchDepth))
+  `TPU_ASSERT(FetchBufferNeverOverflows,
+              {1'b0, fb_cnt_q} + (FW+2)'(loop_pos_q) <= (FW+2)'(FetchDepth))
+  // The fetch buffer holds a whole REPEAT body and room to fetch on (elaboration-time check).
+  if (FetchDepth < 2 * MaxLen) begin : g_fetch_depth_too_small
+    $error("tpu_seq: FetchDepth %0d < 2 x REPEAT_MAX_LEN %0d", FetchDepth, MaxLen);
+  end
   `TPU_ASSERT(HandOnlyWhenValid, head_hand == (unit_valid_o & unit_ready_i))
 endmodule

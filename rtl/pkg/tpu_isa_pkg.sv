@@ -10,6 +10,7 @@ package tpu_isa_pkg;
   localparam logic [7:0] OP_HALT     = 8'h01;
   localparam logic [7:0] OP_FENCE    = 8'h02;
   localparam logic [7:0] OP_IRQ      = 8'h03;
+  localparam logic [7:0] OP_REPEAT   = 8'h04;  // the next len instructions, count times
   localparam logic [7:0] OP_WAIT     = 8'h10;
   localparam logic [7:0] OP_SIGNAL   = 8'h11;
   localparam logic [7:0] OP_DMA_LOOP = 8'h20;
@@ -22,6 +23,10 @@ package tpu_isa_pkg;
   localparam logic [7:0] OP_VPU_LI   = 8'h43;
   localparam logic [7:0] OP_ICI_SEND = 8'h50;  // reserved: illegal until the multi-chip work
   localparam logic [7:0] OP_ICI_RECV = 8'h51;  // reserved
+
+  // REPEAT: the longest body (instructions). The sequencer keeps the body in its fetch buffer,
+  // so a chip's fetch buffer holds at least twice this many instructions.
+  localparam logic [7:0] REPEAT_MAX_LEN = 8'h20;
 
   // Units (WAIT / SIGNAL w0[9:8]).
   localparam logic [1:0] UNIT_DMA = 2'h0;

@@ -157,16 +157,17 @@ const std::vector<MnemonicSpec>& mnemonics() {
       {"halt", Opcode::kHalt, 0, 0, ""},
       {"fence", Opcode::kFence, 0, 0, ""},
       {"irq", Opcode::kIrq, 1, 1, "code"},
-      {"wait", Opcode::kWait, 3, 3, "unit, sc|rc, value"},
+      {"repeat", Opcode::kRepeat, 2, 2, "count, len"},
+      {"wait", Opcode::kWait, 3, 4, "unit, sc|rc, value [, step]"},
       {"signal", Opcode::kSignal, 2, 3, "unit, sc | dma, rc, next|prev"},
       {"dma.loop", Opcode::kDmaLoop, 6, 6, "walk, pair, c0, s0, c1, s1"},
       {"dma.copy", Opcode::kDmaCopy, 5, 6, "src_space, dst_space, e, src, dst [, next|prev]"},
       {"mxu.ldw", Opcode::kMxuLdw, 2, 2, "addr, stride"},
       {"mxu.mm", Opcode::kMxuMm, 5, 5, "acc_mode, addr, stride, rows, acc_row"},
-      {"vpu.ld", Opcode::kVpuLd, 3, 3, "kind, vd, addr"},
-      {"vpu.st", Opcode::kVpuSt, 3, 3, "kind, vs, addr"},
+      {"vpu.ld", Opcode::kVpuLd, 3, 4, "kind, vd, addr [, step]"},
+      {"vpu.st", Opcode::kVpuSt, 3, 4, "kind, vs, addr [, step]"},
       {"vpu.op", Opcode::kVpuOp, 5, 6, "funct, vd, va, vb, vc [, imm]"},
-      {"vpu.li", Opcode::kVpuLi, 2, 2, "vd, imm"},
+      {"vpu.li", Opcode::kVpuLi, 2, 3, "vd, imm [, step]"},
   };
   return k;
 }
@@ -250,8 +251,13 @@ void assemble_line(const std::string& raw, int line_no, const AsmOptions& opt,
     case Opcode::kIrq:
       i.code = p.u32(ops[0], "code");
       break;
+    case Opcode::kRepeat:
+      i.count = static_cast<uint16_t>(p.number(ops[0], 1, 65535, "count"));
+      i.len = static_cast<uint8_t>(p.number(ops[1], 1, isa::REPEAT_MAX_LEN, "len"));
+      break;
     case Opcode::kWait:
       i.value = p.u32(ops[2], "value");
+      if (ops.size() == 4) i.step = p.s32(ops[3], "step");
       i.unit = static_cast<isa::Unit>(p.name(ops[0], kUnits, "a unit"));
       i.sc = counter(p, ops[1], i.remote);
       break;
@@ -303,6 +309,7 @@ void assemble_line(const std::string& raw, int line_no, const AsmOptions& opt,
       const uint8_t r = p.reg(ops[1], "v", "a vector register");
       (spec->op == Opcode::kVpuLd ? i.vd : i.vs) = r;
       i.addr = p.u32(ops[2], i.kind == isa::Kind::kAcc ? "ACC row" : "addr");
+      if (ops.size() == 4) i.step = p.s32(ops[3], "step");
       break;
     }
     case Opcode::kVpuOp: {
@@ -333,6 +340,7 @@ void assemble_line(const std::string& raw, int line_no, const AsmOptions& opt,
     case Opcode::kVpuLi:
       i.vd = p.reg(ops[0], "v", "a vector register");
       i.imm = static_cast<uint32_t>(p.s32(ops[1], "imm"));
+      if (ops.size() == 3) i.step = p.s32(ops[2], "step");
       break;
   }
   if (p.failed()) return;
@@ -395,6 +403,8 @@ std::string disassemble(const Instruction& i) {
   const std::string m = isa::opcode_mnemonic(i.op);
   const auto reg = [](uint8_t r) { return "v" + std::to_string(r); };
   const auto dec = [](int64_t v) { return std::to_string(v); };
+  // The per-iteration step of a stepped field: printed when not 0.
+  const std::string step = i.step != 0 ? ", " + dec(i.step) : std::string();
   switch (i.op) {
     case Opcode::kNop:
     case Opcode::kHalt:
@@ -402,9 +412,11 @@ std::string disassemble(const Instruction& i) {
       return m;
     case Opcode::kIrq:
       return m + " " + dec(i.code);
+    case Opcode::kRepeat:
+      return m + " " + dec(i.count) + ", " + dec(i.len);
     case Opcode::kWait:
       return m + " " + kUnits[static_cast<int>(i.unit)] + (i.remote ? ", rc" : ", sc") + dec(i.sc) +
-             ", " + dec(i.value);
+             ", " + dec(i.value) + step;
     case Opcode::kSignal:
       if (i.link != isa::Link::kLocal) {
         return m + " " + kUnits[static_cast<int>(i.unit)] + ", rc" + dec(i.sc) + ", " +
@@ -429,7 +441,7 @@ std::string disassemble(const Instruction& i) {
     case Opcode::kVpuSt:
       return m + " " + kKinds[static_cast<int>(i.kind)] + ", " +
              reg(i.op == Opcode::kVpuLd ? i.vd : i.vs) + ", " +
-             (i.kind == isa::Kind::kAcc ? dec(i.addr) : hex(i.addr));
+             (i.kind == isa::Kind::kAcc ? dec(i.addr) : hex(i.addr)) + step;
     case Opcode::kVpuOp: {
       std::string s = m + " " + isa::funct_name(i.funct) + ", " + reg(i.vd) + ", " + reg(i.va) +
                       ", " + reg(i.vb) + ", " + reg(i.vc);
@@ -439,7 +451,7 @@ std::string disassemble(const Instruction& i) {
     case Opcode::kVpuLi: {
       char buf[16];
       std::snprintf(buf, sizeof buf, "0x%08x", i.imm);
-      return m + " " + reg(i.vd) + ", " + buf;
+      return m + " " + reg(i.vd) + ", " + buf + step;
     }
   }
   return m;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "sw/compiler/reroll.h"
+
 namespace tessera::compiler {
 
 using isa::Instruction;
@@ -233,7 +235,7 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
   Instruction halt;
   halt.op = Opcode::kHalt;
   e.prog.push_back(halt);
-  return e.prog;
+  return reroll(e.prog);  // the per-vector adds as REPEAT loops (docs/compiler.md)
 }
 
 }  // namespace tessera::compiler

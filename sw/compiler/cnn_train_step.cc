@@ -27,6 +27,7 @@
 
 #include "harness/fp_ref.h"
 #include "sw/compiler/program_builder.h"
+#include "sw/compiler/reroll.h"
 #include "sw/compiler/vpu_math.h"
 #include "tessera/allreduce.h"
 #include "tessera/compiler.h"
@@ -966,7 +967,11 @@ void CnnTrainStep::compile() {
     }
   }  // train
 
-  program_ = b.finish();
+  // Loop compression: the same instructions, fetched as REPEAT bodies; no loop crosses a phase.
+  std::vector<uint64_t> marks;
+  for (const auto& ph : stats_.phases) marks.push_back(ph.first_instruction);
+  program_ = reroll(b.finish(), &marks);
+  for (size_t p = 0; p < stats_.phases.size(); ++p) stats_.phases[p].first_instruction = marks[p];
   const BuilderStats& bs = b.stats();
   for (size_t p = 0; p < stats_.phases.size(); ++p) {
     const bool last = p + 1 == stats_.phases.size();
@@ -982,6 +987,15 @@ void CnnTrainStep::compile() {
     ph.dma_elements = s1.dma_elements - s0.dma_elements;
   }
   stats_.instructions = program_.size();
+  stats_.executed = 0;
+  for (size_t k = 0; k < program_.size(); ++k) {
+    if (program_[k].op != isa::Opcode::kRepeat) {
+      ++stats_.executed;
+      continue;
+    }
+    stats_.executed += uint64_t(program_[k].count) * program_[k].len;
+    k += program_[k].len;
+  }
   stats_.waits = bs.waits;
   stats_.signals = bs.signals;
   stats_.dma = bs.per_unit[0];

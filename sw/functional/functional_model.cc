@@ -296,6 +296,7 @@ void FunctionalModel::start(uint64_t prog_addr) {
   perf_macs_ = perf_instrs_ = 0;
   result_ = RunResult{};
   pc_ = prog_addr;
+  loop_ = {};
 }
 
 FunctionalModel::Step FunctionalModel::step() {
@@ -312,22 +313,32 @@ FunctionalModel::Step FunctionalModel::step() {
   } else {
     for (int k = 0; k < 4; ++k) w[k] = hbm_.read32(pc + 4 * k);
     const isa::Decoded d = isa::decode(w, static_cast<uint32_t>(config_.n));
-    if (!d.ok()) {
+    // In a REPEAT body a HALT or another REPEAT is illegal (docs/isa.md, "Loops").
+    if (!d.ok() || (loop_.active && (d.inst.op == Opcode::kHalt || d.inst.op == Opcode::kRepeat))) {
       fault_.code = isa::FAULT_ILLEGAL_INSTRUCTION;
       fault_.info = w[0];
       faulted = true;
     } else {
+      // The instruction as this iteration executes it (outside a body: iteration 0).
+      const Instruction inst = isa::at_iteration(d.inst, loop_.iter);
       // A remote WAIT not yet met: nothing happens until a neighbour signals (with no link up
       // it never can: exec faults SYNC_DEADLOCK).
-      if (d.inst.op == Opcode::kWait && d.inst.remote && rc_[d.inst.sc] < d.inst.value &&
+      if (inst.op == Opcode::kWait && inst.remote && rc_[inst.sc] < inst.value &&
           (links_[0] != nullptr || links_[1] != nullptr)) {
         r.status = RunStatus::kBlocked;
         return Step::kBlocked;
       }
-      if (trace_) trace_(pc, d.inst);
-      faulted = exec(pc, d.inst, w, r);
-      halted = !faulted && d.inst.op == Opcode::kHalt;
+      if (trace_) trace_(pc, inst);
+      faulted = exec(pc, inst, w, r);
+      halted = !faulted && inst.op == Opcode::kHalt;
       if (!faulted) ++r.instructions;
+      if (!faulted && inst.op == Opcode::kRepeat) {
+        loop_ = {true, pc + isa::kInstructionBytes, inst.len, inst.count, 0, 0};
+        r.status = RunStatus::kHalted;  // not blocked now
+        pc_ = pc + isa::kInstructionBytes;
+        perf_instrs_ = r.instructions;
+        return Step::kRan;
+      }
     }
   }
   perf_instrs_ = r.instructions;
@@ -354,6 +365,15 @@ FunctionalModel::Step FunctionalModel::step() {
   }
   r.status = RunStatus::kHalted;  // not blocked now (the status once it ends is set above)
   pc_ = pc + isa::kInstructionBytes;
+  if (loop_.active && ++loop_.pos == loop_.len) {
+    // the body's last instruction: the next iteration, or on after the body
+    loop_.pos = 0;
+    if (++loop_.iter < loop_.count) {
+      pc_ = loop_.start;
+    } else {
+      loop_ = {};
+    }
+  }
   return Step::kRan;
 }
 
@@ -376,6 +396,7 @@ bool FunctionalModel::exec(uint64_t pc, const Instruction& i, const isa::Words& 
     case Opcode::kNop:
     case Opcode::kFence:  // every earlier instruction has completed: nothing to wait for here
     case Opcode::kHalt:
+    case Opcode::kRepeat:  // step() runs the body
       return false;
     case Opcode::kIrq:
       irq_pending_ |= 4u;  // user

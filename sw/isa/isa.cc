@@ -2,6 +2,7 @@
 #include "tessera/isa.h"
 
 #include <cstdio>
+#include <stdexcept>
 
 namespace tessera::isa {
 namespace {
@@ -36,8 +37,10 @@ FieldMasks field_masks(Opcode op) {
       return {{0xFFu, 0, 0, 0}};
     case Opcode::kIrq:
       return {{0xFFu, 0xFFFFFFFFu, 0, 0}};
+    case Opcode::kRepeat:
+      return {{0xFFu, 0xFFFFu, 0xFFFFFFFFu, 0}};
     case Opcode::kWait:
-      return {{0xF7FFu, 0xFFFFFFFFu, 0, 0}};
+      return {{0xF7FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
     case Opcode::kSignal:
       return {{0xFFFFu, 0, 0, 0}};
     case Opcode::kDmaLoop:
@@ -49,13 +52,13 @@ FieldMasks field_masks(Opcode op) {
     case Opcode::kMxuMm:
       return {{0x1FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}};
     case Opcode::kVpuLd:
-      return {{0xF03FFu, 0xFFFFFFFFu, 0, 0}};
+      return {{0xF03FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
     case Opcode::kVpuSt:
-      return {{0xF003FFu, 0xFFFFFFFFu, 0, 0}};
+      return {{0xF003FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
     case Opcode::kVpuOp:
       return {{0xFFFFFFFFu, 0xFFFFFFFFu, 0, 0}};
     case Opcode::kVpuLi:
-      return {{0xF00FFu, 0xFFFFFFFFu, 0, 0}};
+      return {{0xF00FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
   }
   return {{0xFFu, 0, 0, 0}};
 }
@@ -99,6 +102,8 @@ const char* opcode_mnemonic(Opcode op) {
       return "fence";
     case Opcode::kIrq:
       return "irq";
+    case Opcode::kRepeat:
+      return "repeat";
     case Opcode::kWait:
       return "wait";
     case Opcode::kSignal:
@@ -129,6 +134,7 @@ bool is_known_opcode(uint8_t op) {
     case OP_HALT:
     case OP_FENCE:
     case OP_IRQ:
+    case OP_REPEAT:
     case OP_WAIT:
     case OP_SIGNAL:
     case OP_DMA_LOOP:
@@ -152,7 +158,8 @@ bool Instruction::operator==(const Instruction& o) const {
          src == o.src && dst == o.dst && acc_mode == o.acc_mode && addr == o.addr &&
          stride == o.stride && rows == o.rows && acc_row == o.acc_row && kind == o.kind &&
          funct == o.funct && vd == o.vd && vs == o.vs && va == o.va && vb == o.vb && vc == o.vc &&
-         imm == o.imm && remote == o.remote && link == o.link;
+         imm == o.imm && remote == o.remote && link == o.link && count == o.count && len == o.len &&
+         step == o.step;
 }
 
 Words encode(const Instruction& i) {
@@ -165,8 +172,13 @@ Words encode(const Instruction& i) {
     case Opcode::kIrq:
       w[1] = i.code;
       break;
+    case Opcode::kRepeat:
+      w[1] = i.count;
+      w[2] = i.len;
+      break;
     case Opcode::kWait:
       w[1] = i.value;
+      w[2] = static_cast<uint32_t>(i.step);
       w[0] |= (static_cast<uint32_t>(i.unit) & 3u) << 8 | (i.remote ? 1u : 0u) << 10 |
               (i.sc & 0xFu) << 12;
       break;
@@ -201,10 +213,12 @@ Words encode(const Instruction& i) {
     case Opcode::kVpuLd:
       w[0] |= (static_cast<uint32_t>(i.kind) & 3u) << 8 | (i.vd & 0xFu) << 16;
       w[1] = i.addr;
+      w[2] = static_cast<uint32_t>(i.step);
       break;
     case Opcode::kVpuSt:
       w[0] |= (static_cast<uint32_t>(i.kind) & 3u) << 8 | (i.vs & 0xFu) << 20;
       w[1] = i.addr;
+      w[2] = static_cast<uint32_t>(i.step);
       break;
     case Opcode::kVpuOp:
       w[0] |= static_cast<uint32_t>(i.funct) << 8 | (i.vd & 0xFu) << 16 | (i.va & 0xFu) << 20 |
@@ -214,6 +228,7 @@ Words encode(const Instruction& i) {
     case Opcode::kVpuLi:
       w[0] |= (i.vd & 0xFu) << 16;
       w[1] = i.imm;
+      w[2] = static_cast<uint32_t>(i.step);
       break;
   }
   return w;
@@ -264,8 +279,18 @@ Decoded decode(const Words& w, uint32_t n) {
     case Opcode::kIrq:
       i.code = w[1];
       break;
+    case Opcode::kRepeat:
+      i.count = static_cast<uint16_t>(w[1]);
+      if (i.count == 0) return range("count is 0 (1..65535)");
+      if (w[2] == 0 || w[2] > REPEAT_MAX_LEN) {
+        return range("len " + std::to_string(w[2]) + " is not 1.." +
+                     std::to_string(REPEAT_MAX_LEN));
+      }
+      i.len = static_cast<uint8_t>(w[2]);
+      break;
     case Opcode::kWait:
       i.value = w[1];
+      i.step = static_cast<int32_t>(w[2]);
       [[fallthrough]];
     case Opcode::kSignal: {
       const uint32_t unit = bits(w[0], 9, 8);
@@ -326,6 +351,7 @@ Decoded decode(const Words& w, uint32_t n) {
         i.vs = static_cast<uint8_t>(bits(w[0], 23, 20));
       }
       i.addr = w[1];
+      i.step = static_cast<int32_t>(w[2]);
       break;
     }
     case Opcode::kVpuOp: {
@@ -356,9 +382,61 @@ Decoded decode(const Words& w, uint32_t n) {
     case Opcode::kVpuLi:
       i.vd = static_cast<uint8_t>(bits(w[0], 19, 16));
       i.imm = w[1];
+      i.step = static_cast<int32_t>(w[2]);
       break;
   }
   return d;
+}
+
+bool is_stepped(Opcode op) {
+  return op == Opcode::kVpuLd || op == Opcode::kVpuSt || op == Opcode::kVpuLi ||
+         op == Opcode::kWait;
+}
+
+Instruction at_iteration(const Instruction& inst, uint32_t i) {
+  Instruction out = inst;
+  if (!is_stepped(inst.op)) return out;
+  const uint32_t delta = i * static_cast<uint32_t>(inst.step);
+  switch (inst.op) {
+    case Opcode::kWait:
+      out.value += delta;
+      break;
+    case Opcode::kVpuLi:
+      out.imm += delta;
+      break;
+    default:
+      out.addr += delta;
+      break;
+  }
+  out.step = 0;
+  return out;
+}
+
+std::vector<Instruction> expand_repeats(const std::vector<Instruction>& program) {
+  std::vector<Instruction> out;
+  out.reserve(program.size());
+  for (size_t k = 0; k < program.size(); ++k) {
+    const Instruction& r = program[k];
+    if (r.op != Opcode::kRepeat) {
+      out.push_back(at_iteration(r, 0));
+      continue;
+    }
+    const std::string where = "instruction " + std::to_string(k) + " (repeat)";
+    if (r.len == 0 || r.len > REPEAT_MAX_LEN || r.count == 0)
+      throw std::invalid_argument(where + ": count or len out of range");
+    if (k + r.len >= program.size())
+      throw std::invalid_argument(where + ": the body runs past the end of the program");
+    for (size_t j = k + 1; j <= k + r.len; ++j) {
+      if (program[j].op == Opcode::kRepeat || program[j].op == Opcode::kHalt)
+        throw std::invalid_argument(where + ": its body holds a " + opcode_mnemonic(program[j].op) +
+                                    " at " + std::to_string(j));
+    }
+    for (uint32_t it = 0; it < r.count; ++it) {
+      for (size_t j = k + 1; j <= k + r.len; ++j) out.push_back(at_iteration(program[j], it));
+    }
+    k += r.len;
+  }
+  return out;
 }
 
 }  // namespace tessera::isa

@@ -67,9 +67,9 @@ int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) 
   }
   const compiler::StepStats& st = step->stats();
   out << "== program: " << st.instructions << " instructions (" << st.instructions * 16
-      << " bytes), DMA " << st.dma << ", MXU " << st.mxu << ", VPU " << st.vpu
-      << "; sync: " << st.waits << " WAIT, " << st.signals << " SIGNAL; " << st.macs << " MACs; "
-      << st.dma_elements << " DMA elements\n";
+      << " bytes; " << st.executed << " executed, REPEAT bodies unrolled), DMA " << st.dma
+      << ", MXU " << st.mxu << ", VPU " << st.vpu << "; sync: " << st.waits << " WAIT, "
+      << st.signals << " SIGNAL; " << st.macs << " MACs; " << st.dma_elements << " DMA elements\n";
   for (const auto& p : st.phases)
     out << "  " << std::left << std::setw(10) << p.name << std::right << std::setw(9)
         << p.instructions << " instructions, MXU bound " << std::setw(8) << p.mxu_bound << ", VPU "

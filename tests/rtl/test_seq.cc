@@ -48,9 +48,10 @@ Instr mm_i(uint32_t addr, int32_t stride, uint16_t rows, uint16_t acc) {
 Instr vop_i(uint32_t funct, int vd, int va, int vb) {
   return op(isa::OP_VPU_OP | funct << 8 | vd << 16 | va << 20 | vb << 24);
 }
-Instr vld_i(int kind, int vd, uint32_t addr) {
-  return op(isa::OP_VPU_LD | kind << 8 | vd << 16, addr);
+Instr vld_i(int kind, int vd, uint32_t addr, int32_t step = 0) {
+  return op(isa::OP_VPU_LD | kind << 8 | vd << 16, addr, uint32_t(step));
 }
+Instr repeat_i(uint32_t count, uint32_t len) { return op(isa::OP_REPEAT, count, len); }
 
 class Seq : public ::testing::Test {
  protected:
@@ -397,7 +398,8 @@ TEST_F(Seq, DecodeAgreesWithTheCppIsaOnLegality) {
   const uint32_t opcodes[] = {isa::OP_NOP,     isa::OP_HALT,   isa::OP_FENCE,    isa::OP_IRQ,
                               isa::OP_WAIT,    isa::OP_SIGNAL, isa::OP_DMA_LOOP, isa::OP_DMA_COPY,
                               isa::OP_MXU_LDW, isa::OP_MXU_MM, isa::OP_VPU_LD,   isa::OP_VPU_ST,
-                              isa::OP_VPU_OP,  isa::OP_VPU_LI, isa::OP_ICI_SEND, 0x7F};
+                              isa::OP_VPU_OP,  isa::OP_VPU_LI, isa::OP_ICI_SEND, 0x7F,
+                              isa::OP_REPEAT};
   auto field = [&](int bits) -> uint32_t {  // mostly small values, sometimes anything
     const uint32_t r = static_cast<uint32_t>(rng_());
     if (rng_() % 4 == 0) return bits >= 32 ? r : r & ((1u << bits) - 1);
@@ -406,13 +408,19 @@ TEST_F(Seq, DecodeAgreesWithTheCppIsaOnLegality) {
   int illegal = 0, legal = 0;
   for (int i = 0; i < 6000; ++i) {
     Instr w{};
-    w[0] = opcodes[rng_() % 16] | field(8) << 8 | field(8) << 16 | field(8) << 24;
+    w[0] = opcodes[rng_() % 17] | field(8) << 8 | field(8) << 16 | field(8) << 24;
     if (rng_() % 2) w[0] &= 0x0000FFFF;
     if (rng_() % 3 == 0) w[0] &= 0x000F03FF;  // the fields most opcodes use
     for (int k = 1; k < 4; ++k) w[k] = rng_() % 3 ? 0 : field(32);
     const isa::Decoded d = isa::decode({w[0], w[1], w[2], w[3]}, kN);
-    const uint32_t base = 0x10000 + 0x40 * static_cast<uint32_t>(i);
-    load(base, {w, halt_i()});
+    const uint32_t base = 0x10000 + 0x40 * static_cast<uint32_t>(i);  // a later load overwrites
+    std::vector<Instr> prog = {w};
+    if (d.ok() && d.inst.op == isa::Opcode::kRepeat) {  // a body of NOPs: HALT may not be in it
+      if (uint32_t(d.inst.count) * d.inst.len > 4000) continue;
+      prog.insert(prog.end(), d.inst.len, op(isa::OP_NOP));
+    }
+    prog.push_back(halt_i());
+    load(base, prog);
     const Outcome o = run(base);
     const bool rtl_illegal =
         o.status == int(isa::STATUS_FAULTED) && o.code == isa::FAULT_ILLEGAL_INSTRUCTION;
@@ -423,6 +431,144 @@ TEST_F(Seq, DecodeAgreesWithTheCppIsaOnLegality) {
   std::cout << legal << " legal and " << illegal << " illegal words agreed\n";
   EXPECT_GT(legal, 500);
   EXPECT_GT(illegal, 500);
+}
+
+// REPEAT (docs/isa.md, "Loops"): random programs of straight-line work and loops whose bodies
+// hold unit work, stepped VPU.LDs, SIGNALs and WAITs with a step; every unit gets exactly the
+// expansion (isa::expand_repeats): the body's instructions `count` times, with the body's PCs
+// and the stepped field moved (w2 = 0), whatever the fetch timing and unit back-pressure.
+TEST_F(Seq, RepeatHandsOutTheBodyCountTimesWithSteppedFields) {
+  for (int trial = 0; trial < 40; ++trial) {
+    for (auto& u : units_) u.got.clear();
+    std::vector<Instr> prog;
+    uint32_t signals = 0;  // to SC5, by the VPU
+    while (prog.size() < 60) {
+      if (rng_() % 3 != 0) {
+        prog.push_back(rng_() % 2 ? copy_i(rng_() % 4096, rng_() % 4096)
+                                  : vop_i(isa::VF_ADD, 1, 2, 3));
+        continue;
+      }
+      const uint32_t len = 1 + rng_() % (rng_() % 4 == 0 ? isa::REPEAT_MAX_LEN : 6);
+      const uint32_t count = 1 + rng_() % 40;
+      prog.push_back(repeat_i(count, len));
+      uint32_t sig_in_body = 0;
+      for (uint32_t j = 0; j < len; ++j) {
+        const int k = static_cast<int>(rng_() % 6);
+        if (k == 0) {
+          prog.push_back(signal_i(kVpu, 5));
+          ++sig_in_body;
+        } else if (k == 1 && signals + sig_in_body > 0) {
+          // value v + i * s stays within the SIGNALs dispatched before it in every iteration
+          const uint32_t v = 1 + rng_() % (signals + (sig_in_body > 0 ? 1 : 0));
+          Instr w = wait_i(kDma, 5, std::min(v, signals + sig_in_body));
+          w[2] = sig_in_body;  // step: the SIGNALs each iteration adds before it
+          prog.push_back(w);
+        } else if (k == 2) {
+          prog.push_back(copy_i(rng_() % 4096, rng_() % 4096));
+        } else if (k == 3) {
+          prog.push_back(vop_i(isa::VF_MUL, 4, 5, 6));
+        } else {
+          // UB f32 rows of 4N bytes: addr + i * step stays inside the UB
+          const int32_t step = static_cast<int32_t>(16 * (rng_() % 4)) * (rng_() % 2 ? 1 : -1);
+          const uint32_t lo = step < 0 ? uint32_t(-step) * (count - 1) : 0;
+          const uint32_t hi = kUbBytes - 16 - (step > 0 ? uint32_t(step) * (count - 1) : 0);
+          if (lo > hi) {
+            prog.push_back(vld_i(0, 7, 0));
+          } else {
+            prog.push_back(vld_i(0, 7, (lo + 16 * (rng_() % ((hi - lo) / 16 + 1))), step));
+          }
+        }
+      }
+      signals += sig_in_body * count;
+    }
+    prog.push_back(halt_i());
+    const uint32_t base = 0x1000 + 16 * static_cast<uint32_t>(rng_() % 64);
+    load(base, prog);
+    const Outcome o = run(base, 400000);
+    ASSERT_EQ(o.status, int(isa::STATUS_HALTED))
+        << "trial " << trial << " code " << o.code << " pc 0x" << std::hex << o.pc;
+    // expected: the expansion, with each executed instruction's PC
+    std::array<std::vector<std::pair<uint32_t, Instr>>, 3> want;
+    for (size_t i = 0; i < prog.size(); ++i) {
+      const auto add = [&](size_t k, uint32_t it) {
+        const isa::Decoded d = isa::decode({prog[k][0], prog[k][1], prog[k][2], prog[k][3]}, kN);
+        ASSERT_TRUE(d.ok()) << d.reason;
+        const isa::Words e = isa::encode(isa::at_iteration(d.inst, it));
+        const int u = unit_of(prog[k]);
+        if (u >= 0 && !is_sync(prog[k]))
+          want[u].push_back({base + 16 * uint32_t(k), {e[0], e[1], e[2], e[3]}});
+      };
+      if ((prog[i][0] & 0xFF) == isa::OP_REPEAT) {
+        for (uint32_t it = 0; it < prog[i][1]; ++it) {
+          for (uint32_t j = 1; j <= prog[i][2]; ++j) add(i + j, it);
+        }
+        i += prog[i][2];
+      } else {
+        add(i, 0);
+      }
+    }
+    for (int u = 0; u < 3; ++u) {
+      ASSERT_EQ(units_[u].got.size(), want[u].size()) << "unit " << u << " trial " << trial;
+      for (size_t i = 0; i < want[u].size(); ++i) {
+        ASSERT_EQ(units_[u].got[i].pc, want[u][i].first) << "unit " << u << " #" << i;
+        ASSERT_EQ(units_[u].got[i].ins, want[u][i].second) << "unit " << u << " #" << i;
+      }
+    }
+  }
+}
+
+// REPEAT's faults: a HALT or a REPEAT in a body is illegal (at its PC); a body instruction
+// faults at its PC with the address of the iteration that faults; a WAIT's stepped value is
+// checked by the wait rule in every iteration.
+TEST_F(Seq, RepeatFaultsNameThePcAndTheIterationsAddress) {
+  struct Case {
+    const char* name;
+    std::vector<Instr> prog;
+    uint32_t code, pc_index, addr;
+  };
+  const std::vector<Case> cases = {
+      {"HALT in a body",
+       {repeat_i(3, 2), vop_i(isa::VF_ADD, 1, 2, 3), halt_i(), halt_i()},
+       isa::FAULT_ILLEGAL_INSTRUCTION,
+       2,
+       0},
+      {"REPEAT in a body",
+       {repeat_i(3, 2), repeat_i(2, 1), copy_i(0, 32), halt_i()},
+       isa::FAULT_ILLEGAL_INSTRUCTION,
+       1,
+       0},
+      {"len beyond the maximum",
+       {op(isa::OP_REPEAT, 3, isa::REPEAT_MAX_LEN + 1), halt_i()},
+       isa::FAULT_ILLEGAL_INSTRUCTION,
+       0,
+       0},
+      // f32 rows of 16 bytes from 4096 - 64 step 16: iteration 4 is at 4096, beyond the UB
+      {"stepped address leaves the UB",
+       {repeat_i(10, 2), vop_i(isa::VF_ADD, 1, 2, 3), vld_i(0, 1, kUbBytes - 64, 16), halt_i()},
+       isa::FAULT_UB_RANGE,
+       2,
+       kUbBytes},
+      // one SIGNAL per iteration before the WAIT; value 1 step 2 outruns them at iteration 1
+      {"stepped WAIT beyond the signals",
+       {repeat_i(5, 2), signal_i(kDma, 1), op(isa::OP_WAIT | kVpu << 8 | 1 << 12, 1, 2), halt_i()},
+       isa::FAULT_SYNC_DEADLOCK,
+       2,
+       0},
+  };
+  uint32_t base = 0x20000;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    load(base, c.prog);
+    const Outcome o = run(base);
+    EXPECT_EQ(o.status, int(isa::STATUS_FAULTED));
+    EXPECT_EQ(o.code, c.code);
+    EXPECT_EQ(o.pc, base + 16 * c.pc_index);
+    EXPECT_EQ(o.addr, c.addr);
+    base += 0x400;
+  }
+  // a legal loop after them runs
+  load(base, {repeat_i(3, 1), copy_i(0, 32), halt_i()});
+  EXPECT_EQ(run(base).status, int(isa::STATUS_HALTED));
 }
 
 // A program address that is not a multiple of 16 faults FETCH_RANGE at once, with that PC.

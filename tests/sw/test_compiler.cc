@@ -5,6 +5,7 @@
 // they must read no undefined UB/ACC, and an impossible configuration is refused up front.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -12,9 +13,11 @@
 #include "harness/fp_ref.h"
 #include "sw/compiler/graph.h"
 #include "sw/compiler/program_builder.h"
+#include "sw/compiler/reroll.h"
 #include "sw/compiler/vpu_math.h"
 #include "tessera/compiler.h"
 #include "tessera/functional_model.h"
+#include "tests/common/test_util.h"
 
 namespace tessera::compiler {
 namespace {
@@ -335,6 +338,109 @@ TEST(TrainStepConfig, ImpossibleConfigurationsAreRefusedWithAReason) {
   EXPECT_NE(msg(odd, {16, 65536, 256}, 8).find("multiple of the array size"), std::string::npos);
   EXPECT_NE(msg(spec, {16, 2048, 256}, 8).find("UB"), std::string::npos);
   EXPECT_NE(msg(spec, {12, 65536, 256}, 8).find("power of two"), std::string::npos);
+}
+
+// Loop compression (sw/compiler/reroll.h): random programs made of repeated patterns with
+// stepped fields, broken by one-off instructions, phase marks and existing loops. The result
+// expands to exactly the input (every instruction, in order), never puts a loop across a mark
+// or a HALT into a body, keeps existing REPEATs, and compresses what repeats.
+TEST(Reroll, ExpandsToExactlyTheInputAndRespectsMarks) {
+  std::mt19937_64 g(test::test_seed());
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<Instruction> prog;
+    std::vector<uint64_t> marks;
+    uint64_t achievable = 1;  // a loop per pattern that repeats (and the HALT)
+    while (prog.size() < 3000) {
+      const int kind = static_cast<int>(g() % 5);
+      if (kind == 0) {  // a one-off instruction
+        Instruction i;
+        i.op = isa::Opcode::kDmaCopy;
+        i.elem_bytes = 2;
+        i.src = static_cast<uint32_t>(g() % 4096);
+        prog.push_back(i);
+        ++achievable;
+      } else if (kind == 1) {
+        marks.push_back(prog.size());
+      } else if (kind == 2 && g() % 4 == 0) {  // an existing loop
+        Instruction r;
+        r.op = isa::Opcode::kRepeat;
+        r.count = 3;
+        r.len = 2;
+        prog.push_back(r);
+        Instruction b;
+        b.op = isa::Opcode::kVpuLd;
+        b.addr = 64;
+        b.step = 64;
+        prog.push_back(b);
+        b.op = isa::Opcode::kNop;
+        b.addr = 0;
+        b.step = 0;
+        prog.push_back(b);
+        achievable += 3;
+      } else {  // a pattern of `len` instructions, `reps` times, stepped fields progressing
+        const uint32_t len = 1 + static_cast<uint32_t>(g() % 40);  // some longer than a body
+        const uint32_t reps = 1 + static_cast<uint32_t>(g() % 30);
+        achievable +=
+            len <= isa::REPEAT_MAX_LEN && reps > 1 ? std::min(len + 1, len * reps) : len * reps;
+        std::vector<Instruction> body(len);
+        std::vector<uint32_t> steps(len);
+        for (uint32_t j = 0; j < len; ++j) {
+          const isa::Opcode ops[] = {isa::Opcode::kVpuLd, isa::Opcode::kVpuSt,
+                                     isa::Opcode::kVpuLi, isa::Opcode::kWait,
+                                     isa::Opcode::kVpuOp, isa::Opcode::kSignal};
+          body[j].op = ops[g() % 6];
+          body[j].vd = static_cast<uint8_t>(g() % 3);
+          body[j].addr = static_cast<uint32_t>(g() % 1024);
+          body[j].value = static_cast<uint32_t>(g() % 8);
+          if (body[j].op == isa::Opcode::kVpuOp || body[j].op == isa::Opcode::kSignal)
+            body[j].addr = body[j].value = 0;
+          steps[j] = static_cast<uint32_t>(g() % 3) * 32;
+        }
+        for (uint32_t r = 0; r < reps; ++r) {
+          for (uint32_t j = 0; j < len; ++j) {
+            Instruction i = body[j];
+            if (isa::is_stepped(i.op)) {
+              i.addr +=
+                  i.op == isa::Opcode::kWait || i.op == isa::Opcode::kVpuLi ? 0 : r * steps[j];
+              i.value += i.op == isa::Opcode::kWait ? r * steps[j] : 0;
+              i.imm += i.op == isa::Opcode::kVpuLi ? r * steps[j] : 0;
+            }
+            prog.push_back(i);
+          }
+        }
+      }
+    }
+    Instruction halt;
+    halt.op = isa::Opcode::kHalt;
+    prog.push_back(halt);
+    marks.erase(std::unique(marks.begin(), marks.end()), marks.end());
+    std::vector<uint64_t> new_marks = marks;
+    RerollStats st;
+    const std::vector<Instruction> out = reroll(prog, &new_marks, &st);
+    EXPECT_EQ(st.before, prog.size());
+    EXPECT_EQ(st.after, out.size());
+    ASSERT_EQ(isa::expand_repeats(out), isa::expand_repeats(prog)) << "trial " << trial;
+    // greedy, not optimal: within a quarter of one loop per repeating pattern
+    EXPECT_LE(out.size(), achievable + achievable / 4) << "trial " << trial;
+    // each mark: the expansion of the output before it is the expansion of the input before it
+    ASSERT_EQ(new_marks.size(), marks.size());
+    for (size_t k = 0; k < marks.size(); ++k) {
+      const std::vector<Instruction> a(prog.begin(), prog.begin() + marks[k]);
+      const std::vector<Instruction> b(out.begin(), out.begin() + new_marks[k]);
+      ASSERT_EQ(isa::expand_repeats(b), isa::expand_repeats(a)) << "mark " << k;
+    }
+    // loops the input had are still there, bodies without HALT (expand_repeats would throw)
+    EXPECT_EQ(out.back().op, isa::Opcode::kHalt);
+  }
+}
+
+// The example step compresses ~3x and executes exactly the instructions it did before.
+TEST(Reroll, TheTrainingStepExecutesTheSameInstructionsFromAThirdOfTheBytes) {
+  const CnnSpec spec;
+  CnnTrainStep step(spec, {}, {16, 65536, 256}, 32, 0x100000);
+  const StepStats& st = step.stats();
+  EXPECT_EQ(isa::expand_repeats(step.program()).size(), st.executed);
+  EXPECT_LT(st.instructions * 3, st.executed) << st.instructions << " of " << st.executed;
 }
 
 }  // namespace

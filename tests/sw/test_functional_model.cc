@@ -169,7 +169,7 @@ TEST(FunctionalModel, IllegalInstructionsFault) {
   FunctionalModel m;
   // unknown opcode, ICI (reserved), reserved bit, field out of range, unused operand
   const std::vector<std::array<uint32_t, 4>> bad = {
-      {0x04, 0, 0, 0},
+      {0x05, 0, 0, 0},
       {isa::OP_ICI_SEND, 0, 0, 0},
       {isa::OP_ICI_RECV, 0, 0, 0},
       {isa::OP_HALT | 0x100, 0, 0, 0},
@@ -227,8 +227,8 @@ TEST(FunctionalModel, UbRangeFaults) {
       {"mxu.ldw 0x3fe20, 32", 0x3fe20},       // row 15 leaves the UB: FAULT_ADDR = addr
       {"mxu.ldw 0x8, 32", 0x8},               // misaligned
       {"mxu.ldw 0x200, -32", 0},              // rows go down: all inside
-      {"mxu.ldw 0x40, -32", 0x40},  // row 3 at -32: FAULT_ADDR = the instruction's addr
-      {"mxu.ldw 0x0, 48", 0},  // row 1 misaligned
+      {"mxu.ldw 0x40, -32", 0x40},            // row 3 at -32: FAULT_ADDR = the instruction's addr
+      {"mxu.ldw 0x0, 48", 0},                 // row 1 misaligned
   };
   for (const auto& c : cases) {
     const RunResult r = run(m, "nop\n" + c.line + "\nhalt\n");
@@ -890,6 +890,66 @@ TEST(FunctionalModel, VpuLoadsAndStoresOfEveryKind) {
     EXPECT_EQ(m.ub()[0x80 + 2 * l] | m.ub()[0x81 + 2 * l] << 8, 0x3F80);
   }
   EXPECT_EQ(m.vreg(1)[15], 0x7FC00000u);
+}
+
+// REPEAT (docs/isa.md, "Loops"): a loop leaves exactly the state of its expansion written out
+// instruction by instruction (isa::expand_repeats), counts its executed instructions, and its
+// faults name the body instruction's PC and the faulting iteration's address.
+TEST(FunctionalModel, RepeatRunsItsBodyCountTimesLikeItsExpansion) {
+  // a running sum over 12 UB vectors: v1 += ub[0x100 + 64 i], each partial stored at 0x800 +
+  // 64 i; v2 counts the iterations through a stepped VPU.LI; SC1 counts by a stepped WAIT
+  const std::string loop =
+      "vpu.li v1, 0x0\n"
+      "repeat 12, 6\n"
+      "vpu.li v3, 0x3f800000, 0x800000\n"  // 2^i: the exponent field moves by one a time
+      "vpu.st f32, v3, 0x100, 64\n"
+      "vpu.ld f32, v4, 0x100, 64\n"
+      "vpu.op add, v1, v1, v4, v0\n"
+      "vpu.st f32, v1, 0x800, 64\n"
+      "signal vpu, sc1\n"
+      "wait dma, sc1, 12\n"
+      "repeat 3, 1\n"
+      "wait dma, sc1, 10, 1\n"
+      "halt\n";
+  const auto looped = assembler::assemble(loop);
+  ASSERT_TRUE(looped.ok()) << assembler::format_error("t.s", looped.errors[0]);
+  const std::vector<isa::Instruction> flat = isa::expand_repeats(looped.instructions);
+  // the expansion: 12 x 6 + 3 body instructions, the REPEATs left out
+  EXPECT_EQ(flat.size(), 1u + 72 + 1 + 3 + 1);
+  FunctionalModel a, b;
+  a.load_program(kProg, looped.words());
+  std::vector<uint32_t> flat_words;
+  for (const auto& i : flat) {
+    for (uint32_t w : isa::encode(i)) flat_words.push_back(w);
+  }
+  b.load_program(kProg, flat_words);
+  const RunResult ra = a.run(kProg), rb = b.run(kProg);
+  ASSERT_EQ(ra.status, RunStatus::kHalted) << ra.describe();
+  ASSERT_EQ(rb.status, RunStatus::kHalted) << rb.describe();
+  EXPECT_EQ(ra.instructions, rb.instructions + 2);  // the two REPEATs count once each
+  EXPECT_EQ(rb.instructions, flat.size());
+  EXPECT_EQ(a.ub(), b.ub());
+  for (int r = 0; r < 16; ++r) EXPECT_EQ(a.vreg(r), b.vreg(r)) << "v" << r;
+  // and against the host's float sums of 2^i
+  float sum = 0;
+  for (int i = 0; i < 12; ++i) {
+    sum += fp::f32(0x3F800000u + 0x800000u * i);
+    uint32_t got;
+    std::memcpy(&got, &a.ub()[0x800 + 64 * i], 4);
+    EXPECT_EQ(got, fp::bits(sum)) << "iteration " << i;
+  }
+  // faults: HALT or REPEAT inside a body; a stepped address leaving the UB at iteration 4
+  expect_fault(run(a, "repeat 3, 2\nnop\nhalt\nhalt\n"), isa::FAULT_ILLEGAL_INSTRUCTION, kProg + 32,
+               0, isa::OP_HALT);
+  expect_fault(run(a, "repeat 3, 2\nrepeat 2, 1\nnop\nhalt\n"), isa::FAULT_ILLEGAL_INSTRUCTION,
+               kProg + 16, 0, isa::OP_REPEAT | 0u);
+  const uint32_t top = static_cast<uint32_t>(a.config().ub_bytes) - 4 * 64;
+  char text[128];
+  std::snprintf(text, sizeof text, "repeat 10, 2\nnop\nvpu.st f32, v1, 0x%x, 64\nhalt\n", top);
+  expect_fault(run(a, text), isa::FAULT_UB_RANGE, kProg + 32, top + 4 * 64, 0);
+  // a WAIT whose stepped value outruns the SIGNALs before it: the wait rule, iteration 1
+  expect_fault(run(a, "repeat 5, 2\nsignal dma, sc1\nwait vpu, sc1, 1, 2\nhalt\n"),
+               isa::FAULT_SYNC_DEADLOCK, kProg + 32, 0, 1);
 }
 
 TEST(FunctionalModel, UndefinedReadsAreRecordedNotFaulted) {

@@ -25,7 +25,8 @@ using isa::Words;
 const Opcode kOpcodes[] = {Opcode::kNop,    Opcode::kHalt,   Opcode::kFence,   Opcode::kIrq,
                            Opcode::kWait,   Opcode::kSignal, Opcode::kDmaLoop, Opcode::kDmaCopy,
                            Opcode::kMxuLdw, Opcode::kMxuMm,  Opcode::kVpuLd,   Opcode::kVpuSt,
-                           Opcode::kVpuOp,  Opcode::kVpuLi};
+                           Opcode::kVpuOp,  Opcode::kVpuLi,  Opcode::kRepeat};
+constexpr size_t kOpcodeCount = sizeof kOpcodes / sizeof kOpcodes[0];
 
 // A random legal instruction of opcode `op` (fields the opcode lacks stay zero).
 Instruction random_legal(Opcode op, std::mt19937_64& g, uint32_t n = 16) {
@@ -42,8 +43,13 @@ Instruction random_legal(Opcode op, std::mt19937_64& g, uint32_t n = 16) {
     case Opcode::kIrq:
       i.code = u32();
       break;
+    case Opcode::kRepeat:
+      i.count = u16nz();
+      i.len = static_cast<uint8_t>(1 + g() % isa::REPEAT_MAX_LEN);
+      break;
     case Opcode::kWait:
       i.value = u32();
+      i.step = static_cast<int32_t>(u32());
       [[fallthrough]];
     case Opcode::kSignal:
       i.unit = static_cast<isa::Unit>(g() % 3);
@@ -79,11 +85,13 @@ Instruction random_legal(Opcode op, std::mt19937_64& g, uint32_t n = 16) {
       i.kind = static_cast<isa::Kind>(g() % 3);
       i.vd = r4();
       i.addr = u32();
+      i.step = static_cast<int32_t>(u32());
       break;
     case Opcode::kVpuSt:
       i.kind = static_cast<isa::Kind>(g() % 3);
       i.vs = r4();
       i.addr = u32();
+      i.step = static_cast<int32_t>(u32());
       break;
     case Opcode::kVpuOp: {
       i.funct = static_cast<isa::Funct>(g() % isa::VF_COUNT);
@@ -98,6 +106,7 @@ Instruction random_legal(Opcode op, std::mt19937_64& g, uint32_t n = 16) {
     case Opcode::kVpuLi:
       i.vd = r4();
       i.imm = u32();
+      i.step = static_cast<int32_t>(u32());
       break;
   }
   return i;
@@ -131,7 +140,7 @@ TEST(Isa, LegalWordPatternsReencodeExactly) {
     Words w = {static_cast<uint32_t>(g()), static_cast<uint32_t>(g()), static_cast<uint32_t>(g()),
                static_cast<uint32_t>(g())};
     // Mostly known opcodes with few reserved bits set, so that many patterns are legal.
-    w[0] = (w[0] & ~0xFFu) | static_cast<uint32_t>(kOpcodes[g() % 14]);
+    w[0] = (w[0] & ~0xFFu) | static_cast<uint32_t>(kOpcodes[g() % kOpcodeCount]);
     const Instruction probe = [&] {
       Instruction i;
       i.op = static_cast<Opcode>(w[0] & 0xFF);
@@ -168,7 +177,13 @@ TEST(Isa, EveryIllegalCaseIsRejectedWithItsReason) {
     return kOp | f << 8 | vd << 16 | va << 20 | vb << 24 | vc << 28;
   };
   const std::vector<IllegalCase> cases = {
-      {{0x04, 0, 0, 0}, DecodeError::kUnknownOpcode, "unknown opcode 0x4"},
+      {{0x05, 0, 0, 0}, DecodeError::kUnknownOpcode, "unknown opcode 0x5"},
+      {{isa::OP_REPEAT, 0, 4, 0}, DecodeError::kFieldRange, "count is 0"},
+      {{isa::OP_REPEAT, 3, 0, 0}, DecodeError::kFieldRange, "len 0 is not 1..32"},
+      {{isa::OP_REPEAT, 3, 33, 0}, DecodeError::kFieldRange, "len 33 is not 1..32"},
+      {{isa::OP_REPEAT, 0x10003, 4, 0}, DecodeError::kReservedBits, "w1 (0x10000)"},
+      {{isa::OP_REPEAT | 0x100, 3, 4, 0}, DecodeError::kReservedBits, "w0 (0x100)"},
+      {{isa::OP_REPEAT, 3, 4, 1}, DecodeError::kReservedBits, "w3"},
       {{0x12, 0, 0, 0}, DecodeError::kUnknownOpcode, "unknown opcode 0x12"},
       {{0x44, 0, 0, 0}, DecodeError::kUnknownOpcode, "unknown opcode 0x44"},
       {{0xFF, 0, 0, 0}, DecodeError::kUnknownOpcode, "unknown opcode 0xff"},
@@ -179,7 +194,7 @@ TEST(Isa, EveryIllegalCaseIsRejectedWithItsReason) {
       {{isa::OP_FENCE, 0, 0, 0x80000000u}, DecodeError::kReservedBits, "w3 (0x80000000)"},
       {{isa::OP_IRQ, 5, 1, 0}, DecodeError::kReservedBits, "w2"},
       {{isa::OP_WAIT | 0x800, 1, 0, 0}, DecodeError::kReservedBits, "w0 (0x800)"},
-      {{isa::OP_WAIT, 1, 2, 0}, DecodeError::kReservedBits, "w2"},
+      {{isa::OP_WAIT, 1, 2, 3}, DecodeError::kReservedBits, "w3"},
       {{isa::OP_SIGNAL, 1, 0, 0}, DecodeError::kReservedBits, "w1"},
       {{isa::OP_SIGNAL | 0x10000, 0, 0, 0}, DecodeError::kReservedBits, "w0 (0x10000)"},
       {{isa::OP_DMA_LOOP | 0x10400, 0, 1, 0}, DecodeError::kReservedBits, "w0 (0x400)"},
@@ -193,7 +208,8 @@ TEST(Isa, EveryIllegalCaseIsRejectedWithItsReason) {
       {{isa::OP_MXU_LDW, 0, 32, 1}, DecodeError::kReservedBits, "w3"},
       {{isa::OP_MXU_MM | 0x200, 0, 32, 1}, DecodeError::kReservedBits, "w0 (0x200)"},
       {{isa::OP_VPU_LD | 0x100000, 0, 0, 0}, DecodeError::kReservedBits, "w0 (0x100000)"},
-      {{isa::OP_VPU_LD, 0, 1, 0}, DecodeError::kReservedBits, "w2"},
+      {{isa::OP_VPU_LD, 0, 1, 1}, DecodeError::kReservedBits, "w3"},
+      {{isa::OP_VPU_LI, 0, 1, 1}, DecodeError::kReservedBits, "w3"},
       {{isa::OP_VPU_ST | 0x10000, 0, 0, 0}, DecodeError::kReservedBits, "w0 (0x10000)"},
       {{vop(0, 1, 2, 3, 0), 0, 0, 4}, DecodeError::kReservedBits, "w3"},
       {{isa::OP_VPU_LI | 0x100, 0, 0, 0}, DecodeError::kReservedBits, "w0 (0x100)"},
@@ -255,7 +271,11 @@ TEST(Assembler, EveryMnemonicAssemblesToItsFields) {
       "vpu.li v9, -1\n"
       "wait dma, rc4, 2\n"
       "signal dma, rc5, prev\n"
-      "dma.copy hbm, ub, 2, 0x20, 0x40, next\n";
+      "dma.copy hbm, ub, 2, 0x20, 0x40, next\n"
+      "repeat 1000, 3\n"
+      "vpu.ld f32, v1, 0x80, 64\n"
+      "vpu.li v2, 0x00000001, -3\n"
+      "wait vpu, sc2, 7, 1\n";
   const assembler::AsmResult r = assembler::assemble(text);
   ASSERT_TRUE(r.ok()) << assembler::format_error("t.s", r.errors[0]);
   std::vector<Instruction> want;
@@ -342,6 +362,26 @@ TEST(Assembler, EveryMnemonicAssemblesToItsFields) {
   i.src = 0x20;
   i.dst = 0x40;
   i.link = isa::Link::kNext;
+  want.push_back(i);
+  i = make(Opcode::kRepeat);  // a loop (docs/isa.md, "Loops") and the stepped fields
+  i.count = 1000;
+  i.len = 3;
+  want.push_back(i);
+  i = make(Opcode::kVpuLd);
+  i.vd = 1;
+  i.addr = 0x80;
+  i.step = 64;
+  want.push_back(i);
+  i = make(Opcode::kVpuLi);
+  i.vd = 2;
+  i.imm = 1;
+  i.step = -3;
+  want.push_back(i);
+  i = make(Opcode::kWait);
+  i.unit = isa::Unit::kVpu;
+  i.sc = 2;
+  i.value = 7;
+  i.step = 1;
   want.push_back(i);
   ASSERT_EQ(r.instructions.size(), want.size());
   for (size_t k = 0; k < want.size(); ++k) {
@@ -495,7 +535,7 @@ TEST(Assembler, CollectsEveryErrorUpToTwentyAndEmitsNothing) {
 TEST(Assembler, TextBinaryTextBinaryRoundTrip) {
   std::mt19937_64 g(test::test_seed());
   std::vector<Instruction> prog;
-  for (int k = 0; k < 3000; ++k) prog.push_back(random_legal(kOpcodes[g() % 14], g));
+  for (int k = 0; k < 3000; ++k) prog.push_back(random_legal(kOpcodes[g() % kOpcodeCount], g));
   for (Opcode op : kOpcodes) prog.push_back(random_legal(op, g));
   std::string text;
   for (const auto& i : prog) text += assembler::disassemble(i) + "\n";

@@ -105,13 +105,15 @@ struct HbmLayout {
 };
 
 struct StepStats {
-  uint64_t instructions = 0, waits = 0, signals = 0;
+  uint64_t instructions = 0;  // in the program (REPEAT bodies once)
+  uint64_t executed = 0;      // executed in a step (REPEAT bodies count times; REPEATs not)
+  uint64_t waits = 0, signals = 0;
   uint64_t dma = 0, mxu = 0, vpu = 0;  // instructions per unit (sync included)
   uint64_t macs = 0;                   // MXU.MM rows x N x N
   uint64_t dma_elements = 0;           // elements the DMA moves (a word a cycle on runs)
   struct Phase {
     std::string name;
-    uint64_t first_instruction = 0, instructions = 0;
+    uint64_t first_instruction = 0, instructions = 0;  // in the program
     uint64_t mxu_bound = 0;  // MXU.MM rows + N per MXU.LDW: the phase's MXU shape bound
     uint64_t vpu = 0;        // VPU instructions (one lane-vector each: the VPU bound)
     uint64_t dma = 0;        // DMA instructions

@@ -170,6 +170,13 @@ class FunctionalModel {
   std::array<uint32_t, 16> rc_{};            // remote counters: the neighbours' SIGNALs
   std::array<FunctionalModel*, 2> links_{};  // [link - 1]: next, prev (nullptr: down)
   uint64_t pc_ = 0;
+  // The REPEAT body being executed (docs/isa.md, "Loops"): its first PC, length, iterations,
+  // the iteration and the position in it.
+  struct Loop {
+    bool active = false;
+    uint64_t start = 0;
+    uint32_t len = 0, count = 0, iter = 0, pos = 0;
+  } loop_;
   RunResult result_;
   std::array<uint32_t, 16> signals_dispatched_{};
   std::array<int, 16> signal_unit_{};        // the unit that signals each counter (-1: none yet)

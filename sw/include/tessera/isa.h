@@ -23,6 +23,7 @@ enum class Opcode : uint8_t {
   kHalt = OP_HALT,
   kFence = OP_FENCE,
   kIrq = OP_IRQ,
+  kRepeat = OP_REPEAT,
   kWait = OP_WAIT,
   kSignal = OP_SIGNAL,
   kDmaLoop = OP_DMA_LOOP,
@@ -90,6 +91,12 @@ struct Instruction {
                              // destination walk is in that neighbour's memory
   // IRQ
   uint32_t code = 0;
+  // REPEAT: the next `len` instructions (the body, 1..REPEAT_MAX_LEN) execute `count` times
+  uint16_t count = 0;  // 1..65535
+  uint8_t len = 0;
+  // VPU.LD / VPU.ST (addr), VPU.LI (imm), WAIT (value): added to that field once per iteration
+  // of the REPEAT body the instruction is in (iteration i uses field + i * step, mod 2^32)
+  int32_t step = 0;
   // DMA.LOOP
   Walk walk = Walk::kSrc;
   uint8_t pair = 0;         // 0: loops 0 and 1; 1: loops 2 and 3
@@ -142,6 +149,15 @@ struct Decoded {
 Decoded decode(const Words& w, uint32_t n = kDefaultN);
 
 const char* opcode_mnemonic(Opcode op);  // "nop", "dma.copy", ... (lower case)
+
+// REPEAT bodies. `at_iteration` is the instruction as iteration `i` of a body executes it (the
+// stepped field moved, step 0). `expand_repeats` unrolls every REPEAT of a program into the
+// instructions it executes (the REPEATs themselves left out: a straight-line program that
+// executes the same instructions); it throws std::invalid_argument (naming the index) for a REPEAT
+// whose body runs past the end or holds a REPEAT or HALT, as the chip would fault on them.
+Instruction at_iteration(const Instruction& inst, uint32_t i);
+bool is_stepped(Opcode op);  // VPU.LD, VPU.ST, VPU.LI, WAIT: the opcodes with a step
+std::vector<Instruction> expand_repeats(const std::vector<Instruction>& program);
 bool is_known_opcode(uint8_t op);
 
 }  // namespace tessera::isa
