@@ -10,7 +10,7 @@ module tpu_csr #(
   parameter int unsigned N       = 16,              // MXU size = VPU lanes
   parameter int unsigned UbBytes = 262144,
   parameter int unsigned AccRows = 1024,
-  parameter int unsigned QDepth  = 8,
+  parameter int unsigned QDepth  = 32,
   parameter int unsigned Channels = 1               // HBM pseudo-channels
 ) (
   input  logic        clk_i,

@@ -26,7 +26,7 @@ module tpu_seq #(
   parameter int unsigned N           = 16,           // MXU size = VPU lanes (power of two)
   parameter int unsigned UbBytes     = 262144,       // unified buffer bytes
   parameter int unsigned AccRows     = 1024,         // accumulator rows
-  parameter int unsigned QDepth      = 8,            // per unit queue (power of two)
+  parameter int unsigned QDepth      = 32,           // per unit queue (power of two)
   parameter int unsigned FetchDepth  = 64,           // fetched instructions buffered (pow 2)
   localparam int unsigned Units      = 3             // 0 DMA, 1 MXU, 2 VPU
 ) (

@@ -17,7 +17,7 @@ module tpu_top #(
   parameter int unsigned UbBytes  = 262144,         // unified buffer
   parameter int unsigned AccRows  = 1024,           // accumulator rows
   parameter int unsigned Channels = 1,              // HBM pseudo-channels (256 MiB each)
-  parameter int unsigned QDepth   = 8,              // per-unit instruction queues
+  parameter int unsigned QDepth   = 32,             // per-unit instruction queues
   parameter int unsigned FetchDepth = 64,           // instructions fetched ahead (32 bursts)
   parameter int unsigned TREFI    = 3900,           // HBM refresh interval (tests shorten it)
   parameter int unsigned LinkBytes = 16,            // ICI: bytes a link carries per cycle

@@ -78,7 +78,7 @@ TEST(FunctionalModel, ControlInstructionsAndCsrs) {
   FunctionalModel m;
   EXPECT_EQ(m.csr_read(isa::CSR_STATUS), isa::STATUS_IDLE);
   EXPECT_EQ(m.csr_read(isa::CSR_ID), 0x7E550001u);
-  EXPECT_EQ(m.csr_read(isa::CSR_CONFIG0), 4u | 3u << 8 | 0u << 16);
+  EXPECT_EQ(m.csr_read(isa::CSR_CONFIG0), 4u | 5u << 8 | 0u << 16);  // N 16, QDEPTH 32
   EXPECT_EQ(m.csr_read(isa::CSR_CONFIG1), 256u * 1024);
   EXPECT_EQ(m.csr_read(isa::CSR_CONFIG2), 1024u);
   const RunResult r = run(m, "nop\nfence\nirq 9\nhalt\nirq 5\n");
@@ -102,7 +102,7 @@ TEST(FunctionalModel, ControlInstructionsAndCsrs) {
   big.ub_bytes = 512 * 1024;
   big.acc_rows = 2048;
   FunctionalModel m2(big);
-  EXPECT_EQ(m2.csr_read(isa::CSR_CONFIG0), 5u | 3u << 8 | 2u << 16);
+  EXPECT_EQ(m2.csr_read(isa::CSR_CONFIG0), 5u | 5u << 8 | 2u << 16);
   EXPECT_EQ(m2.csr_read(isa::CSR_CONFIG1), 512u * 1024);
   EXPECT_EQ(m2.csr_read(isa::CSR_CONFIG2), 2048u);
   EXPECT_THROW(FunctionalModel(ChipConfig{12}), std::invalid_argument);

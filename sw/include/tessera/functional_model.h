@@ -27,7 +27,7 @@ struct ChipConfig {
   uint64_t hbm_bytes = 256ull << 20;  // HBM capacity: pseudo-channels x 256 MiB
 };
 
-constexpr uint32_t kQueueDepth = 8;  // QDEPTH (reported in CONFIG0; the model has no queues)
+constexpr uint32_t kQueueDepth = 32;  // QDEPTH (reported in CONFIG0; the model has no queues)
 
 // HBM as sparse 4 KiB pages; bytes never written read as 0. Accesses outside [0, size) throw
 // std::out_of_range naming the address (these are driver/test helpers, not chip accesses).
