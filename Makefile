@@ -59,7 +59,7 @@ build: configure
 # The default `make train`: the rtl backend at N = 16, sized to finish in under 10 minutes on a
 # 2-core machine (an rtl batch-32 step is 1.19 M cycles, ~5 s of simulation; the evaluation of
 # the 10 000 test images on the functional backend ~1 minute: docs/performance.md).
-TRAIN_ARGS ?= --backend rtl --array 16 --batch 32 --steps 60
+TRAIN_ARGS ?= --backend rtl --array 16 --batch 32 --steps 120
 
 train: configure
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
