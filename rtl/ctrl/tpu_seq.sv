@@ -87,6 +87,17 @@ module tpu_seq #(
   typedef enum logic [2:0] {IdleS, RunS, DrainS, HaltedS, FaultedS} state_e;
   state_e state_q;
 
+  // ---------------------------------------------------------------- REPEAT
+  localparam int unsigned MaxLen = 32'(tpu_isa_pkg::REPEAT_MAX_LEN);
+  localparam int unsigned LenW   = $clog2(MaxLen + 1);
+  logic            loop_q;                              // decoding a REPEAT body
+  logic [15:0]     loop_iter_q;                         // its iteration (0 outside a body)
+  logic [15:0]     loop_count_q;                        // iterations in all
+  logic [LenW-1:0] loop_len_q;                          // body instructions
+  logic [LenW-1:0] loop_pos_q;                          // decoded in this iteration (held)
+  logic [FW-1:0]   loop_rp_q;                           // the body's first fetch-buffer entry
+  logic [31:0]     loop_pc_q;                           // its PC
+
   // ---------------------------------------------------------------- fetch
   logic [31:0]             fetch_addr_q;                // next burst to request
   logic [FW:0]             fb_cnt_q;                    // entries in the fetch buffer
@@ -105,17 +116,6 @@ module tpu_seq #(
                               (FW+2)'(2)) <= (FW+2)'(FetchDepth);
   assign fetch_req_addr_o  = {fetch_addr_q[31:5], 5'd0};
   assign fetch_rd_ready_o  = 1'b1;
-
-  // ---------------------------------------------------------------- REPEAT
-  localparam int unsigned MaxLen = 32'(tpu_isa_pkg::REPEAT_MAX_LEN);
-  localparam int unsigned LenW   = $clog2(MaxLen + 1);
-  logic            loop_q;                              // decoding a REPEAT body
-  logic [15:0]     loop_iter_q;                         // its iteration (0 outside a body)
-  logic [15:0]     loop_count_q;                        // iterations in all
-  logic [LenW-1:0] loop_len_q;                          // body instructions
-  logic [LenW-1:0] loop_pos_q;                          // decoded in this iteration (held)
-  logic [FW-1:0]   loop_rp_q;                           // the body's first fetch-buffer entry
-  logic [31:0]     loop_pc_q;                           // its PC
 
   // ---------------------------------------------------------------- decode
   logic [127:0] raw, ins;

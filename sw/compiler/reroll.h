@@ -20,7 +20,8 @@ struct RerollStats {
 // most instructions, its iterations being the same instructions with every stepped field
 // (isa::is_stepped) an arithmetic progression. REPEATs already in `program` (and their bodies)
 // are kept as they are; HALT is never in a body. `marks` (sorted instruction indices, e.g. the
-// start of each phase) are never inside a loop, and on return hold their new indices.
+// start of each phase) are never inside a new loop, and on return hold their new indices (a
+// mark inside the body of a REPEAT already in `program` moves to the end of that loop).
 // isa::expand_repeats(result) == isa::expand_repeats(program), always.
 std::vector<isa::Instruction> reroll(const std::vector<isa::Instruction>& program,
                                      std::vector<uint64_t>* marks = nullptr,

@@ -4,7 +4,8 @@
 //
 // A seeded generator writes programs over every unit: DMA.LOOP / DMA.COPY (HBM <-> UB, bf16 and
 // fp32, random loop counts and strides), MXU.LDW / MXU.MM (set and accumulate), VPU.LI / LD / OP
-// (every funct) / ST, SIGNAL / WAIT obeying the wait rule, FENCE, NOP, IRQ, then an epilogue that
+// (every funct) / ST, REPEAT loops of VPU instructions with stepped addresses, immediates and ACC
+// rows, SIGNAL / WAIT obeying the wait rule, FENCE, NOP, IRQ, then an epilogue that
 // brings every vector register, some ACC rows and written UB bytes out to HBM, and HALT. It
 // keeps the program race-free itself: it records, per ordered pair of units (V, U), the UB bytes
 // and ACC rows V touched since U last synchronised with V, and before an instruction of U that
@@ -15,9 +16,10 @@
 //
 // Each program runs on the chip and on the functional model from the same random HBM data
 // region; status, the fault CSRs, IRQ_PENDING, IRQ_CODE, PERF_INSTRS, PERF_MACS and every byte
-// of the data region must be equal. On a mismatch the test prints the program's seed (replay: TESSERA_SEED=<seed>
-// TESSERA_DIFF_PROGRAMS=1), the first differing HBM address, the last instruction that wrote it
-// (from the functional model's trace hook) and the whole program's disassembly.
+// of the data region must be equal. On a mismatch the test prints the program's seed (replay:
+// TESSERA_SEED=<seed> TESSERA_DIFF_PROGRAMS=1), the first differing HBM address, the last
+// instruction that wrote it (from the functional model's trace hook) and the whole program's
+// disassembly.
 //
 // TESSERA_DIFF_PROGRAMS sets the number of programs (default 200; make soak runs 3000);
 // TESSERA_DIFF_PRINT=1 prints every legal program's disassembly. Debugging aids: TESSERA_DIFF_ASM=
@@ -99,8 +101,7 @@ std::vector<int64_t> walk_offsets(const int64_t loops[4][2]) {
     for (int64_t i2 = 0; i2 < loops[2][0]; ++i2)
       for (int64_t i1 = 0; i1 < loops[1][0]; ++i1)
         for (int64_t i0 = 0; i0 < loops[0][0]; ++i0)
-          out.push_back(i0 * loops[0][1] + i1 * loops[1][1] + i2 * loops[2][1] +
-                        i3 * loops[3][1]);
+          out.push_back(i0 * loops[0][1] + i1 * loops[1][1] + i2 * loops[2][1] + i3 * loops[3][1]);
   return out;
 }
 
@@ -137,6 +138,25 @@ class ProgramGen {
     switch (kind) {
       case 0: {  // UB range
         Instruction i;
+        if (rng_() % 4 == 0) {  // a stepped store that leaves the UB at iteration j >= 1
+          const uint32_t k = 2 + rng_() % 3, j = 1 + rng_() % (k - 1);
+          Instruction r = make(Opcode::kRepeat);
+          r.count = static_cast<uint16_t>(k);
+          r.len = 2;
+          i = make(Opcode::kVpuSt);
+          i.kind = isa::Kind::kUbF32;
+          i.vs = operand();
+          i.addr = kUbBytes - 16 * kN * j / 4;  // f32 rows of 4N = 16 bytes
+          i.step = 4 * kN;
+          Footprint f;
+          for (uint32_t it = 0; it < j; ++it)
+            for (uint32_t b = 0; b < 4 * kN; ++b) f.ubw[i.addr + 4 * kN * it + b] = true;
+          access(Unit::kVpu, f);
+          emit(r);
+          emit(make(Opcode::kNop));
+          emit(i);
+          return {"UB_RANGE (iteration " + std::to_string(j) + ")", isa::FAULT_UB_RANGE};
+        }
         switch (rng_() % 4) {
           case 0:
             i = make(Opcode::kVpuLd);
@@ -182,7 +202,8 @@ class ProgramGen {
             i.addr = 0;
             i.stride = 8;
             i.rows = static_cast<uint16_t>(2 + rng_() % 10);
-            i.acc_row = static_cast<uint16_t>(kAccRows - 1 - rng_() % (i.rows - 1) + rng_() % 2 * 8);
+            i.acc_row =
+                static_cast<uint16_t>(kAccRows - 1 - rng_() % (i.rows - 1) + rng_() % 2 * 8);
             break;
         }
         emit(i);
@@ -246,9 +267,16 @@ class ProgramGen {
         for (;;) {
           isa::Words w{};
           switch (rng_() % 8) {
-            case 0: w[0] = rng_() % 2 ? 0x50 : 0x51; break;  // ICI (reserved)
-            case 1: w[0] = 0x04 + rng_() % 12; break;         // unknown opcode
-            case 2: w = isa::encode(make(Opcode::kNop)); w[0] |= 1u << (8 + rng_() % 24); break;
+            case 0:
+              w[0] = rng_() % 2 ? 0x50 : 0x51;
+              break;  // ICI (reserved)
+            case 1:
+              w[0] = 0x04 + rng_() % 12;
+              break;  // unknown opcode
+            case 2:
+              w = isa::encode(make(Opcode::kNop));
+              w[0] |= 1u << (8 + rng_() % 24);
+              break;
             case 3: {
               Instruction i = make(Opcode::kVpuOp);
               w = isa::encode(i);
@@ -285,7 +313,10 @@ class ProgramGen {
                 i.c0 = 1;
                 i.c1 = 1;
                 w = isa::encode(i);
-                if (rng_() % 2) w[0] &= 0xFFFFu; else w[2] &= ~0xFFFFu;
+                if (rng_() % 2)
+                  w[0] &= 0xFFFFu;
+                else
+                  w[2] &= ~0xFFFFu;
               } else {
                 Instruction i = make(Opcode::kMxuMm);
                 i.rows = 1;
@@ -386,14 +417,24 @@ class ProgramGen {
 
   void step() {
     const int r = rng_() % 100;
-    if (r < 16) dma_in();
-    else if (r < 26) dma_out();
-    else if (r < 44) tile_loaded_ ? mxu_mm(false) : mxu_ldw();
-    else if (r < 50) vpu_li();
-    else if (r < 62) vpu_ld();
-    else if (r < 78) vpu_op();
-    else if (r < 92) vpu_st();
-    else noise();
+    if (r < 16)
+      dma_in();
+    else if (r < 26)
+      dma_out();
+    else if (r < 44)
+      tile_loaded_ ? mxu_mm(false) : mxu_ldw();
+    else if (r < 50)
+      vpu_li();
+    else if (r < 62)
+      vpu_ld();
+    else if (r < 78)
+      vpu_op();
+    else if (r < 92)
+      vpu_st();
+    else if (r < 96)
+      noise();
+    else
+      vpu_loop();
   }
 
   // ---- DMA
@@ -451,7 +492,8 @@ class ProgramGen {
     for (int pair = 0; pair < 2; ++pair) {
       const int k = 2 * pair;
       const bool same = loops_[walk][k][0] == l[k][0] && loops_[walk][k][1] == l[k][1] &&
-                        loops_[walk][k + 1][0] == l[k + 1][0] && loops_[walk][k + 1][1] == l[k + 1][1];
+                        loops_[walk][k + 1][0] == l[k + 1][0] &&
+                        loops_[walk][k + 1][1] == l[k + 1][1];
       if (same && rng_() % 4) continue;  // loop registers keep their values
       Instruction i = make(Opcode::kDmaLoop);
       i.walk = walk ? isa::Walk::kDst : isa::Walk::kSrc;
@@ -461,7 +503,8 @@ class ProgramGen {
       i.c1 = static_cast<uint16_t>(l[k + 1][0]);
       i.s1 = static_cast<int32_t>(l[k + 1][1]);
       emit(i);
-      for (int j = 0; j < 2; ++j) loops_[walk][k + j][0] = l[k + j][0], loops_[walk][k + j][1] = l[k + j][1];
+      for (int j = 0; j < 2; ++j)
+        loops_[walk][k + j][0] = l[k + j][0], loops_[walk][k + j][1] = l[k + j][1];
     }
   }
   void src_shape(const int64_t d[4][2], int64_t s[4][2]) {
@@ -570,7 +613,8 @@ class ProgramGen {
       // Half the time onto a run of written ACC rows (so that accumulating is allowed).
       int64_t acc_start = -1;
       if (acc_written_.any() && rng_() % 2) {
-        do acc_start = rng_() % acc_hi_; while (!acc_written_[acc_start]);
+        do acc_start = rng_() % acc_hi_;
+        while (!acc_written_[acc_start]);
         int64_t run = 1;
         while (acc_start + run < acc_hi_ && acc_written_[acc_start + run]) ++run;
         rows = 1 + rng_() % std::min<int64_t>(12, run);
@@ -585,8 +629,9 @@ class ProgramGen {
         for (int b = 0; ok && b < 2 * kN; ++b) f.ubr[a + b] = true;
       }
       if (!ok) continue;
-      const uint32_t acc_row = acc_start >= 0 ? static_cast<uint32_t>(acc_start)
-                                              : static_cast<uint32_t>(rng_() % (acc_hi_ - rows + 1));
+      const uint32_t acc_row = acc_start >= 0
+                                   ? static_cast<uint32_t>(acc_start)
+                                   : static_cast<uint32_t>(rng_() % (acc_hi_ - rows + 1));
       bool all_written = true;
       for (int64_t t = 0; t < rows; ++t) {
         all_written = all_written && acc_written_[acc_row + t];
@@ -637,7 +682,8 @@ class ProgramGen {
       if (kind == 2) {
         if (acc_written_.none()) continue;
         uint32_t row;
-        do row = rng_() % kAccRows; while (!acc_written_[row]);
+        do row = rng_() % kAccRows;
+        while (!acc_written_[row]);
         i.kind = isa::Kind::kAcc;
         i.addr = row;
         f.accr[row] = true;
@@ -657,7 +703,8 @@ class ProgramGen {
     }
     return false;
   }
-  void vpu_op() {
+  // A random VPU.OP (any funct, the operands its table uses); its destination becomes live.
+  Instruction random_vpu_op() {
     Instruction i = make(Opcode::kVpuOp);
     i.funct = static_cast<isa::Funct>(rng_() % 24);
     const isa::FunctOperands o = isa::funct_operands(i.funct);
@@ -667,7 +714,10 @@ class ProgramGen {
     if (o.vc) i.vc = operand();
     live_regs_ |= 1u << i.vd;
     if (o.imm) i.imm = static_cast<uint32_t>(rng_() % kN);
-    emit(i);
+    return i;
+  }
+  void vpu_op() {
+    emit(random_vpu_op());
     ++body_;
   }
   void vpu_st(int reg = -1, int kind = -1) {
@@ -690,10 +740,84 @@ class ProgramGen {
     ++body_;
   }
 
+  // A REPEAT loop (docs/isa.md, "Loops") of VPU instructions with stepped fields: LI, OP,
+  // stores, loads of bytes / rows written before the loop. The footprint of every iteration is
+  // ordered against the other units once, before the REPEAT (the body is one unit's, in order).
+  void vpu_loop() {
+    const uint32_t k = 2 + rng_() % 3, len = 1 + rng_() % 5;
+    std::vector<Instruction> body;
+    Footprint f;
+    const auto steps_ok = [&](int64_t a, int64_t step, int64_t lo, int64_t hi) {
+      for (uint32_t it = 0; it < k; ++it)
+        if (a + it * step < lo || a + it * step >= hi) return false;
+      return true;
+    };
+    while (body.size() < len) {
+      const int what = rng_() % 4;
+      if (what == 0) {
+        Instruction i = make(Opcode::kVpuLi);
+        i.vd = static_cast<uint8_t>(rng_() % 16);
+        i.imm = static_cast<uint32_t>(fp_());
+        i.step = static_cast<int32_t>(rng_() % 2 ? fp_() : rng_() % 64);
+        live_regs_ |= 1u << i.vd;
+        body.push_back(i);
+      } else if (what == 1) {
+        body.push_back(random_vpu_op());
+      } else {
+        const bool store = what == 2;
+        Instruction i = make(store ? Opcode::kVpuSt : Opcode::kVpuLd);
+        (store ? i.vs : i.vd) = store ? operand() : static_cast<uint8_t>(rng_() % 16);
+        const int kind = rng_() % 3;
+        const int64_t m = static_cast<int64_t>(rng_() % 5) - 2;  // iterations move -2 .. 2 units
+        bool ok = true;
+        if (kind == 2) {
+          i.kind = isa::Kind::kAcc;
+          const int64_t r0 = store ? rng_() % acc_hi_ : rng_() % kAccRows;
+          ok = steps_ok(r0, m, 0, store ? acc_hi_ : kAccRows);
+          for (uint32_t it = 0; ok && it < k; ++it) {
+            const int64_t r = r0 + it * m;
+            if (store)
+              f.accw[r] = true;
+            else if (!acc_written_[r])
+              ok = false;
+            else
+              f.accr[r] = true;
+          }
+          i.addr = static_cast<uint32_t>(r0);
+          i.step = static_cast<int32_t>(m);
+        } else {
+          const int64_t lb = kind == 0 ? 4 * kN : 2 * kN;
+          const int64_t a0 = store ? lb * (rng_() % (ub_hi_ / lb)) : near_written(lb);
+          ok = steps_ok(a0, m * lb, 0, store ? ub_hi_ : kUbBytes);
+          for (uint32_t it = 0; ok && it < k; ++it) {
+            const int64_t a = a0 + it * m * lb;
+            if (!store && !ub_all_written(a, lb)) ok = false;
+            for (int64_t b = 0; ok && b < lb; ++b) (store ? f.ubw : f.ubr)[a + b] = true;
+          }
+          i.kind = kind == 0 ? isa::Kind::kUbF32 : isa::Kind::kUbBf16;
+          i.addr = static_cast<uint32_t>(a0);
+          i.step = static_cast<int32_t>(m * lb);
+        }
+        if (!ok) continue;  // (a load's footprint bits set before the miss are harmless)
+        if (!store) live_regs_ |= 1u << i.vd;
+        body.push_back(i);
+      }
+    }
+    access(Unit::kVpu, f);
+    Instruction r = make(Opcode::kRepeat);
+    r.count = static_cast<uint16_t>(k);
+    r.len = static_cast<uint8_t>(len);
+    emit(r);
+    for (const Instruction& i : body) emit(i);
+    body_ += static_cast<int>(len);
+  }
+
   // ---- sequencer and sync instructions that order nothing the program relies on
   void noise() {
     switch (rng_() % 6) {
-      case 0: emit(make(Opcode::kNop)); break;
+      case 0:
+        emit(make(Opcode::kNop));
+        break;
       case 1: {
         Instruction i = make(Opcode::kIrq);
         i.code = static_cast<uint32_t>(rng_());
@@ -744,7 +868,8 @@ class ProgramGen {
     if (acc_written_.any()) {
       for (int k = 0; k < 4; ++k) {
         uint32_t row;
-        do row = rng_() % kAccRows; while (!acc_written_[row]);
+        do row = rng_() % kAccRows;
+        while (!acc_written_[row]);
         Instruction i = make(Opcode::kVpuLd);
         i.kind = isa::Kind::kAcc;
         i.vd = static_cast<uint8_t>(rng_() % 16);
@@ -812,7 +937,8 @@ class ChipDiff : public ::testing::Test {
       for (int64_t o : walk_offsets(tl_[1]))
         for (int64_t b = 0; b < i.elem_bytes; ++b) {
           const int64_t a = static_cast<int64_t>(i.dst) + o + b;
-          if (a >= kData && a < kData + kDataBytes) last_writer_[a - kData] = static_cast<int64_t>(pc);
+          if (a >= kData && a < kData + kDataBytes)
+            last_writer_[a - kData] = static_cast<int64_t>(pc);
         }
     }
   }
@@ -856,7 +982,8 @@ class ChipDiff : public ::testing::Test {
     instructions_ += prog.size();
     std::ostringstream os;
     if (legal && f.status != functional::RunStatus::kHalted)
-      os << "  GENERATOR BUG: the legal program did not halt on the model: " << f.describe() << "\n";
+      os << "  GENERATOR BUG: the legal program did not halt on the model: " << f.describe()
+         << "\n";
     if (legal && !f.undefined_reads.empty())
       os << "  GENERATOR BUG: the program reads UB/ACC it never wrote (pc 0x" << std::hex
          << f.undefined_reads[0].pc << std::dec << ")\n";
@@ -886,8 +1013,8 @@ class ChipDiff : public ::testing::Test {
       if (diffs) {
         char buf[160];
         std::snprintf(buf, sizeof buf,
-                      "  HBM: %zu bytes differ; first at 0x%zx: chip 0x%02x, model 0x%02x\n",
-                      diffs, kData + first, got[first], want[first]);
+                      "  HBM: %zu bytes differ; first at 0x%zx: chip 0x%02x, model 0x%02x\n", diffs,
+                      kData + first, got[first], want[first]);
         os << buf;
         os << "  differing bytes (address chip/model):";
         int shown = 0;
@@ -902,8 +1029,8 @@ class ChipDiff : public ::testing::Test {
         if (pc < 0) {
           os << "  no instruction of the program writes it (the model kept the initial data)\n";
         } else {
-          std::snprintf(buf, sizeof buf, "  last written by 0x%06llx: ",
-                        static_cast<unsigned long long>(pc));
+          std::snprintf(buf, sizeof buf,
+                        "  last written by 0x%06llx: ", static_cast<unsigned long long>(pc));
           os << buf << disasm_words(prog[(pc - kProg) / 16]) << "\n";
         }
       }
@@ -916,8 +1043,7 @@ class ChipDiff : public ::testing::Test {
         << test::current_test_name() << ")";
     else
       r << "directed program";
-    r << "; model: " << f.describe() << "\n"
-      << os.str() << listing(prog);
+    r << "; model: " << f.describe() << "\n" << os.str() << listing(prog);
     return r.str();
   }
 
@@ -926,7 +1052,7 @@ class ChipDiff : public ::testing::Test {
   int64_t tl_[2][4][2];               // the model's loop registers as the trace sees them
   std::vector<int64_t> last_writer_;  // per data byte: the PC of the last DMA.COPY into it
   uint64_t cycles_ = 0, instructions_ = 0;
-  uint32_t last_fault_code_ = 0;  // the model's, of the last run_program
+  uint32_t last_fault_code_ = 0;        // the model's, of the last run_program
   std::vector<uint8_t> directed_data_;  // replaces the random data region when not empty
 };
 
@@ -970,8 +1096,7 @@ TEST_F(ChipDiff, RandomLegalProgramsMatchTheFunctionalModel) {
     failed.push_back(seed);
     if (failed.size() <= 3) ADD_FAILURE() << report;
   }
-  const double s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "[ diff     ] " << n << " programs, " << instructions_ << " instructions, "
             << cycles_ << " chip cycles, " << s << " s; " << failed.size() << " differ\n";
   std::ostringstream list;
@@ -995,7 +1120,8 @@ TEST_F(ChipDiff, RandomFaultProgramsMatchTheFunctionalModel) {
     std::string report = run_program(seed, gen.words(), false);
     if (last_fault_code_ != code)
       report += "GENERATOR BUG: the model's fault code is " + std::to_string(last_fault_code_) +
-                ", not " + std::to_string(code) + "\n" + (report.empty() ? listing(gen.words()) : "");
+                ", not " + std::to_string(code) + "\n" +
+                (report.empty() ? listing(gen.words()) : "");
     if (!report.empty()) {
       failed.push_back(seed);
       if (failed.size() <= 3) ADD_FAILURE() << name << " (kind " << kind << "): " << report;
@@ -1013,7 +1139,8 @@ TEST_F(ChipDiff, RandomFaultProgramsMatchTheFunctionalModel) {
 // docs/architecture.md, "Differential testing"); the chip agrees with the model here.
 TEST_F(ChipDiff, MxuProductOverflow) {
   // A = one row; W = four equal rows w.
-  const std::vector<uint16_t> a = {0xa296, 0xfc37, 0x01fb, 0xc1f7}, w = {0xa000, 0x3e0c, 0x43e0, 0x4363};
+  const std::vector<uint16_t> a = {0xa296, 0xfc37, 0x01fb, 0xc1f7},
+                              w = {0xa000, 0x3e0c, 0x43e0, 0x4363};
   std::vector<uint8_t> bytes;
   for (uint16_t h : a) bytes.push_back(h & 0xFF), bytes.push_back(h >> 8);
   for (int k = 0; k < kN; ++k)
@@ -1034,7 +1161,8 @@ TEST_F(ChipDiff, MxuProductOverflow) {
     dma.loop dst, 0, 4, 4, 1, 0
     dma.copy ub, hbm, 4, 0x100, 0x1000
     halt
-  )", {static_cast<uint32_t>(kN)});
+  )",
+                                     {static_cast<uint32_t>(kN)});
   ASSERT_TRUE(r.ok());
   std::vector<isa::Words> prog;
   for (const auto& i : r.instructions) prog.push_back(isa::encode(i));
@@ -1054,7 +1182,8 @@ TEST_F(ChipDiff, SignalFromASecondUnitToACounterFaults) {
   test::Bf16Gen g(7);
   for (size_t i = 0; i < bytes.size(); i += 2) {
     uint16_t h;
-    do h = g(); while (((h >> 7) & 0xFF) < 118 || ((h >> 7) & 0xFF) > 135);  // near 1
+    do h = g();
+    while (((h >> 7) & 0xFF) < 118 || ((h >> 7) & 0xFF) > 135);  // near 1
     bytes[i] = static_cast<uint8_t>(h), bytes[i + 1] = static_cast<uint8_t>(h >> 8);
   }
   std::string text = R"(

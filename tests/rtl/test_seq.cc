@@ -101,6 +101,7 @@ class Seq : public ::testing::Test {
     uint32_t code, pc, addr, info;
     uint64_t cycles;
     int done_pulses, fault_pulses;
+    uint64_t retired;  // instr_retired_o pulses
   };
 
   Outcome run(uint32_t prog_addr, uint64_t limit = 200000) {
@@ -160,6 +161,7 @@ class Seq : public ::testing::Test {
     }
     if (m.done_o) ++o.done_pulses;
     if (m.fault_event_o) ++o.fault_pulses;
+    if (m.instr_retired_o) ++o.retired;
     for (int u = 0; u < 3; ++u) {
       Unit& un = units_[u];
       if (m.abort_o) un.aborted = true;
@@ -487,8 +489,10 @@ TEST_F(Seq, RepeatHandsOutTheBodyCountTimesWithSteppedFields) {
     const Outcome o = run(base, 400000);
     ASSERT_EQ(o.status, int(isa::STATUS_HALTED))
         << "trial " << trial << " code " << o.code << " pc 0x" << std::hex << o.pc;
-    // expected: the expansion, with each executed instruction's PC
+    // expected: the expansion, with each executed instruction's PC; every executed instruction
+    // retires once (a REPEAT once, its body count times, the HALT)
     std::array<std::vector<std::pair<uint32_t, Instr>>, 3> want;
+    uint64_t executed = 0;
     for (size_t i = 0; i < prog.size(); ++i) {
       const auto add = [&](size_t k, uint32_t it) {
         const isa::Decoded d = isa::decode({prog[k][0], prog[k][1], prog[k][2], prog[k][3]}, kN);
@@ -502,11 +506,14 @@ TEST_F(Seq, RepeatHandsOutTheBodyCountTimesWithSteppedFields) {
         for (uint32_t it = 0; it < prog[i][1]; ++it) {
           for (uint32_t j = 1; j <= prog[i][2]; ++j) add(i + j, it);
         }
+        executed += 1 + uint64_t(prog[i][1]) * prog[i][2];
         i += prog[i][2];
       } else {
         add(i, 0);
+        ++executed;
       }
     }
+    EXPECT_EQ(o.retired, executed) << "trial " << trial;
     for (int u = 0; u < 3; ++u) {
       ASSERT_EQ(units_[u].got.size(), want[u].size()) << "unit " << u << " trial " << trial;
       for (size_t i = 0; i < want[u].size(); ++i) {

@@ -361,6 +361,18 @@ TEST(Reroll, ExpandsToExactlyTheInputAndRespectsMarks) {
         ++achievable;
       } else if (kind == 1) {
         marks.push_back(prog.size());
+        if (g() % 8 == 0) {  // a stray HALT and a stepped instruction with a step of its own
+          Instruction h;
+          h.op = isa::Opcode::kHalt;
+          prog.push_back(h);
+          Instruction st;
+          st.op = isa::Opcode::kVpuSt;
+          st.addr = 64;
+          st.step = 16;
+          prog.push_back(st);
+          prog.push_back(st);
+          achievable += 3;
+        }
       } else if (kind == 2 && g() % 4 == 0) {  // an existing loop
         Instruction r;
         r.op = isa::Opcode::kRepeat;
@@ -394,7 +406,10 @@ TEST(Reroll, ExpandsToExactlyTheInputAndRespectsMarks) {
           body[j].value = static_cast<uint32_t>(g() % 8);
           if (body[j].op == isa::Opcode::kVpuOp || body[j].op == isa::Opcode::kSignal)
             body[j].addr = body[j].value = 0;
-          steps[j] = static_cast<uint32_t>(g() % 3) * 32;
+          // small, negative and wrapping steps
+          const uint32_t kinds[] = {0, 32, 64, static_cast<uint32_t>(-96),
+                                    static_cast<uint32_t>(g())};
+          steps[j] = kinds[g() % 5];
         }
         for (uint32_t r = 0; r < reps; ++r) {
           for (uint32_t j = 0; j < len; ++j) {
@@ -432,6 +447,27 @@ TEST(Reroll, ExpandsToExactlyTheInputAndRespectsMarks) {
     // loops the input had are still there, bodies without HALT (expand_repeats would throw)
     EXPECT_EQ(out.back().op, isa::Opcode::kHalt);
   }
+}
+
+// A run longer than a REPEAT's count can hold (65535): the pass takes a longer body (two
+// instructions, 35,000 times) rather than two loops; its expansion is the run, wrapping steps
+// included.
+TEST(Reroll, RunsBeyondTheCountLimitTakeALongerBody) {
+  std::vector<Instruction> prog(70000);
+  for (size_t k = 0; k < prog.size(); ++k) {
+    prog[k].op = isa::Opcode::kVpuLd;
+    prog[k].addr = static_cast<uint32_t>(0xFFFFFF00u + 64 * k);  // wraps around 2^32
+  }
+  Instruction halt;
+  halt.op = isa::Opcode::kHalt;
+  prog.push_back(halt);
+  RerollStats st;
+  const std::vector<Instruction> out = reroll(prog, nullptr, &st);
+  EXPECT_EQ(isa::expand_repeats(out), isa::expand_repeats(prog));
+  EXPECT_LE(out.size(), 6u);
+  EXPECT_EQ(st.loops, 1u);
+  EXPECT_EQ(out[0].op, isa::Opcode::kRepeat);
+  EXPECT_EQ(out[0].count * out[0].len, 70000);
 }
 
 // The example step compresses ~3x and executes exactly the instructions it did before.
