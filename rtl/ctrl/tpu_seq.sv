@@ -125,11 +125,12 @@ module tpu_seq #(
   assign ins_pc    = fb_q[EntW*fb_rp_q + 128 +: 32];
   assign ins_err   = fb_err_q[fb_rp_q];
   assign ins_valid = state_q == RunS && fb_cnt_q != '0;
-  // The instruction of this iteration: a stepped field moves by w2 per iteration.
+  // The instruction of this iteration: a held body entry's stepped field already holds
+  // w1 + i * w2 (each decode of it in a body writes w1 + w2 back, below); units see w2 = 0.
   assign stepped = raw[7:0] == tpu_isa_pkg::OP_VPU_LD || raw[7:0] == tpu_isa_pkg::OP_VPU_ST ||
                    raw[7:0] == tpu_isa_pkg::OP_VPU_LI || raw[7:0] == tpu_isa_pkg::OP_WAIT;
   assign w0  = raw[31:0];
-  assign w1  = stepped ? raw[63:32] + 32'(loop_iter_q) * raw[95:64] : raw[63:32];
+  assign w1  = raw[63:32];
   assign w2  = stepped ? '0 : raw[95:64];
   assign w3  = raw[127:96];
   assign ins = {w3, w2, w1, w0};
@@ -606,6 +607,10 @@ module tpu_seq #(
         q_q[EntW*(QDepth*u + 32'(q_wp_q[QW*u +: QW])) +: EntW] <= {ins_pc, ins};
       end
     end
+    // A body entry decoded in a loop steps its field for the next iteration (an adder instead
+    // of an iteration x step multiply on the decode path; the entry is held, never a fetch
+    // target, and after the last iteration it is freed).
+    if (dec_go && loop_q && stepped) fb_q[EntW*fb_rp_q + 32 +: 32] <= raw[63:32] + raw[95:64];
   end
 
   assign status_o      = (state_q == RunS || state_q == DrainS) ? tpu_isa_pkg::STATUS_RUNNING :
