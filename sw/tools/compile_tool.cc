@@ -4,6 +4,7 @@
 // --asm FILE writes the whole program as assembly (tessera disasm's canonical text).
 #include "sw/tools/compile_tool.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iomanip>
 #include <memory>
@@ -66,10 +67,14 @@ int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) 
     out << "  total " << L.bytes << " bytes\n\n";
   }
   const compiler::StepStats& st = step->stats();
+  const auto loops =
+      std::count_if(step->program().begin(), step->program().end(),
+                    [](const isa::Instruction& i) { return i.op == isa::Opcode::kRepeat; });
   out << "== program: " << st.instructions << " instructions (" << st.instructions * 16
-      << " bytes; " << st.executed << " executed, REPEAT bodies unrolled), DMA " << st.dma
-      << ", MXU " << st.mxu << ", VPU " << st.vpu << "; sync: " << st.waits << " WAIT, "
-      << st.signals << " SIGNAL; " << st.macs << " MACs; " << st.dma_elements << " DMA elements\n";
+      << " bytes, " << loops << " REPEAT loops; " << st.executed
+      << " executed, loop bodies unrolled), DMA " << st.dma << ", MXU " << st.mxu << ", VPU "
+      << st.vpu << "; sync: " << st.waits << " WAIT, " << st.signals << " SIGNAL; " << st.macs
+      << " MACs; " << st.dma_elements << " DMA elements\n";
   for (const auto& p : st.phases)
     out << "  " << std::left << std::setw(10) << p.name << std::right << std::setw(9)
         << p.instructions << " instructions, MXU bound " << std::setw(8) << p.mxu_bound << ", VPU "
