@@ -54,7 +54,7 @@ std::vector<PhaseTiming> phase_timings(const compiler::CnnTrainStep& step, uint6
 std::string phase_report(const std::vector<PhaseTiming>& phases, int n) {
   std::ostringstream o;
   o << "phase        cycles      share  DMA busy  MXU busy  VPU busy  MXU util  MXU bound  "
-       "bound/cycles  MACs/HBM byte\n";
+       "bound/cycles  bound/busy  MACs/HBM byte\n";
   uint64_t total = 0;
   for (const auto& p : phases) total += p.end - p.begin;
   for (const auto& p : phases) {
@@ -69,8 +69,10 @@ std::string phase_report(const std::vector<PhaseTiming>& phases, int n) {
       << pct(double(p.busy[0])) << std::setw(10) << pct(double(p.busy[1])) << std::setw(10)
       << pct(double(p.busy[2])) << std::setw(10) << pct(double(p.macs) / (double(n) * n))
       << std::setw(11) << p.mxu_bound << std::setw(14) << std::fixed << std::setprecision(3)
-      << (c > 0 ? double(p.mxu_bound) / c : 0.0) << std::setw(15) << std::setprecision(2)
-      << (p.hbm_bytes ? double(p.macs) / double(p.hbm_bytes) : 0.0) << std::defaultfloat << "\n";
+      << (c > 0 ? double(p.mxu_bound) / c : 0.0) << std::setw(12)
+      << (p.busy[1] ? double(p.mxu_bound) / double(p.busy[1]) : 0.0) << std::setw(15)
+      << std::setprecision(2) << (p.hbm_bytes ? double(p.macs) / double(p.hbm_bytes) : 0.0)
+      << std::defaultfloat << "\n";
   }
   return o.str();
 }

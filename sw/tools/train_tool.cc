@@ -495,7 +495,8 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
       if (!phases.empty())
         report << "\nper phase (decode-PC samples every " << kSampleEvery
                << " cycles; unit busy and MXU utilization as % of the phase's cycles;\n"
-                  "bound/cycles = the phase's MXU shape bound over its cycles):\n"
+                  "bound/cycles = the phase's MXU shape bound over its cycles, bound/busy over\n"
+                  "the MXU's busy cycles in it):\n"
                << phase_report(phases, n)
                << "timeline: timeline.json (Chrome trace: ui.perfetto.dev or chrome://tracing); "
                   "roofline.png\n";
