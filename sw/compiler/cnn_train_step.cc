@@ -987,15 +987,10 @@ void CnnTrainStep::compile() {
     ph.dma_elements = s1.dma_elements - s0.dma_elements;
   }
   stats_.instructions = program_.size();
-  stats_.executed = 0;
-  for (size_t k = 0; k < program_.size(); ++k) {
-    if (program_[k].op != isa::Opcode::kRepeat) {
-      ++stats_.executed;
-      continue;
-    }
-    stats_.executed += uint64_t(program_[k].count) * program_[k].len;
-    k += program_[k].len;
-  }
+  stats_.executed = isa::executed_count(program_);
+  stats_.loops = static_cast<uint64_t>(
+      std::count_if(program_.begin(), program_.end(),
+                    [](const isa::Instruction& i) { return i.op == isa::Opcode::kRepeat; }));
   stats_.waits = bs.waits;
   stats_.signals = bs.signals;
   stats_.dma = bs.per_unit[0];

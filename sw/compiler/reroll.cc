@@ -9,41 +9,17 @@ namespace {
 using isa::Instruction;
 using isa::Opcode;
 
-uint32_t stepped_field(const Instruction& i) {
-  switch (i.op) {
-    case Opcode::kWait:
-      return i.value;
-    case Opcode::kVpuLi:
-      return i.imm;
-    default:
-      return i.addr;
-  }
-}
-
-void set_stepped_field(Instruction& i, uint32_t v) {
-  switch (i.op) {
-    case Opcode::kWait:
-      i.value = v;
-      break;
-    case Opcode::kVpuLi:
-      i.imm = v;
-      break;
-    default:
-      i.addr = v;
-      break;
-  }
-}
-
 // Whether `b` is `a` as iteration `t` (>= 1) of a body executes it. For a stepped opcode the
 // step is fixed by iteration 1 (`*step` is set there) and checked at the others.
 bool same_at(const Instruction& a, const Instruction& b, uint32_t t, uint32_t* step) {
   if (a.op != b.op) return false;
-  if (!isa::is_stepped(a.op)) return a == b;
+  const uint32_t* fa = isa::stepped_field(a);
+  if (fa == nullptr) return a == b;
   if (a.step != 0 || b.step != 0) return false;
   Instruction c = b;
-  set_stepped_field(c, stepped_field(a));
+  *isa::stepped_field(c) = *fa;
   if (!(c == a)) return false;
-  const uint32_t diff = stepped_field(b) - stepped_field(a);
+  const uint32_t diff = *isa::stepped_field(b) - *fa;
   if (t == 1) {
     *step = diff;
     return true;
@@ -80,7 +56,7 @@ std::vector<Instruction> reroll(const std::vector<Instruction>& p, std::vector<u
     }
     // A loop covers [i, limit): not past the next mark, REPEAT or HALT.
     size_t limit = marks != nullptr && m < marks->size() ? std::min<uint64_t>(n, (*marks)[m]) : n;
-    for (size_t j = i; j < limit && j < i + 2 * kMaxLen * 2; ++j) {
+    for (size_t j = i; j < limit && j < i + 2 * kMaxLen; ++j) {  // the first two iterations
       if (p[j].op == Opcode::kRepeat || p[j].op == Opcode::kHalt) {
         limit = j;
         break;

@@ -389,27 +389,49 @@ Decoded decode(const Words& w, uint32_t n) {
 }
 
 bool is_stepped(Opcode op) {
-  return op == Opcode::kVpuLd || op == Opcode::kVpuSt || op == Opcode::kVpuLi ||
-         op == Opcode::kWait;
+  Instruction probe;
+  probe.op = op;
+  return stepped_field(probe) != nullptr;
+}
+
+uint32_t* stepped_field(Instruction& inst) {
+  switch (inst.op) {
+    case Opcode::kWait:
+      return &inst.value;
+    case Opcode::kVpuLi:
+      return &inst.imm;
+    case Opcode::kVpuLd:
+    case Opcode::kVpuSt:
+      return &inst.addr;
+    default:
+      return nullptr;
+  }
+}
+
+const uint32_t* stepped_field(const Instruction& inst) {
+  return stepped_field(const_cast<Instruction&>(inst));
 }
 
 Instruction at_iteration(const Instruction& inst, uint32_t i) {
   Instruction out = inst;
-  if (!is_stepped(inst.op)) return out;
-  const uint32_t delta = i * static_cast<uint32_t>(inst.step);
-  switch (inst.op) {
-    case Opcode::kWait:
-      out.value += delta;
-      break;
-    case Opcode::kVpuLi:
-      out.imm += delta;
-      break;
-    default:
-      out.addr += delta;
-      break;
+  if (uint32_t* f = stepped_field(out)) {
+    *f += i * static_cast<uint32_t>(inst.step);
+    out.step = 0;
   }
-  out.step = 0;
   return out;
+}
+
+uint64_t executed_count(const std::vector<Instruction>& program) {
+  uint64_t n = 0;
+  for (size_t k = 0; k < program.size(); ++k) {
+    if (program[k].op != Opcode::kRepeat) {
+      ++n;
+      continue;
+    }
+    n += uint64_t(program[k].count) * program[k].len;
+    k += program[k].len;
+  }
+  return n;
 }
 
 std::vector<Instruction> expand_repeats(const std::vector<Instruction>& program) {

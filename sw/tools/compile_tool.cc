@@ -4,7 +4,6 @@
 // --asm FILE writes the whole program as assembly (tessera disasm's canonical text).
 #include "sw/tools/compile_tool.h"
 
-#include <algorithm>
 #include <fstream>
 #include <iomanip>
 #include <memory>
@@ -67,11 +66,8 @@ int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) 
     out << "  total " << L.bytes << " bytes\n\n";
   }
   const compiler::StepStats& st = step->stats();
-  const auto loops =
-      std::count_if(step->program().begin(), step->program().end(),
-                    [](const isa::Instruction& i) { return i.op == isa::Opcode::kRepeat; });
   out << "== program: " << st.instructions << " instructions (" << st.instructions * 16
-      << " bytes, " << loops << " REPEAT loops; " << st.executed
+      << " bytes, " << st.loops << " REPEAT loops; " << st.executed
       << " executed, loop bodies unrolled), DMA " << st.dma << ", MXU " << st.mxu << ", VPU "
       << st.vpu << "; sync: " << st.waits << " WAIT, " << st.signals << " SIGNAL; " << st.macs
       << " MACs; " << st.dma_elements << " DMA elements\n";

@@ -107,6 +107,7 @@ struct HbmLayout {
 struct StepStats {
   uint64_t instructions = 0;  // in the program (REPEAT bodies once)
   uint64_t executed = 0;      // executed in a step (REPEAT bodies count times; REPEATs not)
+  uint64_t loops = 0;         // REPEAT loops in the program (docs/compiler.md, stage 6)
   uint64_t waits = 0, signals = 0;
   uint64_t dma = 0, mxu = 0, vpu = 0;  // instructions per unit (sync included)
   uint64_t macs = 0;                   // MXU.MM rows x N x N

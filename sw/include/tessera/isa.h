@@ -157,7 +157,12 @@ const char* opcode_mnemonic(Opcode op);  // "nop", "dma.copy", ... (lower case)
 // whose body runs past the end or holds a REPEAT or HALT, as the chip would fault on them.
 Instruction at_iteration(const Instruction& inst, uint32_t i);
 bool is_stepped(Opcode op);  // VPU.LD, VPU.ST, VPU.LI, WAIT: the opcodes with a step
+// The field a step moves (addr, imm or value), or nullptr for an opcode without one.
+uint32_t* stepped_field(Instruction& inst);
+const uint32_t* stepped_field(const Instruction& inst);
 std::vector<Instruction> expand_repeats(const std::vector<Instruction>& program);
+// The number of instructions a program executes (expand_repeats(program).size(), counted).
+uint64_t executed_count(const std::vector<Instruction>& program);
 bool is_known_opcode(uint8_t op);
 
 }  // namespace tessera::isa
