@@ -82,6 +82,34 @@ class Emitter {
     prog.push_back(c);
   }
   // VPU.LD (vd) / VPU.ST (vs) of N fp32 lanes at UB `addr`.
+  // A copy of one gather region to the same addresses on `next` (all four loops set).
+  void copy_region(const GatherRegion& g) {
+    for (isa::Walk w : {isa::Walk::kSrc, isa::Walk::kDst})
+      for (uint8_t pair = 0; pair < 2; ++pair) {
+        Instruction l;
+        l.op = Opcode::kDmaLoop;
+        l.walk = w;
+        l.pair = pair;
+        const auto loop = [&](size_t i) {
+          return i < g.loops.size() ? g.loops[i] : std::pair<uint16_t, int32_t>{1, 0};
+        };
+        l.c0 = loop(2 * pair).first;
+        l.s0 = loop(2 * pair).second;
+        l.c1 = loop(2 * pair + 1).first;
+        l.s1 = loop(2 * pair + 1).second;
+        prog.push_back(l);
+      }
+    len = 0;  // loop 0 is no longer a contiguous copy's
+    Instruction c;
+    c.op = Opcode::kDmaCopy;
+    c.src_space = isa::Space::kHbm;
+    c.dst_space = isa::Space::kHbm;
+    c.elem_bytes = static_cast<uint8_t>(g.elem_bytes);
+    c.src = g.addr;
+    c.dst = g.addr;
+    c.link = isa::Link::kNext;
+    prog.push_back(c);
+  }
   void vpu_mem(Opcode op, int v, uint32_t addr) {
     Instruction i;
     i.op = op;
@@ -145,7 +173,7 @@ uint32_t allreduce_padded_elems(uint32_t elems, int chips, int n) {
 
 uint64_t allreduce_link_bytes(const AllReduceSpec& s) {
   const Plan p = plan(s);
-  return 2ull * (s.chips - 1) * p.chunk * 4;
+  return (s.reduce_scatter_only ? 1ull : 2ull) * (s.chips - 1) * p.chunk * 4;
 }
 
 std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
@@ -176,7 +204,7 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
       e.copy(isa::Space::kUb, out(k), isa::Space::kHbm, chunk_at(recv_chunk(k), j), p.piece_len(j));
       // The last step's sums are final (chunk r + 1): all-gather step 0 sends them to next's
       // HBM straight from the UB, saving reading them back from HBM.
-      if (k / p.pieces == static_cast<uint32_t>(P - 2)) {
+      if (!s.reduce_scatter_only && k / p.pieces == static_cast<uint32_t>(P - 2)) {
         e.copy(isa::Space::kUb, out(k), isa::Space::kHbm, chunk_at(recv_chunk(k), j),
                p.piece_len(j), isa::Link::kNext);
       }
@@ -218,6 +246,14 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
       e.signal(isa::Unit::kVpu, kScAdded);
     }
     store(K - 1);
+    if (s.reduce_scatter_only) {
+      // Every signal sent to this chip is consumed before HALT; the last sums are stored.
+      e.wait(isa::Unit::kDma, kRcFree, K + 2, true);
+      Instruction halt;
+      halt.op = Opcode::kHalt;
+      e.prog.push_back(halt);
+      return reroll(e.prog);
+    }
     // All-gather: chunk (r + 1 − step), finished here or received last step, into next's HBM.
     // (step 0's pieces went out with the last reduce-scatter stores)
     for (int step = 0; step < P - 1; ++step) {
@@ -236,6 +272,38 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
   halt.op = Opcode::kHalt;
   e.prog.push_back(halt);
   return reroll(e.prog);  // the per-vector adds as REPEAT loops (docs/compiler.md)
+}
+
+std::vector<Instruction> ring_allgather_program(
+    int chips, int rank, const std::vector<std::vector<GatherRegion>>& chunks) {
+  const auto bad = [](const std::string& why) {
+    throw std::invalid_argument("ring_allgather_program: " + why);
+  };
+  if (chips < 1) bad("chips must be at least 1");
+  if (rank < 0 || rank >= chips) bad("rank must be in 0 … chips − 1");
+  if (chunks.size() != static_cast<size_t>(chips)) bad("one region list per chip is needed");
+  for (const auto& c : chunks)
+    for (const GatherRegion& g : c) {
+      if (g.loops.empty() || g.loops.size() > 4) bad("a region has 1 to 4 loops");
+      if (g.elem_bytes != 2 && g.elem_bytes != 4) bad("elements are 2 or 4 bytes");
+      if (g.addr % static_cast<uint32_t>(g.elem_bytes)) bad("a region's address is unaligned");
+      for (const auto& l : g.loops)
+        if (l.first == 0) bad("a loop count is zero");
+    }
+  Emitter e;
+  const int P = chips;
+  const auto mod = [&](int x) { return ((x % P) + P) % P; };
+  for (int step = 0; step < P - 1; ++step) {
+    if (step >= 1) e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(step), true);
+    for (const GatherRegion& g : chunks[static_cast<size_t>(mod(rank + 1 - step))])
+      e.copy_region(g);
+    e.signal(isa::Unit::kDma, kRcChunk, isa::Link::kNext);
+  }
+  if (P > 1) e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(P - 1), true);
+  Instruction halt;
+  halt.op = Opcode::kHalt;
+  e.prog.push_back(halt);
+  return e.prog;
 }
 
 }  // namespace tessera::compiler

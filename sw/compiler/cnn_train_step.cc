@@ -111,6 +111,43 @@ uint32_t get32(const std::vector<uint8_t>& v, size_t at) {
   return v[at] | v[at + 1] << 8 | v[at + 2] << 16 | static_cast<uint32_t>(v[at + 3]) << 24;
 }
 
+// The gradient vector's chunks (GradShards): whole groups of max(N, 16) dense columns — so
+// no 32-byte word of a bf16 copy is written by two chips — with the small tensors in chunk 0,
+// balanced to the smallest largest chunk.
+GradShards plan_shards(uint32_t small, uint32_t classes, uint32_t features, int n, int replicas) {
+  const uint32_t P = static_cast<uint32_t>(replicas);
+  const uint32_t group = std::max<uint32_t>(static_cast<uint32_t>(n), 16);
+  const uint32_t G = ceil_div(features, group);  // the last group may be narrower
+  auto cols = [&](uint32_t groups_before) { return std::min(features, groups_before * group); };
+  // chunk 0 gets g0 groups, the others share the rest (the first ones one more)
+  auto split = [&](uint32_t g0) {
+    std::vector<uint32_t> bounds{0, g0};
+    const uint32_t rest = G - g0, others = P - 1;
+    for (uint32_t k = 0; k < others; ++k)
+      bounds.push_back(bounds.back() + rest / others + (k < rest % others ? 1 : 0));
+    return bounds;
+  };
+  std::vector<uint32_t> best;
+  uint64_t best_max = ~uint64_t{0};
+  for (uint32_t g0 = P == 1 ? G : 0; g0 <= G; ++g0) {
+    const std::vector<uint32_t> bounds = split(g0);
+    uint64_t largest = 0;
+    for (uint32_t k = 0; k < P; ++k)
+      largest = std::max<uint64_t>(
+          largest,
+          (k == 0 ? small : 0) + uint64_t{classes} * (cols(bounds[k + 1]) - cols(bounds[k])));
+    if (largest < best_max) {
+      best_max = largest;
+      best = bounds;
+    }
+  }
+  GradShards s;
+  s.small = small;
+  s.chunk = ceil_div(best_max, static_cast<uint64_t>(n)) * static_cast<uint32_t>(n);
+  for (uint32_t g : best) s.col.push_back(cols(g));
+  return s;
+}
+
 }  // namespace
 
 uint32_t CnnTrainStep::code_words() const {
@@ -191,8 +228,9 @@ void CnnTrainStep::plan_hbm(uint64_t base, const HbmLayout* share) {
   l.metrics = take(2 * n * 4);
   l.probs = take(uint64_t{batch_} * cpad * 4);
   if (rep_.split() && kind_ == StepKind::kTrain) {
-    l.grads_elems = allreduce_padded_elems(static_cast<uint32_t>(t * f + f + c * d + cpad),
-                                           rep_.replicas, chip_.n);
+    shards_ = plan_shards(static_cast<uint32_t>(t * f + f + cpad), static_cast<uint32_t>(c),
+                          static_cast<uint32_t>(d), chip_.n, rep_.replicas);
+    l.grads_elems = uint64_t{shards_.chunk} * rep_.replicas;
     l.grads = take(l.grads_elems * 4);
   }
   l.program = next;
@@ -222,9 +260,13 @@ void CnnTrainStep::compile() {
   const HbmLayout& L = layout_;
   // Split update: where each gradient goes in the gradient vector (HbmLayout::grads).
   const bool split = rep_.split() && kind_ == StepKind::kTrain;
+  const GradShards& S = shards_;
   const uint64_t g_conv_w = L.grads, g_conv_b = g_conv_w + uint64_t{T} * F * 4,
-                 g_dense_w = g_conv_b + uint64_t{F} * 4,
-                 g_dense_b = g_dense_w + uint64_t{spec_.classes} * D * 4;
+                 g_dense_b = g_conv_b + uint64_t{F} * 4;
+  // chunk k's dense W^T columns: [classes][col[k+1] - col[k]] from here
+  auto g_dense_w = [&](size_t k) {
+    return L.grads + uint64_t{S.chunk} * k * 4 + (k == 0 ? uint64_t{S.small} * 4 : 0);
+  };
   ProgramBuilder b(n, chip_.ub_bytes, chip_.acc_rows);
   // Per-phase statistics: the builder's counters when each phase starts.
   std::vector<BuilderStats> phase_start;
@@ -691,7 +733,15 @@ void CnnTrainStep::compile() {
               b.vpu_st(kF32, ar.g, w[i] + (c * DR + j * N) * 4);
             }
           b.signal(isa::Unit::kVpu);
-          b.dma_copy(rows_ub(w[i], dr_q, 4), rows_hbm(g_dense_w, d0, dr_q, 4), 4);
+          // columns [d0, d0 + dr_q) into the chunks holding them
+          for (size_t k = 0; k + 1 < S.col.size(); ++k) {
+            const uint32_t c0 = std::max(d0, S.col[k]), c1 = std::min(d0 + dr_q, S.col[k + 1]);
+            if (c0 >= c1) continue;
+            const int32_t pitch = int32_t(S.col[k + 1] - S.col[k]) * 4;
+            b.dma_copy(ub(w[i] + (c0 - d0) * 4, {{c1 - c0, 4}, {C, int32_t(DR * 4)}}),
+                       hbm(g_dense_w(k) + uint64_t{c0 - S.col[k]} * 4, {{c1 - c0, 4}, {C, pitch}}),
+                       4);
+          }
           continue;
         }
         for (uint32_t j = 0; j < tq; ++j)
@@ -870,9 +920,12 @@ void CnnTrainStep::compile() {
     }
 
     if (split) {
-      // ---- allreduce: the gradient vector summed over the ring (fenced: its own sync) ----
-      if (rep_.replicas > 1) {
-        phase("allreduce");
+      // ---- reduce_scatter: chip r ends with the sum of chunk (r + 1) mod P (fenced: its own
+      // sync) ----
+      const int P = rep_.replicas;
+      const size_t own = static_cast<size_t>((rep_.rank + 1) % P);
+      if (P > 1) {
+        phase("reduce_scatter");
         AllReduceSpec ars;
         ars.chips = rep_.replicas;
         ars.rank = rep_.rank;
@@ -881,11 +934,12 @@ void CnnTrainStep::compile() {
         ars.elems = static_cast<uint32_t>(L.grads_elems);
         ars.ub_base = static_cast<uint32_t>(phase_base);
         ars.ub_bytes = static_cast<uint32_t>(chip_.ub_bytes - phase_base);
+        ars.reduce_scatter_only = true;
         std::vector<isa::Instruction> block = ring_allreduce_program(ars);
         block.pop_back();  // its HALT
         b.fenced_block(block);
       }
-      // ---- update: Adam on every tensor from the (summed) gradient vector ----
+      // ---- update: Adam on the tensors of this chip's chunk from its summed gradients ----
       phase("update");
       const AdamRegs ar;
       emit_adam_constants(b, ar, adam_.beta1, adam_.beta2, adam_.epsilon, ub_lrt);
@@ -893,8 +947,8 @@ void CnnTrainStep::compile() {
       // columns (two buffer sets); `w16`: its bf16 copy in the same layout, `w16t`: a
       // transposed bf16 copy [cols][Cpad] (the dense kernel's).
       auto adam2d = [&](uint64_t w_hbm, uint64_t m_hbm, uint64_t v_hbm, uint64_t g_hbm,
-                        uint32_t rows, uint32_t cols, uint32_t pitch, uint64_t w16, uint64_t w16t,
-                        const char* what) {
+                        uint32_t rows, uint32_t cols, uint32_t pitch, uint32_t g_pitch,
+                        uint64_t w16, uint64_t w16t, const char* what) {
         UbArena a(phase_base, chip_.ub_bytes, n, what);
         const uint64_t per_col = uint64_t{rows} * (4 * 4 + 2);
         const uint64_t room =
@@ -910,8 +964,8 @@ void CnnTrainStep::compile() {
           vb[i] = a.take(uint64_t{rows} * DR * 4);
           hb[i] = a.take(uint64_t{rows} * DR * 2);
         }
-        auto h = [&](uint64_t base, uint32_t d0, uint32_t dr, int e) {
-          return hbm(base + uint64_t{d0} * e, {{dr, e}, {rows, int32_t(pitch * e)}});
+        auto h = [&](uint64_t base, uint32_t d0, uint32_t dr, int e, uint32_t p) {
+          return hbm(base + uint64_t{d0} * e, {{dr, e}, {rows, int32_t(p * e)}});
         };
         auto u = [&](uint32_t base, uint32_t dr, int e) {
           return ub(base, {{dr, e}, {rows, int32_t(DR * e)}});
@@ -921,10 +975,10 @@ void CnnTrainStep::compile() {
         const uint32_t chunks = ceil_div(cols, DR);
         auto load = [&](uint32_t q) {
           const uint32_t d0 = q * DR, dr = std::min(DR, cols - d0), i = q % 2;
-          b.dma_copy(h(g_hbm, d0, dr, 4), u(gb[i], dr, 4), 4);
-          b.dma_copy(h(w_hbm, d0, dr, 4), u(wb[i], dr, 4), 4);
-          b.dma_copy(h(m_hbm, d0, dr, 4), u(mb[i], dr, 4), 4);
-          b.dma_copy(h(v_hbm, d0, dr, 4), u(vb[i], dr, 4), 4);
+          b.dma_copy(h(g_hbm, d0, dr, 4, g_pitch), u(gb[i], dr, 4), 4);
+          b.dma_copy(h(w_hbm, d0, dr, 4, pitch), u(wb[i], dr, 4), 4);
+          b.dma_copy(h(m_hbm, d0, dr, 4, pitch), u(mb[i], dr, 4), 4);
+          b.dma_copy(h(v_hbm, d0, dr, 4, pitch), u(vb[i], dr, 4), 4);
           b.signal(isa::Unit::kDma);
         };
         load(0);
@@ -945,10 +999,10 @@ void CnnTrainStep::compile() {
               if (w16) b.vpu_st(kBf16, ar.w, hb[i] + off * 2);
             }
           b.signal(isa::Unit::kVpu);
-          b.dma_copy(u(wb[i], dr, 4), h(w_hbm, d0, dr, 4), 4);
-          b.dma_copy(u(mb[i], dr, 4), h(m_hbm, d0, dr, 4), 4);
-          b.dma_copy(u(vb[i], dr, 4), h(v_hbm, d0, dr, 4), 4);
-          if (w16) b.dma_copy(u(hb[i], dr, 2), h(w16, d0, dr, 2), 2);
+          b.dma_copy(u(wb[i], dr, 4), h(w_hbm, d0, dr, 4, pitch), 4);
+          b.dma_copy(u(mb[i], dr, 4), h(m_hbm, d0, dr, 4, pitch), 4);
+          b.dma_copy(u(vb[i], dr, 4), h(v_hbm, d0, dr, 4, pitch), 4);
+          if (w16) b.dma_copy(u(hb[i], dr, 2), h(w16, d0, dr, 2, pitch), 2);
           if (w16t) {
             b.dma_copy(ub(hb[i], {{rows, int32_t(DR * 2)}, {dr, 2}}),
                        hbm(w16t + uint64_t{d0} * Cpad * 2, {{rows, 2}, {dr, int32_t(Cpad * 2)}}),
@@ -956,14 +1010,50 @@ void CnnTrainStep::compile() {
           }
         }
       };
-      adam2d(L.conv_w, L.conv_w_m, L.conv_w_v, g_conv_w, 1, T * F, T * F, L.conv_w16, 0,
-             "update (conv kernel)");
-      adam2d(L.conv_b, L.conv_b_m, L.conv_b_v, g_conv_b, 1, F, F, 0, 0, "update (conv bias)");
       const uint32_t C = spec_.classes;
-      adam2d(L.dense_w, L.dense_w_m, L.dense_w_v, g_dense_w, C, D, D, L.dense_w16t, L.dense_w16,
-             "update (dense kernel)");
-      adam2d(L.dense_b, L.dense_b_m, L.dense_b_v, g_dense_b, 1, Cpad, Cpad, 0, 0,
-             "update (dense bias)");
+      if (own == 0) {
+        adam2d(L.conv_w, L.conv_w_m, L.conv_w_v, g_conv_w, 1, T * F, T * F, T * F, L.conv_w16, 0,
+               "update (conv kernel)");
+        adam2d(L.conv_b, L.conv_b_m, L.conv_b_v, g_conv_b, 1, F, F, F, 0, 0, "update (conv bias)");
+        adam2d(L.dense_b, L.dense_b_m, L.dense_b_v, g_dense_b, 1, Cpad, Cpad, Cpad, 0, 0,
+               "update (dense bias)");
+      }
+      const uint32_t c0 = S.col[own], cw = S.col[own + 1] - c0;  // my dense W^T columns
+      if (cw > 0)
+        adam2d(L.dense_w + uint64_t{c0} * 4, L.dense_w_m + uint64_t{c0} * 4,
+               L.dense_w_v + uint64_t{c0} * 4, g_dense_w(own), C, cw, D, cw,
+               L.dense_w16t + uint64_t{c0} * 2, L.dense_w16 + uint64_t{c0} * Cpad * 2,
+               "update (dense kernel)");
+      // ---- allgather: every chunk's bf16 copies and fp32 biases from its owner to every chip
+      // (fenced: its own sync) ----
+      if (P > 1) {
+        phase("allgather");
+        std::vector<std::vector<GatherRegion>> chunks(static_cast<size_t>(P));
+        auto region = [](uint64_t addr, int e, std::vector<std::pair<uint16_t, int32_t>> loops) {
+          GatherRegion g;
+          g.addr = static_cast<uint32_t>(addr);
+          g.elem_bytes = e;
+          g.loops = std::move(loops);
+          return g;
+        };
+        for (size_t k = 0; k < chunks.size(); ++k) {
+          if (k == 0) {
+            chunks[k].push_back(
+                region(L.conv_w16, 2, {{uint16_t(F), 2}, {uint16_t(T), int32_t(F * 2)}}));
+            chunks[k].push_back(region(L.conv_b, 4, {{uint16_t(F), 4}}));
+            chunks[k].push_back(region(L.dense_b, 4, {{uint16_t(Cpad), 4}}));
+          }
+          const uint32_t k0 = S.col[k], kw = S.col[k + 1] - k0;
+          if (kw == 0) continue;
+          chunks[k].push_back(region(L.dense_w16t + uint64_t{k0} * 2, 2,
+                                     {{uint16_t(kw), 2}, {uint16_t(C), int32_t(D * 2)}}));
+          chunks[k].push_back(region(L.dense_w16 + uint64_t{k0} * Cpad * 2, 2,
+                                     {{uint16_t(Cpad), 2}, {uint16_t(kw), int32_t(Cpad * 2)}}));
+        }
+        std::vector<isa::Instruction> block = ring_allgather_program(P, rep_.rank, chunks);
+        block.pop_back();  // its HALT
+        b.fenced_block(block);
+      }
     }
   }  // train
 
@@ -1150,6 +1240,48 @@ void CnnTrainStep::read_state(Reader read, void* ctx, CnnParams& p, AdamState& s
   const std::vector<float> pw = f32s(L.powers, 2 * chip_.n);
   s.beta1_power = pw[0];
   s.beta2_power = pw[chip_.n];
+}
+
+void CnnTrainStep::merge_replica_states(const std::vector<CnnParams>& ps,
+                                        const std::vector<AdamState>& ss, CnnParams& p,
+                                        AdamState& s) const {
+  const size_t P = shards_.col.empty() ? 1 : shards_.col.size() - 1;
+  if (ps.size() != P || ss.size() != P)
+    throw std::invalid_argument("merge_replica_states: " + std::to_string(P) +
+                                " replica states are needed, got " + std::to_string(ps.size()));
+  p = ps[0];
+  s = ss[0];
+  if (P == 1) return;
+  const size_t small = static_cast<size_t>(shards_.owner(0));  // conv kernel and both biases
+  p.conv_kernel = ps[small].conv_kernel;
+  p.conv_bias = ps[small].conv_bias;
+  p.dense_bias = ps[small].dense_bias;
+  for (CnnParams AdamState::*mom : {&AdamState::m, &AdamState::v}) {
+    (s.*mom).conv_kernel = (ss[small].*mom).conv_kernel;
+    (s.*mom).conv_bias = (ss[small].*mom).conv_bias;
+    (s.*mom).dense_bias = (ss[small].*mom).dense_bias;
+  }
+  // the dense kernel ([features][classes] on the host): column d of W^T is row d here
+  const size_t C = spec_.classes;
+  for (size_t k = 0; k < P; ++k) {
+    const size_t o = static_cast<size_t>(shards_.owner(static_cast<int>(k)));
+    const size_t a = shards_.col[k] * C, e = shards_.col[k + 1] * C;
+    std::copy(ps[o].dense_kernel.begin() + a, ps[o].dense_kernel.begin() + e,
+              p.dense_kernel.begin() + a);
+    for (CnnParams AdamState::*mom : {&AdamState::m, &AdamState::v})
+      std::copy((ss[o].*mom).dense_kernel.begin() + a, (ss[o].*mom).dense_kernel.begin() + e,
+                (s.*mom).dense_kernel.begin() + a);
+  }
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> CnnTrainStep::replicated_ranges() const {
+  const HbmLayout& L = layout_;
+  const uint64_t F = spec_.filters, D = spec_.features(), Cpad = class_pad();
+  return {{L.conv_w16, uint64_t{tap_pad()} * F * 2},
+          {L.conv_b, F * 4},
+          {L.dense_w16, D * Cpad * 2},
+          {L.dense_w16t, Cpad * D * 2},
+          {L.dense_b, Cpad * 4}};
 }
 
 std::vector<float> CnnTrainStep::read_probabilities(Reader read, void* ctx) const {

@@ -213,11 +213,67 @@ void Sequential::set_state(const compiler::CnnParams& p, const compiler::AdamSta
   }
 }
 
+// The state's tensors in a fixed order (a replica's state travels as one byte record).
+static std::vector<std::vector<float>*> state_tensors(compiler::CnnParams& p,
+                                                      compiler::AdamState& s) {
+  std::vector<std::vector<float>*> t;
+  for (compiler::CnnParams* q : {&p, &s.m, &s.v})
+    for (std::vector<float>* v : {&q->conv_kernel, &q->conv_bias, &q->dense_kernel, &q->dense_bias})
+      t.push_back(v);
+  return t;
+}
+
+void Sequential::read_state(compiler::CnnParams& p, compiler::AdamState& s) {
+  if (!cluster_) {
+    train_->read_state(device_read, dev_, p, s);
+    return;
+  }
+  // Each process reads its chips' state; gather() brings every chip's to every process; the
+  // step takes each part from the replica that owns it.
+  const int P = replicas();
+  std::vector<std::vector<uint8_t>> mine(static_cast<size_t>(P));
+  for (int r = 0; r < P; ++r) {
+    if (!cluster_->local(r)) continue;
+    compiler::CnnParams pr;
+    compiler::AdamState sr;
+    train_->read_state(device_read, &cluster_->chip(r), pr, sr);
+    std::vector<uint8_t>& rec = mine[static_cast<size_t>(r)];
+    for (const std::vector<float>* v : state_tensors(pr, sr)) {
+      const auto* b = reinterpret_cast<const uint8_t*>(v->data());
+      rec.insert(rec.end(), b, b + v->size() * 4);
+    }
+    for (float f : {sr.beta1_power, sr.beta2_power}) {
+      const auto* b = reinterpret_cast<const uint8_t*>(&f);
+      rec.insert(rec.end(), b, b + 4);
+    }
+  }
+  const std::vector<std::vector<uint8_t>> all = cluster_->gather(std::move(mine));
+  std::vector<compiler::CnnParams> ps(static_cast<size_t>(P));
+  std::vector<compiler::AdamState> ss(static_cast<size_t>(P));
+  const compiler::CnnParams shape = compiler::zero_adam_state(spec_).m;  // the tensors' sizes
+  for (size_t r = 0; r < ps.size(); ++r) {
+    ps[r] = shape;
+    ss[r].m = shape;
+    ss[r].v = shape;
+    size_t at = 0;
+    const std::vector<uint8_t>& rec = all.at(r);
+    for (std::vector<float>* v : state_tensors(ps[r], ss[r])) {
+      if (at + v->size() * 4 > rec.size()) throw std::logic_error("read_state: short record");
+      std::memcpy(v->data(), rec.data() + at, v->size() * 4);
+      at += v->size() * 4;
+    }
+    if (at + 8 != rec.size()) throw std::logic_error("read_state: record size");
+    std::memcpy(&ss[r].beta1_power, rec.data() + at, 4);
+    std::memcpy(&ss[r].beta2_power, rec.data() + at + 4, 4);
+  }
+  train_->merge_replica_states(ps, ss, p, s);
+}
+
 compiler::CnnParams Sequential::get_weights() {
   check_compiled("get_weights");
   compiler::CnnParams p;
   compiler::AdamState s;
-  train_->read_state(device_read, dev_, p, s);
+  read_state(p, s);
   return p;
 }
 
@@ -225,7 +281,7 @@ compiler::AdamState Sequential::get_optimizer_state() {
   check_compiled("get_optimizer_state");
   compiler::CnnParams p;
   compiler::AdamState s;
-  train_->read_state(device_read, dev_, p, s);
+  read_state(p, s);
   return s;
 }
 

@@ -170,35 +170,47 @@ TEST(RingLockStep, ThreadsDoNotChangeAnyCycle) {
 // The ring all-reduce.
 
 // (chips, elements, piece bytes; 0: as large as the scratch allows)
+// Random gradients (finite values of mixed magnitudes: inf and NaN would hide the order) at
+// `addr` on chip r; returns their bits.
+std::vector<uint32_t> load_gradients(Rings& rings, int r, std::mt19937_64& rng, uint32_t addr,
+                                     uint32_t elems) {
+  std::vector<uint32_t> g(elems);
+  for (auto& x : g)
+    x = fp::bits((static_cast<int>(rng() % 200001) - 100000) *
+                 std::ldexp(1.0f, static_cast<int>(rng() % 40) - 30));
+  std::vector<uint8_t> b(4 * elems);
+  std::memcpy(b.data(), g.data(), b.size());
+  rings.load(r, addr, b);
+  return g;
+}
+
+compiler::AllReduceSpec allreduce_spec(int chips, int rank, uint32_t addr, uint32_t elems,
+                                       uint32_t piece_bytes) {
+  compiler::AllReduceSpec spec;
+  spec.chips = chips;
+  spec.rank = rank;
+  spec.n = kN;
+  spec.hbm_addr = addr;
+  spec.elems = elems;
+  spec.ub_base = 0;
+  spec.ub_bytes = kUbBytes;
+  spec.piece_bytes = piece_bytes;
+  return spec;
+}
+
 class RingAllReduce : public ::testing::TestWithParam<std::tuple<int, uint32_t, uint32_t>> {};
 
 TEST_P(RingAllReduce, EveryChipEndsWithTheSumInRingOrder) {
   const int chips = std::get<0>(GetParam());
   const uint32_t piece_bytes = std::get<2>(GetParam());
   std::mt19937_64 rng(test::test_seed());
-  test::Fp32Gen gen(rng());
   const uint32_t elems = compiler::allreduce_padded_elems(std::get<1>(GetParam()), chips, kN);
   const uint32_t addr = 0x200000;
   Rings rings(chips, 1, test::current_test_name());
-  std::vector<std::vector<uint32_t>> g(chips, std::vector<uint32_t>(elems));
+  std::vector<std::vector<uint32_t>> g;
   for (int r = 0; r < chips; ++r) {
-    for (auto& x : g[r]) {
-      // finite values of mixed magnitudes (inf and NaN would hide the order)
-      x = fp::bits((static_cast<int>(rng() % 200001) - 100000) *
-                   std::ldexp(1.0f, static_cast<int>(rng() % 40) - 30));
-    }
-    std::vector<uint8_t> b(4 * elems);
-    std::memcpy(b.data(), g[r].data(), b.size());
-    rings.load(r, addr, b);
-    compiler::AllReduceSpec spec;
-    spec.chips = chips;
-    spec.rank = r;
-    spec.n = kN;
-    spec.hbm_addr = addr;
-    spec.elems = elems;
-    spec.ub_base = 0;
-    spec.ub_bytes = kUbBytes;
-    spec.piece_bytes = piece_bytes;
+    g.push_back(load_gradients(rings, r, rng, addr, elems));
+    const compiler::AllReduceSpec spec = allreduce_spec(chips, r, addr, elems, piece_bytes);
     rings.load(r, kProg, isa::encode_program(compiler::ring_allreduce_program(spec)));
   }
   const chip::RingRun run = rings.rtl().run({kProg}, 2'000'000);
@@ -256,6 +268,134 @@ TEST(RingAllReduceSpec, ImpossibleSpecsAreRefusedByName) {
   s.hbm_addr = 4;
   EXPECT_THROW(compiler::ring_allreduce_program(s), std::invalid_argument);
   EXPECT_EQ(compiler::allreduce_padded_elems(1000, 3, 4), 1008u);
+}
+
+// The reduce-scatter alone (the data-parallel step's first half): chip r ends with chunk
+// (r + 1) mod P summed in the documented ring order; rtl and functional rings agree on every byte.
+class RingReduceScatter : public ::testing::TestWithParam<int> {};
+
+TEST_P(RingReduceScatter, EachChipEndsWithItsChunkSummedInRingOrder) {
+  const int chips = GetParam();
+  std::mt19937_64 rng(test::test_seed());
+  const uint32_t elems = compiler::allreduce_padded_elems(700, chips, kN);
+  const uint32_t addr = 0x200000, chunk = elems / static_cast<uint32_t>(chips);
+  Rings rings(chips, 1, test::current_test_name());
+  std::vector<std::vector<uint32_t>> g;
+  for (int r = 0; r < chips; ++r) {
+    g.push_back(load_gradients(rings, r, rng, addr, elems));
+    compiler::AllReduceSpec spec = allreduce_spec(chips, r, addr, elems, 256);
+    spec.reduce_scatter_only = true;
+    EXPECT_EQ(compiler::allreduce_link_bytes(spec), uint64_t{chips - 1u} * chunk * 4);
+    rings.load(r, kProg, isa::encode_program(compiler::ring_allreduce_program(spec)));
+  }
+  const chip::RingRun run = rings.rtl().run({kProg}, 2'000'000);
+  const functional::RingResult f = rings.fn().run({kProg});
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  ASSERT_TRUE(f.all_halted()) << f.describe();
+  for (int r = 0; r < chips; ++r) {
+    SCOPED_TRACE("chip " + std::to_string(r));
+    const auto got = rings.rtl_read(r, addr, 4 * elems);
+    EXPECT_EQ(got, rings.fn_read(r, addr, 4 * elems));
+    const int c = (r + 1) % chips;
+    for (uint32_t i = c * chunk; i < (c + 1) * chunk; ++i) {
+      uint32_t want = g[c][i];
+      for (int k = 1; k < chips; ++k) want = fp::add(want, g[(c + k) % chips][i]);
+      uint32_t v;
+      std::memcpy(&v, got.data() + 4 * i, 4);
+      ASSERT_EQ(v, want) << "element " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Chips, RingReduceScatter, ::testing::Values(2, 3, 4));
+
+// The all-gather of region lists (the sharded update's second half): chunk k's regions — a
+// strided bf16 block, a contiguous bf16 run, fp32 words — go from its owner, chip (k − 1)
+// mod P, to every chip; bytes outside the regions stay each chip's own.
+class RingAllGather : public ::testing::TestWithParam<int> {};
+
+TEST_P(RingAllGather, EveryChipEndsWithEveryChunkFromItsOwner) {
+  const int P = GetParam();
+  std::mt19937_64 rng(test::test_seed());
+  const uint32_t base = 0x200000, span = 0x3000;
+  // chunk k: 3 rows of 24 bf16 at pitch 80 bf16 (columns 24k .. 24k + 23 of a [3][80] block),
+  // 40 bf16 at 0x1000 + 128k, and for chunk 0 also 12 fp32 at 0x2000
+  std::vector<std::vector<compiler::GatherRegion>> chunks(static_cast<size_t>(P));
+  for (int k = 0; k < P; ++k) {
+    compiler::GatherRegion a;
+    a.addr = base + 48 * k;
+    a.elem_bytes = 2;
+    a.loops = {{24, 2}, {3, 160}};
+    compiler::GatherRegion b;
+    b.addr = base + 0x1000 + 128 * k;
+    b.elem_bytes = 2;
+    b.loops = {{40, 2}};
+    chunks[k] = {a, b};
+    if (k == 0) {
+      compiler::GatherRegion c;
+      c.addr = base + 0x2000;
+      c.elem_bytes = 4;
+      c.loops = {{4, 4}, {3, 16}};
+      chunks[k].push_back(c);
+    }
+  }
+  Rings rings(P, 1, test::current_test_name());
+  std::vector<std::vector<uint8_t>> before;
+  for (int r = 0; r < P; ++r) {
+    before.push_back(random_bytes(rng, span));
+    rings.load(r, base, before.back());
+    rings.load(r, kProg, isa::encode_program(compiler::ring_allgather_program(P, r, chunks)));
+  }
+  const chip::RingRun run = rings.rtl().run({kProg}, 2'000'000);
+  const functional::RingResult f = rings.fn().run({kProg});
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  ASSERT_TRUE(f.all_halted()) << f.describe();
+  // expected: each chip's own bytes, with every region's bytes from the chunk's owner
+  std::vector<uint8_t> owner_of(span, 0xff);  // which chip's bytes each offset must hold
+  for (int k = 0; k < P; ++k)
+    for (const compiler::GatherRegion& g : chunks[k]) {
+      const auto l = [&](size_t i) {
+        return i < g.loops.size() ? g.loops[i] : std::pair<uint16_t, int32_t>{1, 0};
+      };
+      for (uint32_t i1 = 0; i1 < l(1).first; ++i1)
+        for (uint32_t i0 = 0; i0 < l(0).first; ++i0) {
+          const uint32_t at = g.addr - base + i1 * l(1).second + i0 * l(0).second;
+          for (int e = 0; e < g.elem_bytes; ++e)
+            owner_of[at + e] = static_cast<uint8_t>((k + P - 1) % P);
+        }
+    }
+  for (int r = 0; r < P; ++r) {
+    SCOPED_TRACE("chip " + std::to_string(r));
+    const auto got = rings.rtl_read(r, base, span);
+    EXPECT_EQ(got, rings.fn_read(r, base, span));
+    for (uint32_t i = 0; i < span; ++i) {
+      const int from = owner_of[i] == 0xff ? r : owner_of[i];
+      ASSERT_EQ(got[i], before[from][i]) << "offset 0x" << std::hex << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Chips, RingAllGather, ::testing::Values(2, 3));
+
+TEST(RingAllGatherSpec, ImpossibleSpecsAreRefusedByName) {
+  std::vector<std::vector<compiler::GatherRegion>> chunks(2);
+  compiler::GatherRegion g;
+  g.addr = 0x1000;
+  g.elem_bytes = 4;
+  g.loops = {{8, 4}};
+  chunks[0] = {g};
+  EXPECT_NO_THROW(compiler::ring_allgather_program(2, 1, chunks));
+  EXPECT_THROW(compiler::ring_allgather_program(2, 2, chunks), std::invalid_argument);
+  EXPECT_THROW(compiler::ring_allgather_program(3, 0, chunks), std::invalid_argument);
+  chunks[1] = {g};
+  chunks[1][0].loops = {{0, 4}};
+  EXPECT_THROW(compiler::ring_allgather_program(2, 0, chunks), std::invalid_argument);
+  chunks[1][0].loops = {{8, 4}};
+  chunks[1][0].elem_bytes = 3;
+  EXPECT_THROW(compiler::ring_allgather_program(2, 0, chunks), std::invalid_argument);
+  chunks[1][0].elem_bytes = 4;
+  chunks[1][0].addr = 0x1002;
+  EXPECT_THROW(compiler::ring_allgather_program(2, 0, chunks), std::invalid_argument);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -334,7 +474,7 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // The data-parallel training step (compiler Replication) on a ring of two verilated chips, two
 // threads: every replica's weights, moments, bf16 copies and metrics bit-identical to the
-// functional ring's, and the replicas identical to each other.
+// functional ring's, and the replicated part (bf16 copies, fp32 biases) identical on both.
 TEST(RingTrainStep, DataParallelStepBitIdenticalToTheFunctionalRing) {
   const int P = 2;
   const uint32_t b = 2;
@@ -370,14 +510,17 @@ TEST(RingTrainStep, DataParallelStepBitIdenticalToTheFunctionalRing) {
   ASSERT_TRUE(f.all_halted()) << f.describe();
   const compiler::HbmLayout& L = steps[0].layout();
   const uint64_t state_bytes = L.features - L.conv_w;  // weights .. constants
-  std::vector<uint8_t> first;
   for (int r = 0; r < P; ++r) {
     SCOPED_TRACE("chip " + std::to_string(r));
     const auto got = rings.rtl_read(r, L.conv_w, state_bytes);
     EXPECT_EQ(got, rings.fn_read(r, L.conv_w, state_bytes)) << "state vs the functional ring";
     EXPECT_EQ(rings.rtl_read(r, L.metrics, 2 * kN * 4), rings.fn_read(r, L.metrics, 2 * kN * 4));
-    if (r == 0) first = got;
-    EXPECT_EQ(got, first) << "replicas differ";
+    // the sharded update: each chip holds its own chunk's fp32 weights and moments; the bf16
+    // copies and fp32 biases every chip reads are the same everywhere
+    for (const auto& range : steps[r].replicated_ranges())
+      EXPECT_EQ(rings.rtl_read(r, range.first, range.second),
+                rings.rtl_read(0, range.first, range.second))
+          << "replicas differ at 0x" << std::hex << range.first;
   }
   std::cout << "data-parallel step, 2 chips x batch " << b << ": " << run.chips[0].cycles << " / "
             << run.chips[1].cycles << " cycles, " << run.flits << " flits\n";

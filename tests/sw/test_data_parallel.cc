@@ -1,10 +1,12 @@
 // Data-parallel training steps (tessera/compiler.h, Replication; docs/multichip.md) on the
 // functional model: the split update (gradients to HBM, then Adam) is bit-identical to the
 // fused single-chip step; on a ring of P functional chips every replica ends each step with
-// bit-identical weights and optimizer state, and matches one chip training on the whole global
-// batch up to the summation order of the gradients.
+// the bf16 weight copies and fp32 biases of the state its owners updated (the sharded update),
+// and matches one chip training on the whole global batch up to the summation order of the
+// gradients.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -173,18 +175,28 @@ TEST_P(DataParallel, ReplicasStayIdenticalAndTrackOneChip) {
     ASSERT_TRUE(rr.all_halted()) << rr.describe();
     const auto rs = single.run(one.layout().program);
     ASSERT_EQ(rs.status, functional::RunStatus::kHalted) << rs.describe();
-    // replicas: identical state, bit for bit
+    // The update is sharded: each replica's chunk from its owner (merge_replica_states) is
+    // the current state; every replica holds the bf16 copies of those weights and the fp32
+    // biases, bit for bit as the host rounds them (state_image).
+    std::vector<CnnParams> ps(static_cast<size_t>(P));
+    std::vector<AdamState> ss(static_cast<size_t>(P));
+    for (int r = 0; r < P; ++r) steps[r].read_state(read_fm, &ring.chip(r), ps[r], ss[r]);
     CnnParams p_r0;
     AdamState s_r0;
-    steps[0].read_state(read_fm, &ring.chip(0), p_r0, s_r0);
+    steps[0].merge_replica_states(ps, ss, p_r0, s_r0);
+    const std::vector<CnnTrainStep::Write> expect = steps[0].state_image(p_r0, s_r0);
     double loss_sum = 0, correct = 0;
     for (int r = 0; r < P; ++r) {
-      CnnParams pr;
-      AdamState sr;
-      steps[r].read_state(read_fm, &ring.chip(r), pr, sr);
-      const auto w0 = flat(p_r0), wr = flat(pr), m0 = flat(s_r0.m), mr = flat(sr.m);
-      ASSERT_EQ(0, std::memcmp(w0.data(), wr.data(), w0.size() * 4)) << "replica " << r;
-      ASSERT_EQ(0, std::memcmp(m0.data(), mr.data(), m0.size() * 4)) << "replica " << r;
+      for (const auto& range : steps[r].replicated_ranges()) {
+        const auto w = std::find_if(expect.begin(), expect.end(),
+                                    [&](const auto& x) { return x.first == range.first; });
+        ASSERT_NE(w, expect.end());
+        ASSERT_EQ(w->second.size(), range.second);
+        const std::vector<uint8_t> got = read_fm(&ring.chip(r), range.first, range.second);
+        ASSERT_EQ(got, w->second) << "replica " << r << ", step " << s << ", the copy at 0x"
+                                  << std::hex << range.first;
+      }
+      EXPECT_EQ(ss[r].beta1_power, s_r0.beta1_power);
       EXPECT_TRUE(rr.chips[r].undefined_reads.empty()) << "replica " << r;
       float l, c;
       steps[r].read_metrics(read_fm, &ring.chip(r), l, c);
@@ -214,6 +226,44 @@ TEST_P(DataParallel, ReplicasStayIdenticalAndTrackOneChip) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Replicas, DataParallel, ::testing::Values(2, 3));
+
+// The gradient vector's chunks (GradShards): they cover the tensors once, in whole groups of
+// max(N, 16) columns, balanced to within one group of the ideal, and chip r owns chunk r + 1.
+TEST(GradShards, ChunksCoverTheGradientsBalancedInWholeGroups) {
+  const CnnSpec spec;
+  const uint32_t D = spec.features(), C = spec.classes;
+  for (const uint32_t n : {4u, 16u})
+    for (int P = 1; P <= 4; ++P) {
+      SCOPED_TRACE("N " + std::to_string(n) + ", P " + std::to_string(P));
+      Replication rep;
+      rep.replicas = P;
+      rep.split_update = true;
+      const CnnTrainStep st(spec, AdamSpec{},
+                            ChipShape{n, n == 4 ? 8192u : 65536u, n == 4 ? 64u : 256u}, 2, kBase,
+                            StepKind::kTrain, nullptr, rep);
+      const GradShards& S = st.shards();
+      const uint32_t cpad = st.class_pad();
+      EXPECT_EQ(S.small, spec.taps() * spec.filters + spec.filters + cpad);
+      ASSERT_EQ(S.col.size(), size_t(P) + 1);
+      EXPECT_EQ(S.col.front(), 0u);
+      EXPECT_EQ(S.col.back(), D);
+      EXPECT_EQ(S.chunk % n, 0u);
+      EXPECT_EQ(st.layout().grads_elems, uint64_t{S.chunk} * P);
+      const uint32_t group = std::max(n, 16u);
+      const double ideal = double(S.small + C * D) / P;
+      uint32_t largest = 0;
+      for (int k = 0; k < P; ++k) {
+        ASSERT_LE(S.col[k], S.col[k + 1]);
+        if (k > 0) EXPECT_EQ(S.col[k] % group, 0u) << "boundary " << k;
+        const uint32_t size = (k == 0 ? S.small : 0) + C * (S.col[k + 1] - S.col[k]);
+        EXPECT_LE(size, S.chunk);
+        largest = std::max(largest, size);
+        EXPECT_EQ(S.owner(k), (k + P - 1) % P);
+      }
+      EXPECT_LT(largest, ideal + C * group) << "unbalanced";
+      EXPECT_LT(S.chunk, largest + n);
+    }
+}
 
 }  // namespace
 }  // namespace tessera::compiler

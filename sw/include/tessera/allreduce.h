@@ -31,7 +31,25 @@ struct AllReduceSpec {
   uint32_t ub_base = 0;   // UB scratch the program may use: [ub_base, ub_base + ub_bytes)
   uint32_t ub_bytes = 0;
   uint32_t piece_bytes = 0;  // bytes per piece (0: as large as the scratch allows)
+  // Reduce-scatter alone: the program ends when chip r holds the sum of chunk (r + 1) mod P in
+  // its HBM (the other chunks hold partial sums); no all-gather.
+  bool reduce_scatter_only = false;
 };
+
+// One region of a ring all-gather: a DMA walk over this chip's HBM (up to 4 loops of
+// (count, byte stride), elements of elem_bytes), copied to the same addresses on `next`.
+struct GatherRegion {
+  uint32_t addr = 0;
+  int elem_bytes = 4;
+  std::vector<std::pair<uint16_t, int32_t>> loops;
+};
+
+// Ring all-gather of P chunks, each a list of regions: chip r starts with chunk (r + 1) mod P
+// current (what a reduce-scatter leaves it) and in step s (0 … P−2) copies chunk
+// (r + 1 − s) mod P into next's HBM, then signals it (RC2); from step 1 on it first waits for
+// the chunk prev sent. Ends when every chunk has arrived. Uses RC2 only (counted from zero).
+std::vector<isa::Instruction> ring_allgather_program(
+    int chips, int rank, const std::vector<std::vector<GatherRegion>>& chunks);
 
 // The length to allocate for `elems` fp32 so that P chunks of whole N-lane vectors cover it
 // (the padding must hold zeros, or anything: it is summed like the rest and ignored).
@@ -41,7 +59,8 @@ uint32_t allreduce_padded_elems(uint32_t elems, int chips, int n);
 // field when the spec is impossible (alignment, UB scratch too small for two pieces, …).
 std::vector<isa::Instruction> ring_allreduce_program(const AllReduceSpec& spec);
 
-// Bytes the program moves over each link (payload, both phases) — for bandwidth figures.
+// Bytes the program moves over each link (payload, both phases or the reduce-scatter alone)
+// — for bandwidth figures.
 uint64_t allreduce_link_bytes(const AllReduceSpec& spec);
 
 }  // namespace tessera::compiler

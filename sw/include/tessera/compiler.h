@@ -97,9 +97,11 @@ struct HbmLayout {
   // results
   uint64_t metrics = 0;  // [2][N] fp32: batch mean loss, number of correct predictions
   uint64_t probs = 0;    // [batch][Cpad] fp32: the softmax output (StepKind::kEvaluate)
-  // split update (Replication::split): the gradients, fp32, one vector for the all-reduce:
-  // conv kernel [taps][F], conv bias [F], dense W^T [classes][features], dense bias [Cpad],
-  // zero padding to grads_elems (a multiple of replicas x N)
+  // split update (Replication::split): the gradients, fp32, one vector for the ring's
+  // reduce-scatter, in P equal chunks of GradShards::chunk elements (a multiple of N); chunk 0:
+  // conv kernel [taps][F], conv bias [F], dense bias [Cpad], then dense W^T columns
+  // [col[0], col[1]) as [classes][col[1] - col[0]]; chunk k > 0: columns [col[k], col[k+1])
+  // the same way; each chunk zero-padded (grads_elems = P x chunk)
   uint64_t grads = 0, grads_elems = 0;
   uint64_t program = 0;  // the step program
 };
@@ -122,6 +124,21 @@ struct StepStats {
     uint64_t dma_elements = 0;
   };
   std::vector<Phase> phases;
+};
+
+// How a data-parallel step shards its update (docs/multichip.md, "Sharded update"): the
+// gradient vector is P chunks; chunk k holds the dense kernel's W^T columns [col[k], col[k+1])
+// (whole N-column groups) and chunk 0 also the small tensors (conv kernel, conv bias, dense
+// bias). After the reduce-scatter chip r holds the sum of chunk (r + 1) mod P: it alone runs
+// Adam on that chunk's tensors and holds their fp32 weights and moments; an all-gather then
+// gives every chip the updated bf16 copies and fp32 biases the forward pass reads.
+struct GradShards {
+  uint32_t chunk = 0;         // elements per chunk (a multiple of N)
+  uint32_t small = 0;         // elements of the small tensors at the start of chunk 0
+  std::vector<uint32_t> col;  // P + 1 column boundaries, col[0] = 0, col[P] = features
+  int owner(int k) const {
+    return (k + static_cast<int>(col.size()) - 2) % (static_cast<int>(col.size()) - 1);
+  }
 };
 
 // A training step, or the forward pass alone (evaluate / predict: loss, correct count and the
@@ -164,6 +181,16 @@ class CnnTrainStep {
                                  const std::vector<uint8_t>& labels) const;
   using Reader = std::vector<uint8_t> (*)(void* ctx, uint64_t addr, size_t bytes);
   void read_state(Reader read, void* ctx, CnnParams& p, AdamState& s) const;
+  // Split update: the gradient vector's chunks (grads_elems == 0 otherwise: empty `col`).
+  const GradShards& shards() const { return shards_; }
+  // A data-parallel step's current state from every replica's read_state (index = rank): each
+  // tensor part from the chip that owns its chunk (the others hold stale fp32 weights and
+  // moments there). With one replica, that replica's state.
+  void merge_replica_states(const std::vector<CnnParams>& ps, const std::vector<AdamState>& ss,
+                            CnnParams& p, AdamState& s) const;
+  // The HBM ranges every replica holds identically after a data-parallel step: the bf16
+  // weight copies and the fp32 biases (address, bytes).
+  std::vector<std::pair<uint64_t, uint64_t>> replicated_ranges() const;
   // The step's results from the metrics region.
   void read_metrics(Reader read, void* ctx, float& loss, float& correct) const;
   // kEvaluate: the softmax output, batch x classes.
@@ -186,6 +213,7 @@ class CnnTrainStep {
   uint32_t batch_ = 0;
   Replication rep_;
   HbmLayout layout_;
+  GradShards shards_;
   std::vector<isa::Instruction> program_;
   StepStats stats_;
   uint64_t mxu_bound_ = 0;

@@ -126,7 +126,10 @@ class Sequential {
   // Softmax outputs, images x classes.
   std::vector<float> predict(const data::Dataset& images, uint32_t batch_size = 0);
 
-  // Weights and optimizer state as they are on the device.
+  // Weights and optimizer state as they are on the device. Under a strategy each replica holds
+  // the current fp32 weights and moments of its own chunk only (docs/multichip.md, "Sharded
+  // update"): these gather them from every replica — a collective call under mpirun (every
+  // rank calls it).
   compiler::CnnParams get_weights();
   compiler::AdamState get_optimizer_state();
   void set_state(const compiler::CnnParams& p, const compiler::AdamState& s);
@@ -154,6 +157,7 @@ class Sequential {
   void run_forward(const data::Dataset& ds, uint32_t batch,
                    const std::function<void(compiler::CnnTrainStep&, uint32_t)>& per_batch);
   void check_compiled(const char* what) const;
+  void read_state(compiler::CnnParams& p, compiler::AdamState& s);
   std::vector<Layer> layers_;
   compiler::CnnSpec spec_;
   compiler::AdamSpec adam_;
