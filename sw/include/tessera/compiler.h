@@ -63,9 +63,11 @@ struct AdamState {
 // Data parallelism (docs/multichip.md): the same step on every chip of a ring of `replicas`,
 // each with its own shard of the global batch (replicas x batch). The program computes its
 // shard's gradients scaled by 1 / global batch into an HBM gradient buffer, sums them over the
-// ring (the ring all-reduce, fixed order), then runs Adam on the sum: every replica's weights
-// stay bit-identical. `split_update` with one replica compiles the same split program without
-// the all-reduce — bit-identical to the fused single-chip step (a test of the split).
+// ring with a reduce-scatter (fixed order), runs Adam on the chunk the reduce-scatter leaves
+// it (GradShards: the update is sharded) and all-gathers the updated bf16 copies and fp32
+// biases: every replica computes with the same weights. `split_update` with one replica
+// compiles the same split program without the collectives (one chunk: the whole update) —
+// bit-identical to the fused single-chip step (a test of the split).
 struct Replication {
   int replicas = 1;
   int rank = 0;
