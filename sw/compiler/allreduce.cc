@@ -22,7 +22,8 @@ constexpr uint8_t kRcPiece = 0, kRcFree = 1, kRcChunk = 2;
 class Emitter {
  public:
   std::vector<Instruction> prog;
-  uint32_t len = 0;  // the loop registers' current element count (0: not set)
+  uint32_t len = 0;          // the loop registers' current element count (0: not set)
+  bool outer_dirty = false;  // loops 2 and 3 hold a region's counts (copy() resets them)
 
   void wait(isa::Unit u, uint8_t sc, uint32_t value, bool remote = false) {
     Instruction i;
@@ -57,6 +58,10 @@ class Emitter {
   // A contiguous copy of `elems` fp32 (loops 0 and 1; loops 2 and 3 are count 1).
   void copy(isa::Space ss, uint32_t src, isa::Space ds, uint32_t dst, uint32_t elems,
             isa::Link link = isa::Link::kLocal) {
+    if (outer_dirty) {
+      reset_outer_loops();
+      outer_dirty = false;
+    }
     if (elems != len) {
       for (isa::Walk w : {isa::Walk::kSrc, isa::Walk::kDst}) {
         Instruction l;
@@ -81,7 +86,6 @@ class Emitter {
     c.link = link;
     prog.push_back(c);
   }
-  // VPU.LD (vd) / VPU.ST (vs) of N fp32 lanes at UB `addr`.
   // A copy of one gather region to the same addresses on `next` (all four loops set).
   void copy_region(const GatherRegion& g) {
     for (isa::Walk w : {isa::Walk::kSrc, isa::Walk::kDst})
@@ -91,15 +95,16 @@ class Emitter {
         l.walk = w;
         l.pair = pair;
         const auto loop = [&](size_t i) {
-          return i < g.loops.size() ? g.loops[i] : std::pair<uint16_t, int32_t>{1, 0};
+          return i < g.loops.size() ? g.loops[i] : std::pair<uint32_t, int32_t>{1, 0};
         };
-        l.c0 = loop(2 * pair).first;
+        l.c0 = static_cast<uint16_t>(loop(2 * pair).first);
         l.s0 = loop(2 * pair).second;
-        l.c1 = loop(2 * pair + 1).first;
+        l.c1 = static_cast<uint16_t>(loop(2 * pair + 1).first);
         l.s1 = loop(2 * pair + 1).second;
         prog.push_back(l);
       }
-    len = 0;  // loop 0 is no longer a contiguous copy's
+    len = 0;             // loop 0 is no longer a contiguous copy's
+    outer_dirty = true;  // nor are loops 2 and 3 count 1
     Instruction c;
     c.op = Opcode::kDmaCopy;
     c.src_space = isa::Space::kHbm;
@@ -110,6 +115,7 @@ class Emitter {
     c.link = isa::Link::kNext;
     prog.push_back(c);
   }
+  // VPU.LD (vd) / VPU.ST (vs) of N fp32 lanes at UB `addr`.
   void vpu_mem(Opcode op, int v, uint32_t addr) {
     Instruction i;
     i.op = op;
@@ -288,7 +294,7 @@ std::vector<Instruction> ring_allgather_program(
       if (g.elem_bytes != 2 && g.elem_bytes != 4) bad("elements are 2 or 4 bytes");
       if (g.addr % static_cast<uint32_t>(g.elem_bytes)) bad("a region's address is unaligned");
       for (const auto& l : g.loops)
-        if (l.first == 0) bad("a loop count is zero");
+        if (l.first == 0 || l.first > 65535) bad("a loop count is outside 1 … 65535");
     }
   Emitter e;
   const int P = chips;

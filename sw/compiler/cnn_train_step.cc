@@ -17,9 +17,12 @@
 //                VPU max-pool and relu backward -> MXU im2col^T x dz (row of ones: bias grad)
 //                accumulated over the batch in the ACC -> VPU Adam on the kernel and bias
 // Split update (data parallelism, Replication): dense_dw and conv_dw store the gradients to HBM
-// instead of applying Adam, then
-//   allreduce    the ring all-reduce of the gradient vector (sw/compiler/allreduce.cc), fenced
-//   update       DMA gradient, W, m, v chunks -> VPU Adam -> DMA W, m, v and the bf16 copies
+// (P chunks, GradShards) instead of applying Adam, then
+//   reduce_scatter  the ring reduce-scatter of the gradient vector (sw/compiler/allreduce.cc),
+//                   fenced: chip r ends with chunk (r + 1) mod P summed
+//   update          on that chunk's tensors only: DMA gradient, W, m, v chunks -> VPU Adam ->
+//                   DMA W, m, v and the bf16 copies
+//   allgather       every chunk's bf16 copies and fp32 biases from its owner to every chip
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -453,8 +456,10 @@ void CnnTrainStep::compile() {
     copy_linear(b, isa::Space::kHbm, L.labels, isa::Space::kUb, labels, Bpad, 4);
     copy_linear(b, isa::Space::kHbm, L.consts, isa::Space::kUb, consts, 2 * Cc * N, 4);
     copy_linear(b, isa::Space::kHbm, L.dense_b, isa::Space::kUb, db, Cpad, 4);
-    copy_linear(b, isa::Space::kHbm, L.dense_b_m, isa::Space::kUb, db_m, Cpad, 4);
-    copy_linear(b, isa::Space::kHbm, L.dense_b_v, isa::Space::kUb, db_v, Cpad, 4);
+    if (train && !split) {  // the fused Adam in dense_dw updates the bias in the UB
+      copy_linear(b, isa::Space::kHbm, L.dense_b_m, isa::Space::kUb, db_m, Cpad, 4);
+      copy_linear(b, isa::Space::kHbm, L.dense_b_v, isa::Space::kUb, db_v, Cpad, 4);
+    }
     b.signal(isa::Unit::kDma);
     for (uint32_t r = B; r < Bpad; ++r)  // the padding samples' d logits are zero
       for (uint32_t c = 0; c < Cc; ++c) b.vpu_st(kBf16, 0, dlog + (r * Cpad + c * N) * 2);
@@ -1029,7 +1034,7 @@ void CnnTrainStep::compile() {
       if (P > 1) {
         phase("allgather");
         std::vector<std::vector<GatherRegion>> chunks(static_cast<size_t>(P));
-        auto region = [](uint64_t addr, int e, std::vector<std::pair<uint16_t, int32_t>> loops) {
+        auto region = [](uint64_t addr, int e, std::vector<std::pair<uint32_t, int32_t>> loops) {
           GatherRegion g;
           g.addr = static_cast<uint32_t>(addr);
           g.elem_bytes = e;
@@ -1038,17 +1043,18 @@ void CnnTrainStep::compile() {
         };
         for (size_t k = 0; k < chunks.size(); ++k) {
           if (k == 0) {
-            chunks[k].push_back(
-                region(L.conv_w16, 2, {{uint16_t(F), 2}, {uint16_t(T), int32_t(F * 2)}}));
-            chunks[k].push_back(region(L.conv_b, 4, {{uint16_t(F), 4}}));
-            chunks[k].push_back(region(L.dense_b, 4, {{uint16_t(Cpad), 4}}));
+            chunks[k].push_back(region(L.conv_w16, 2, {{F, 2}, {T, int32_t(F * 2)}}));
+            chunks[k].push_back(region(L.conv_b, 4, {{F, 4}}));
+            chunks[k].push_back(region(L.dense_b, 4, {{Cpad, 4}}));
           }
-          const uint32_t k0 = S.col[k], kw = S.col[k + 1] - k0;
-          if (kw == 0) continue;
-          chunks[k].push_back(region(L.dense_w16t + uint64_t{k0} * 2, 2,
-                                     {{uint16_t(kw), 2}, {uint16_t(C), int32_t(D * 2)}}));
-          chunks[k].push_back(region(L.dense_w16 + uint64_t{k0} * Cpad * 2, 2,
-                                     {{uint16_t(Cpad), 2}, {uint16_t(kw), int32_t(Cpad * 2)}}));
+          // the chunk's columns in pieces whose loop counts fit the DMA's 16 bits
+          for (uint32_t k0 = S.col[k]; k0 < S.col[k + 1]; k0 += 32768) {
+            const uint32_t kw = std::min<uint32_t>(32768, S.col[k + 1] - k0);
+            chunks[k].push_back(
+                region(L.dense_w16t + uint64_t{k0} * 2, 2, {{kw, 2}, {C, int32_t(D * 2)}}));
+            chunks[k].push_back(region(L.dense_w16 + uint64_t{k0} * Cpad * 2, 2,
+                                       {{Cpad, 2}, {kw, int32_t(Cpad * 2)}}));
+          }
         }
         std::vector<isa::Instruction> block = ring_allgather_program(P, rep_.rank, chunks);
         block.pop_back();  // its HALT

@@ -162,7 +162,7 @@ void Sequential::compile(const Adam& opt, const std::string& loss,
         if (have_base && b != base) throw std::logic_error("compile: the replicas' layouts differ");
         base = b;
         have_base = true;
-        if (!dev_) dev_ = &cluster_->chip(r);  // the replicas' weights are equal
+        if (!dev_) dev_ = &cluster_->chip(r);  // evaluation: every replica's bf16 weights are equal
       }
       bool have_prog = false;
       for (int r = 0; r < P; ++r) {
@@ -223,7 +223,8 @@ static std::vector<std::vector<float>*> state_tensors(compiler::CnnParams& p,
   return t;
 }
 
-void Sequential::read_state(compiler::CnnParams& p, compiler::AdamState& s) {
+void Sequential::get_state(compiler::CnnParams& p, compiler::AdamState& s) {
+  check_compiled("get_state");
   if (!cluster_) {
     train_->read_state(device_read, dev_, p, s);
     return;
@@ -273,7 +274,7 @@ compiler::CnnParams Sequential::get_weights() {
   check_compiled("get_weights");
   compiler::CnnParams p;
   compiler::AdamState s;
-  read_state(p, s);
+  get_state(p, s);
   return p;
 }
 
@@ -281,7 +282,7 @@ compiler::AdamState Sequential::get_optimizer_state() {
   check_compiled("get_optimizer_state");
   compiler::CnnParams p;
   compiler::AdamState s;
-  read_state(p, s);
+  get_state(p, s);
   return s;
 }
 

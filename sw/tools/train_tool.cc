@@ -57,8 +57,9 @@ void mkdirs(const std::string& path) {
 runlog::Checkpoint to_checkpoint(keras::Sequential& model, uint64_t step,
                                  data::Pipeline::Position pos, uint64_t seed) {
   const compiler::CnnSpec& s = model.spec();
-  const compiler::CnnParams p = model.get_weights();
-  const compiler::AdamState a = model.get_optimizer_state();
+  compiler::CnnParams p;
+  compiler::AdamState a;
+  model.get_state(p, a);
   runlog::Checkpoint c;
   c.model_signature = model.signature();
   c.step = step;
@@ -105,8 +106,10 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 bool same_state(keras::Sequential& x, keras::Sequential& y, std::string& what) {
-  const auto px = x.get_weights(), py = y.get_weights();
-  const auto ax = x.get_optimizer_state(), ay = y.get_optimizer_state();
+  compiler::CnnParams px, py;
+  compiler::AdamState ax, ay;
+  x.get_state(px, ax);
+  y.get_state(py, ay);
   const std::pair<const char*, std::pair<const std::vector<float>*, const std::vector<float>*>>
       all[] = {{"conv kernel", {&px.conv_kernel, &py.conv_kernel}},
                {"conv bias", {&px.conv_bias, &py.conv_bias}},
@@ -286,7 +289,8 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   }
 
   // Under mpirun only rank 0 writes the run folder; the others keep theirs in a scratch folder
-  // inside it, removed at the end (their checkpoints equal rank 0's: the replicas are equal).
+  // inside it, removed at the end (their checkpoints equal rank 0's: every rank gathers the
+  // same state from the chips that own its parts).
   std::string main_dir = opt.out.empty() ? "runs/" + timestamp() : opt.out;
   if (distributed && opt.out.empty()) {  // rank 0's timestamp for every rank
     std::vector<uint8_t> name(256, 0);
@@ -358,7 +362,12 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
       const data::Batch batch = pipe.next();
       if (order) std::fwrite(batch.sample_ids.data(), 4, batch.sample_ids.size(), order);
       const bool sample_now = sampled && (s % opt.sample_every == 0);
-      if (sample_now) shadow->set_state(model->get_weights(), model->get_optimizer_state());
+      if (sample_now) {
+        compiler::CnnParams p;
+        compiler::AdamState a;
+        model->get_state(p, a);
+        shadow->set_state(p, a);
+      }
       keras::StepLogs logs = model->train_on_batch(batch);
       logs.step = s;
       if (sample_now) {
@@ -444,10 +453,13 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
     std::unique_ptr<keras::Sequential> evaluator;
     keras::Sequential* m = model.get();
     if (eval_backend != backend) {
-      evaluator = make_model(false);  // evaluation runs on one chip (the replicas are equal)
+      evaluator = make_model(false);  // evaluation runs on one chip (one copy of the weights)
       // one chip, one replica's batch (the training step's: it fits the chip)
       compile(*evaluator, eval_backend, opt.batch / static_cast<uint32_t>(std::max(1, opt.chips)));
-      evaluator->set_state(model->get_weights(), model->get_optimizer_state());
+      compiler::CnnParams p;
+      compiler::AdamState a;
+      model->get_state(p, a);
+      evaluator->set_state(p, a);
       m = evaluator.get();
     }
     ev = m->evaluate(test_set);

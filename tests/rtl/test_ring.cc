@@ -335,7 +335,7 @@ TEST_P(RingAllGather, EveryChipEndsWithEveryChunkFromItsOwner) {
       compiler::GatherRegion c;
       c.addr = base + 0x2000;
       c.elem_bytes = 4;
-      c.loops = {{4, 4}, {3, 16}};
+      c.loops = {{2, 4}, {2, 8}, {3, 16}};  // loops 2 and 3 too
       chunks[k].push_back(c);
     }
   }
@@ -355,14 +355,17 @@ TEST_P(RingAllGather, EveryChipEndsWithEveryChunkFromItsOwner) {
   for (int k = 0; k < P; ++k)
     for (const compiler::GatherRegion& g : chunks[k]) {
       const auto l = [&](size_t i) {
-        return i < g.loops.size() ? g.loops[i] : std::pair<uint16_t, int32_t>{1, 0};
+        return i < g.loops.size() ? g.loops[i] : std::pair<uint32_t, int32_t>{1, 0};
       };
-      for (uint32_t i1 = 0; i1 < l(1).first; ++i1)
-        for (uint32_t i0 = 0; i0 < l(0).first; ++i0) {
-          const uint32_t at = g.addr - base + i1 * l(1).second + i0 * l(0).second;
-          for (int e = 0; e < g.elem_bytes; ++e)
-            owner_of[at + e] = static_cast<uint8_t>((k + P - 1) % P);
-        }
+      for (uint32_t i3 = 0; i3 < l(3).first; ++i3)
+        for (uint32_t i2 = 0; i2 < l(2).first; ++i2)
+          for (uint32_t i1 = 0; i1 < l(1).first; ++i1)
+            for (uint32_t i0 = 0; i0 < l(0).first; ++i0) {
+              const uint32_t at = g.addr - base + i3 * l(3).second + i2 * l(2).second +
+                                  i1 * l(1).second + i0 * l(0).second;
+              for (int e = 0; e < g.elem_bytes; ++e)
+                owner_of[at + e] = static_cast<uint8_t>((k + P - 1) % P);
+            }
     }
   for (int r = 0; r < P; ++r) {
     SCOPED_TRACE("chip " + std::to_string(r));
@@ -395,6 +398,9 @@ TEST(RingAllGatherSpec, ImpossibleSpecsAreRefusedByName) {
   EXPECT_THROW(compiler::ring_allgather_program(2, 0, chunks), std::invalid_argument);
   chunks[1][0].elem_bytes = 4;
   chunks[1][0].addr = 0x1002;
+  EXPECT_THROW(compiler::ring_allgather_program(2, 0, chunks), std::invalid_argument);
+  chunks[1][0].addr = 0x1000;
+  chunks[1][0].loops = {{65536, 4}};  // the DMA's counts are 16 bits
   EXPECT_THROW(compiler::ring_allgather_program(2, 0, chunks), std::invalid_argument);
 }
 
@@ -495,35 +501,42 @@ TEST(RingTrainStep, DataParallelStepBitIdenticalToTheFunctionalRing) {
   for (int r = 0; r < P; ++r) {
     for (const auto& w : steps[r].state_image(p0, compiler::zero_adam_state(spec)))
       rings.load(r, w.first, w.second);
-    std::vector<uint16_t> img(b * 784);
-    std::vector<uint8_t> lbl(b);
-    for (auto& v : img) v = fp::fp32_to_bf16(fp::bits(static_cast<float>(rng() % 256) / 255.0f));
-    for (auto& v : lbl) v = static_cast<uint8_t>(rng() % 10);
-    for (const auto& w : steps[r].batch_image(img, lbl)) rings.load(r, w.first, w.second);
     rings.load(r, steps[r].layout().program, steps[r].program_bytes());
     progs.push_back(static_cast<uint32_t>(steps[r].layout().program));
   }
-  const chip::RingRun run = rings.rtl().run(progs, 20'000'000);
-  std::vector<uint64_t> fprogs(progs.begin(), progs.end());
-  const functional::RingResult f = rings.fn().run(fprogs);
-  ASSERT_TRUE(run.error.empty()) << run.error;
-  ASSERT_TRUE(f.all_halted()) << f.describe();
-  const compiler::HbmLayout& L = steps[0].layout();
-  const uint64_t state_bytes = L.features - L.conv_w;  // weights .. constants
-  for (int r = 0; r < P; ++r) {
-    SCOPED_TRACE("chip " + std::to_string(r));
-    const auto got = rings.rtl_read(r, L.conv_w, state_bytes);
-    EXPECT_EQ(got, rings.fn_read(r, L.conv_w, state_bytes)) << "state vs the functional ring";
-    EXPECT_EQ(rings.rtl_read(r, L.metrics, 2 * kN * 4), rings.fn_read(r, L.metrics, 2 * kN * 4));
-    // the sharded update: each chip holds its own chunk's fp32 weights and moments; the bf16
-    // copies and fp32 biases every chip reads are the same everywhere
-    for (const auto& range : steps[r].replicated_ranges())
-      EXPECT_EQ(rings.rtl_read(r, range.first, range.second),
-                rings.rtl_read(0, range.first, range.second))
-          << "replicas differ at 0x" << std::hex << range.first;
+  const std::vector<uint64_t> fprogs(progs.begin(), progs.end());
+  // two steps: the second one computes with the weights the first one's all-gather spread
+  for (int step = 0; step < 2; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    for (int r = 0; r < P; ++r) {
+      std::vector<uint16_t> img(b * 784);
+      std::vector<uint8_t> lbl(b);
+      for (auto& v : img) v = fp::fp32_to_bf16(fp::bits(static_cast<float>(rng() % 256) / 255.0f));
+      for (auto& v : lbl) v = static_cast<uint8_t>(rng() % 10);
+      for (const auto& w : steps[r].batch_image(img, lbl)) rings.load(r, w.first, w.second);
+    }
+    const chip::RingRun run = rings.rtl().run(progs, 20'000'000);
+    const functional::RingResult f = rings.fn().run(fprogs);
+    ASSERT_TRUE(run.error.empty()) << run.error;
+    ASSERT_TRUE(f.all_halted()) << f.describe();
+    const compiler::HbmLayout& L = steps[0].layout();
+    const uint64_t state_bytes = L.features - L.conv_w;  // weights .. constants
+    for (int r = 0; r < P; ++r) {
+      SCOPED_TRACE("chip " + std::to_string(r));
+      const auto got = rings.rtl_read(r, L.conv_w, state_bytes);
+      EXPECT_EQ(got, rings.fn_read(r, L.conv_w, state_bytes)) << "state vs the functional ring";
+      EXPECT_EQ(rings.rtl_read(r, L.metrics, 2 * kN * 4), rings.fn_read(r, L.metrics, 2 * kN * 4));
+      // the sharded update: each chip holds its own chunk's fp32 weights and moments; the bf16
+      // copies and fp32 biases every chip reads are the same everywhere
+      for (const auto& range : steps[r].replicated_ranges())
+        EXPECT_EQ(rings.rtl_read(r, range.first, range.second),
+                  rings.rtl_read(0, range.first, range.second))
+            << "replicas differ at 0x" << std::hex << range.first;
+    }
+    std::cout << "data-parallel step " << step << ", 2 chips x batch " << b << ": "
+              << run.chips[0].cycles << " / " << run.chips[1].cycles << " cycles, " << run.flits
+              << " flits\n";
   }
-  std::cout << "data-parallel step, 2 chips x batch " << b << ": " << run.chips[0].cycles << " / "
-            << run.chips[1].cycles << " cycles, " << run.flits << " flits\n";
 }
 
 }  // namespace

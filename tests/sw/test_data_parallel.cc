@@ -32,22 +32,23 @@ struct Batch {
   std::vector<uint8_t> lbl;
 };
 
-Batch random_batch(std::mt19937& rng, uint32_t batch) {
+Batch random_batch(std::mt19937& rng, uint32_t batch, uint32_t pixels = 784,
+                   uint32_t classes = 10) {
   Batch b;
-  b.img16.resize(size_t{batch} * 784);
+  b.img16.resize(size_t{batch} * pixels);
   b.lbl.resize(batch);
   for (auto& v : b.img16) {
     const uint8_t px = static_cast<uint8_t>(rng() % 3 == 0 ? 0 : rng() % 256);
     v = fp::fp32_to_bf16(fp::bits(static_cast<float>(px) / 255.0f));
   }
-  for (auto& v : b.lbl) v = static_cast<uint8_t>(rng() % 10);
+  for (auto& v : b.lbl) v = static_cast<uint8_t>(rng() % classes);
   return b;
 }
 
 Batch slice(const Batch& b, uint32_t first, uint32_t count) {
+  const size_t pixels = b.img16.size() / b.lbl.size();
   Batch s;
-  s.img16.assign(b.img16.begin() + size_t{first} * 784,
-                 b.img16.begin() + size_t{first + count} * 784);
+  s.img16.assign(b.img16.begin() + pixels * first, b.img16.begin() + pixels * (first + count));
   s.lbl.assign(b.lbl.begin() + first, b.lbl.begin() + first + count);
   return s;
 }
@@ -133,12 +134,36 @@ INSTANTIATE_TEST_SUITE_P(Chips, SplitUpdate,
                          ::testing::Values(Chip{4, 8192, 64}, Chip{16, 65536, 256}),
                          [](const auto& info) { return "N" + std::to_string(info.param.n); });
 
-// P replicas on a functional ring, per-replica batch b, against one chip with batch P x b.
-class DataParallel : public ::testing::TestWithParam<int> {};
+// P replicas on a functional ring, per-replica batch b, against one chip with batch P x b: the
+// example model, and a small one (8x8 images, 4 filters, 5 classes: 36 features, 3 column
+// groups) on 4 and 5 chips, where some chunks hold no columns.
+struct DpCase {
+  int replicas;
+  bool small;
+  int steps;
+};
+
+class DataParallel : public ::testing::TestWithParam<DpCase> {};
+
+// The largest |a - b| over the largest |b|: a difference relative to the tensor's scale.
+double scaled_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0, scale = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::fabs(double{a[i]} - b[i]));
+    scale = std::max(scale, std::fabs(double{b[i]}));
+  }
+  return worst / scale;
+}
 
 TEST_P(DataParallel, ReplicasStayIdenticalAndTrackOneChip) {
-  const int P = GetParam();
-  const CnnSpec spec;
+  const int P = GetParam().replicas;
+  CnnSpec spec;
+  if (GetParam().small) {
+    spec.height = spec.width = 8;
+    spec.filters = 4;
+    spec.classes = 5;
+  }
+  const uint32_t pixels = spec.height * spec.width;
   const uint32_t b = 4, global = b * P;
   const ChipShape shape{4, 8192, 64};
   const functional::ChipConfig cfg{4, 8192, 64};
@@ -160,10 +185,10 @@ TEST_P(DataParallel, ReplicasStayIdenticalAndTrackOneChip) {
   load(single, one.state_image(p0, zero_adam_state(spec)));
   single.load_program(one.layout().program, one.program());
   std::mt19937 rng(21);
-  const int steps_to_run = P == 2 ? 20 : 3;
-  double worst_loss = 0, worst_weight = 0;
+  const int steps_to_run = GetParam().steps;
+  double worst_loss = 0, worst_weight = 0, worst_moment = 0;
   for (int s = 0; s < steps_to_run; ++s) {
-    const Batch bt = random_batch(rng, global);
+    const Batch bt = random_batch(rng, global, pixels, spec.classes);
     for (int r = 0; r < P; ++r) {
       const Batch sh = slice(bt, r * b, b);
       load(ring.chip(r), steps[r].batch_image(sh.img16, sh.lbl));
@@ -219,13 +244,28 @@ TEST_P(DataParallel, ReplicasStayIdenticalAndTrackOneChip) {
       worst = std::max(worst, std::fabs(double{w1[i]} - wd[i]));
     EXPECT_LT(worst, 1e-6) << "step " << s;
     worst_weight = std::max(worst_weight, worst);
+    // the moments too (each part from its owner): up to the same summation-order differences,
+    // relative to each tensor's scale (v is ~g^2, far below 1)
+    for (const auto& [mine, one_chip] :
+         {std::pair{flat(s_r0.m), flat(s1.m)}, std::pair{flat(s_r0.v), flat(s1.v)}})
+      EXPECT_LT(scaled_difference(mine, one_chip), 1e-4) << "step " << s;
+    worst_moment = std::max({worst_moment, scaled_difference(flat(s_r0.m), flat(s1.m)),
+                             scaled_difference(flat(s_r0.v), flat(s1.v))});
     worst_loss = std::max(worst_loss, std::fabs(loss_sum / P - l1) / l1);
   }
-  std::cout << P << " replicas, " << steps_to_run << " steps: largest weight difference "
-            << worst_weight << ", largest relative loss difference " << worst_loss << "\n";
+  std::cout << P << " replicas" << (GetParam().small ? " (small model)" : "") << ", "
+            << steps_to_run << " steps: largest weight difference " << worst_weight
+            << ", largest scaled moment difference " << worst_moment
+            << ", largest relative loss difference " << worst_loss << "\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Replicas, DataParallel, ::testing::Values(2, 3));
+INSTANTIATE_TEST_SUITE_P(Replicas, DataParallel,
+                         ::testing::Values(DpCase{2, false, 20}, DpCase{3, false, 3},
+                                           DpCase{4, true, 4}, DpCase{5, true, 4}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.replicas) +
+                                  (info.param.small ? "_small" : "");
+                         });
 
 // The gradient vector's chunks (GradShards): they cover the tensors once, in whole groups of
 // max(N, 16) columns, balanced to within one group of the ideal, and chip r owns chunk r + 1.

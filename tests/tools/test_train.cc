@@ -271,9 +271,13 @@ TEST_F(TrainTool, BadInputExitsBeforeTraining) {
 }
 
 // Run A trains 6 steps. Run B, the same run checkpointing every step, is killed (SIGKILL)
-// mid-way; run C resumes B's checkpoint. C must end bit-identical to A.
-TEST_F(TrainTool, ResumeAfterKillIsBitIdentical) {
-  const std::string flags = " --steps 6 --batch 8 --seed 3";
+// mid-way; run C resumes B's checkpoint. C must end bit-identical to A. On one chip, and on two
+// (the sharded update: the checkpoint gathers each chip's part, the resume gives every chip the
+// whole state).
+class TrainToolResume : public TrainTool, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(TrainToolResume, ResumeAfterKillIsBitIdentical) {
+  const std::string flags = std::string(" --steps 6 --batch 8 --seed 3") + GetParam();
   const std::string a = path("A"), b = path("B"), c = path("C");
   const Result ra = train(flags + " --out " + a);
   ASSERT_EQ(ra.status, 0) << ra.err;
@@ -358,6 +362,11 @@ TEST_F(TrainTool, ResumeAfterKillIsBitIdentical) {
   for (size_t i = 1; i < rows_c.size(); ++i)
     EXPECT_EQ(rows_c[i], rows_a[at_kill.step + i]) << "resumed row " << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(Chips, TrainToolResume, ::testing::Values("", " --chips 2"),
+                         [](const auto& info) {
+                           return std::string(info.param[0] ? "TwoChips" : "OneChip");
+                         });
 
 TEST_F(TrainTool, CorruptOrForeignCheckpointIsRefused) {
   const std::string run = path("run");

@@ -37,11 +37,12 @@ struct AllReduceSpec {
 };
 
 // One region of a ring all-gather: a DMA walk over this chip's HBM (up to 4 loops of
-// (count, byte stride), elements of elem_bytes), copied to the same addresses on `next`.
+// (count 1 … 65535, byte stride), elements of elem_bytes), copied to the same addresses on
+// `next`.
 struct GatherRegion {
   uint32_t addr = 0;
   int elem_bytes = 4;
-  std::vector<std::pair<uint16_t, int32_t>> loops;
+  std::vector<std::pair<uint32_t, int32_t>> loops;
 };
 
 // Ring all-gather of P chunks, each a list of regions: chip r starts with chunk (r + 1) mod P

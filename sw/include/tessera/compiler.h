@@ -130,8 +130,8 @@ struct StepStats {
 
 // How a data-parallel step shards its update (docs/multichip.md, "Sharded update"): the
 // gradient vector is P chunks; chunk k holds the dense kernel's W^T columns [col[k], col[k+1])
-// (whole N-column groups) and chunk 0 also the small tensors (conv kernel, conv bias, dense
-// bias). After the reduce-scatter chip r holds the sum of chunk (r + 1) mod P: it alone runs
+// (whole groups of max(N, 16) columns) and chunk 0 also the small tensors (conv kernel, conv bias,
+// dense bias). After the reduce-scatter chip r holds the sum of chunk (r + 1) mod P: it alone runs
 // Adam on that chunk's tensors and holds their fp32 weights and moments; an all-gather then
 // gives every chip the updated bf16 copies and fp32 biases the forward pass reads.
 struct GradShards {

@@ -132,6 +132,7 @@ class Sequential {
   // rank calls it).
   compiler::CnnParams get_weights();
   compiler::AdamState get_optimizer_state();
+  void get_state(compiler::CnnParams& p, compiler::AdamState& s);  // both, one gather
   void set_state(const compiler::CnnParams& p, const compiler::AdamState& s);
   // Keras's save_weights / load_weights: the weights (not the optimizer state) in the
   // checkpoint format (docs/training.md), atomically; load refuses another model's file (the
@@ -157,7 +158,6 @@ class Sequential {
   void run_forward(const data::Dataset& ds, uint32_t batch,
                    const std::function<void(compiler::CnnTrainStep&, uint32_t)>& per_batch);
   void check_compiled(const char* what) const;
-  void read_state(compiler::CnnParams& p, compiler::AdamState& s);
   std::vector<Layer> layers_;
   compiler::CnnSpec spec_;
   compiler::AdamSpec adam_;
