@@ -38,7 +38,8 @@ steps = list(csv.DictReader(open(os.path.join(os.path.dirname(sys.argv[1]), "met
 print(json.dumps({"kind": "train", "label": sys.argv[4], "chips": int(sys.argv[2]),
                   "batch": int(sys.argv[3]), "steps": s["steps"], "step_cycles": s["step_cycles"][0],
                   "wall_seconds": s["wall_seconds"], "images_per_second_wall": s["images_per_second_wall"],
-                  "step_wall_median": statistics.median(float(r["wall_seconds"]) for r in steps)}))
+                  "step_wall_median": statistics.median(float(r["wall_seconds"]) for r in steps),
+                  "phase_cycles": s.get("phase_cycles", {})}))
 PY
 }
 train 1 "$per" weak1
@@ -65,6 +66,11 @@ for lab in ("weak1", "weak2", "weak4", "strong1"):
     res.append({"name": f"train_{lab}_wall", "value": round(r["wall_seconds"], 2), "unit": "s for the steps", "params": p})
     res.append({"name": f"train_{lab}_images_per_second_wall", "value": round(r["images_per_second_wall"], 3), "unit": "images / wall s", "params": p})
     res.append({"name": f"train_{lab}_step_wall_median", "value": round(r["step_wall_median"], 3), "unit": "s per step (median)", "params": p})
+    # the data-parallel step's collectives and its sharded update, from the sampled step's phases
+    ph = r["phase_cycles"]
+    if "reduce_scatter" in ph:
+        res.append({"name": f"train_{lab}_collective_cycles", "value": ph["reduce_scatter"] + ph.get("allgather", 0), "unit": f"cycles of the step in reduce_scatter ({ph['reduce_scatter']}) + allgather ({ph.get('allgather', 0)}) (chip 0)", "params": p})
+        res.append({"name": f"train_{lab}_update_cycles", "value": ph.get("update", 0), "unit": "cycles of the step in the sharded Adam update (chip 0)", "params": p})
 for lab in ("weak2", "weak4"):
     res.append({"name": f"train_{lab}_throughput_speedup", "value": round(t[lab]["images_per_second_wall"] / base["images_per_second_wall"], 3), "unit": "x one chip's images / wall s (per-chip batch fixed)", "params": {"chips": t[lab]["chips"]}})
     res.append({"name": f"train_{lab}_step_throughput_speedup", "value": round(t[lab]["chips"] * base["step_wall_median"] / t[lab]["step_wall_median"], 3), "unit": "x one chip's images / wall s, median step (steady state)", "params": {"chips": t[lab]["chips"]}})

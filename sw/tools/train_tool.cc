@@ -519,6 +519,10 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
     f << report.str();
   }
   using runlog::JsonValue;
+  JsonValue::Object phase_cycles;  // of the sampled rtl step (empty otherwise)
+  for (const PhaseTiming& ph : phases)
+    phase_cycles.emplace_back(ph.name,
+                              JsonValue(static_cast<unsigned long long>(ph.end - ph.begin)));
   runlog::write_summary_json(
       run_dir + "/summary.json",
       {{"backend", JsonValue(opt.backend)},
@@ -543,6 +547,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
         JsonValue(static_cast<unsigned long long>(step_prog.mxu_bound_cycles()))},
        {"vpu_bound_cycles",
         JsonValue(static_cast<unsigned long long>(step_prog.vpu_bound_cycles()))},
+       {"phase_cycles", JsonValue::object(std::move(phase_cycles))},
        {"program_instructions",
         JsonValue(static_cast<unsigned long long>(step_prog.stats().instructions))},
        {"wall_seconds", JsonValue(train_wall)},
