@@ -212,7 +212,7 @@ module tpu_seq #(
       end
       tpu_isa_pkg::OP_MXU_LDW, tpu_isa_pkg::OP_MXU_MM: begin
         if (w0[7:0] == tpu_isa_pkg::OP_MXU_LDW) begin
-          illegal   = w0[31:8] != '0 || w3 != '0;
+          illegal   = w0[31:9] != '0 || w3 != '0;        // w0[8]: transposed tile
           rows      = N;
           too_many  = tiles_q != '0;                    // one tile may wait for its MXU.MM
         end else begin

@@ -90,7 +90,7 @@ module tpu_mxu_unit #(
     .cmd_addr_i   (w1[UbAddrW-1:0]),
     .cmd_stride_i (w2[UbAddrW-1:0]),
     .cmd_rows_i   (16'(N)),
-    .cmd_tag_i    (1'b0),
+    .cmd_tag_i    (w0[8]),                            // a transposed tile
     .rd_req_o     (w_req),
     .rd_addr_o    (w_addr),
     .rd_gnt_i     (w_gnt),
@@ -164,6 +164,47 @@ module tpu_mxu_unit #(
     end
   end
 
+  // ---------------------------------------------------------------- transposed tiles
+  // An MXU.LDW with the transpose bit: its N rows are collected into tbuf_q (row n at bits
+  // [16N n +: 16N]), then row k of the tile — element n = row n's element k — goes to the
+  // MXU's weight port, k = 0 … N - 1, one a cycle as the port takes them. Rows of a plain LDW
+  // pass straight through, in order: they wait while a transposed tile is emitted. A
+  // transposed tile takes 2N cycles of the weight port's path instead of N.
+  localparam int unsigned RowIdxW = $clog2(N);
+  logic [16*N*N-1:0]  tbuf_q;
+  logic               t_full_q;                      // tbuf_q holds a whole tile to emit
+  logic [RowIdxW-1:0] t_k_q;                         // the next tile row to emit
+  logic [16*N-1:0]    t_row, mxu_w_row;
+  logic               mxu_w_valid, mxu_w_ready, t_take;
+
+  always_comb begin
+    for (int n = 0; n < N; n++) t_row[16*n +: 16] = tbuf_q[16*(N*n + int'(t_k_q)) +: 16];
+  end
+  assign t_take      = w_row_valid && w_row_tag[0] && !t_full_q;
+  assign mxu_w_valid = t_full_q || (w_row_valid && !w_row_tag[0]);
+  assign mxu_w_row   = t_full_q ? t_row : w_row;
+  assign w_row_ready = !t_full_q && (w_row_tag[0] || mxu_w_ready);
+
+  always_ff @(posedge clk_i) begin
+    if (t_take) tbuf_q[16*N*int'(w_row_idx[RowIdxW-1:0]) +: 16*N] <= w_row;
+  end
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      t_full_q <= 1'b0;
+      t_k_q    <= '0;
+    end else if (clear_i) begin                      // between programs: an unused tile drops
+      t_full_q <= 1'b0;
+      t_k_q    <= '0;
+    end else if (t_full_q) begin
+      if (mxu_w_ready) begin
+        t_k_q <= (t_k_q == RowIdxW'(N - 1)) ? '0 : t_k_q + 1'b1;
+        if (t_k_q == RowIdxW'(N - 1)) t_full_q <= 1'b0;
+      end
+    end else if (t_take && w_row_idx[RowIdxW-1:0] == RowIdxW'(N - 1)) begin
+      t_full_q <= 1'b1;
+    end
+  end
+
   // ---------------------------------------------------------------- the MXU
   logic                mxu_busy, a_fire;
   logic [AccAddrW-1:0] a_acc_addr;
@@ -176,9 +217,9 @@ module tpu_mxu_unit #(
     .clk_i,
     .rst_ni,
     .clear_i             (clear_i),
-    .w_valid_i           (w_row_valid),
-    .w_ready_o           (w_row_ready),
-    .w_row_i             (w_row),
+    .w_valid_i           (mxu_w_valid),
+    .w_ready_o           (mxu_w_ready),
+    .w_row_i             (mxu_w_row),
     .a_valid_i           (a_row_valid),
     .a_ready_o           (a_row_ready),
     .a_row_i             (a_row),
@@ -197,14 +238,14 @@ module tpu_mxu_unit #(
     .busy_o              (mxu_busy)
   );
 
-  assign idle_o = w_idle && a_idle && !mxu_busy;
+  assign idle_o = w_idle && a_idle && !mxu_busy && !t_full_q;
 
   // Fields the unit does not read: opcode bits beyond the two MXU opcodes' decode, reserved
   // bits (zero), the high address/stride bits (the sequencer checked the range), the weight
   // reader's row index and tag.
   logic unused_fields;
   assign unused_fields = ^{w0[31:9], w1[31:UbAddrW], w2[31:UbAddrW], w3[31:16+AccAddrW],
-                           w_row_idx, w_row_tag};
+                           w_row_idx[15:RowIdxW]};
 
   `TPU_ASSERT(OnlyMxuInstructions, instr_valid_i |-> (is_ldw || is_mm))
   `TPU_ASSERT(ReadDataOnlyAfterGrant, ub_rvalid_i == gnt_q)

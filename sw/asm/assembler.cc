@@ -129,6 +129,7 @@ const std::vector<const char*> kSpaces = {"hbm", "ub"};
 const std::vector<const char*> kKinds = {"f32", "bf16", "acc"};
 const std::vector<const char*> kWalks = {"src", "dst"};
 const std::vector<const char*> kAccModes = {"set", "acc"};
+const std::vector<const char*> kTranspose = {"t"};
 const std::vector<const char*> kLinks = {"local", "next", "prev"};
 
 // "sc3" (a local counter) or "rc3" (a remote counter: WAIT on it, a neighbour's SIGNAL to it).
@@ -162,7 +163,7 @@ const std::vector<MnemonicSpec>& mnemonics() {
       {"signal", Opcode::kSignal, 2, 3, "unit, sc | dma, rc, next|prev"},
       {"dma.loop", Opcode::kDmaLoop, 6, 6, "walk, pair, c0, s0, c1, s1"},
       {"dma.copy", Opcode::kDmaCopy, 5, 6, "src_space, dst_space, e, src, dst [, next|prev]"},
-      {"mxu.ldw", Opcode::kMxuLdw, 2, 2, "addr, stride"},
+      {"mxu.ldw", Opcode::kMxuLdw, 2, 3, "addr, stride [, t]"},
       {"mxu.mm", Opcode::kMxuMm, 5, 5, "acc_mode, addr, stride, rows, acc_row"},
       {"vpu.ld", Opcode::kVpuLd, 3, 4, "kind, vd, addr [, step]"},
       {"vpu.st", Opcode::kVpuSt, 3, 4, "kind, vs, addr [, step]"},
@@ -295,6 +296,7 @@ void assemble_line(const std::string& raw, int line_no, const AsmOptions& opt,
     case Opcode::kMxuLdw:
       i.addr = p.u32(ops[0], "addr");
       i.stride = p.s32(ops[1], "stride");
+      if (ops.size() == 3) i.transpose = p.name(ops[2], kTranspose, "t (a transposed tile)") == 0;
       break;
     case Opcode::kMxuMm:
       i.acc_mode = static_cast<isa::AccMode>(p.name(ops[0], kAccModes, "an acc_mode"));
@@ -433,7 +435,7 @@ std::string disassemble(const Instruction& i) {
              (i.link != isa::Link::kLocal ? ", " + std::string(kLinks[static_cast<int>(i.link)])
                                           : std::string());
     case Opcode::kMxuLdw:
-      return m + " " + hex(i.addr) + ", " + dec(i.stride);
+      return m + " " + hex(i.addr) + ", " + dec(i.stride) + (i.transpose ? ", t" : "");
     case Opcode::kMxuMm:
       return m + " " + kAccModes[static_cast<int>(i.acc_mode)] + ", " + hex(i.addr) + ", " +
              dec(i.stride) + ", " + dec(i.rows) + ", " + dec(i.acc_row);

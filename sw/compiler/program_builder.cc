@@ -169,7 +169,7 @@ void ProgramBuilder::dma_copy(const DmaWalk& src, const DmaWalk& dst, int e) {
   emit(i, Unit::kDma, fp);
 }
 
-void ProgramBuilder::mxu_ldw(uint32_t addr, int32_t stride) {
+void ProgramBuilder::mxu_ldw(uint32_t addr, int32_t stride, bool transpose) {
   const uint64_t row = 2ull * n_;
   Footprint f{Footprint::Space::kUb, addr,
               static_cast<uint64_t>(static_cast<int64_t>(addr) + int64_t{stride} * (n_ - 1)) + row,
@@ -178,6 +178,7 @@ void ProgramBuilder::mxu_ldw(uint32_t addr, int32_t stride) {
   Instruction i;
   i.op = isa::Opcode::kMxuLdw;
   ++stats_.mxu_ldw;
+  i.transpose = transpose;
   i.addr = addr;
   i.stride = stride;
   emit(i, Unit::kMxu, {f});

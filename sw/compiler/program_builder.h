@@ -59,7 +59,7 @@ class ProgramBuilder {
   // copies; elements of `e` bytes (2 or 4).
   void dma_copy(const DmaWalk& src, const DmaWalk& dst, int e);
   // MXU
-  void mxu_ldw(uint32_t addr, int32_t stride);
+  void mxu_ldw(uint32_t addr, int32_t stride, bool transpose = false);  // transpose: W = rows^T
   void mxu_mm(bool accumulate, uint32_t addr, int32_t stride, uint32_t rows, uint32_t acc_row);
   // VPU
   void vpu_ld(isa::Kind kind, int vd, uint32_t addr);

@@ -576,7 +576,14 @@ bool FunctionalModel::exec_mxu(uint64_t pc, const Instruction& i, const isa::Wor
       fault_ = {isa::FAULT_MXU_TILES, 0, 0};
       return true;
     }
-    tiles_.push_back(read_rows(static_cast<uint32_t>(n)));
+    std::vector<uint16_t> tile = read_rows(static_cast<uint32_t>(n));
+    if (i.transpose) {  // W[k][c] = row c's element k
+      std::vector<uint16_t> t(tile.size());
+      for (int k = 0; k < n; ++k)
+        for (int c = 0; c < n; ++c) t[size_t(k) * n + c] = tile[size_t(c) * n + k];
+      tile = std::move(t);
+    }
+    tiles_.push_back(std::move(tile));
     return false;
   }
   if (static_cast<uint64_t>(i.acc_row) + i.rows > config_.acc_rows) {

@@ -48,7 +48,7 @@ FieldMasks field_masks(Opcode op) {
     case Opcode::kDmaCopy:
       return {{0xFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
     case Opcode::kMxuLdw:
-      return {{0xFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
+      return {{0x1FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
     case Opcode::kMxuMm:
       return {{0x1FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}};
     case Opcode::kVpuLd:
@@ -155,11 +155,11 @@ bool Instruction::operator==(const Instruction& o) const {
   return op == o.op && unit == o.unit && sc == o.sc && value == o.value && code == o.code &&
          walk == o.walk && pair == o.pair && c0 == o.c0 && c1 == o.c1 && s0 == o.s0 && s1 == o.s1 &&
          src_space == o.src_space && dst_space == o.dst_space && elem_bytes == o.elem_bytes &&
-         src == o.src && dst == o.dst && acc_mode == o.acc_mode && addr == o.addr &&
-         stride == o.stride && rows == o.rows && acc_row == o.acc_row && kind == o.kind &&
-         funct == o.funct && vd == o.vd && vs == o.vs && va == o.va && vb == o.vb && vc == o.vc &&
-         imm == o.imm && remote == o.remote && link == o.link && count == o.count && len == o.len &&
-         step == o.step;
+         src == o.src && dst == o.dst && acc_mode == o.acc_mode && transpose == o.transpose &&
+         addr == o.addr && stride == o.stride && rows == o.rows && acc_row == o.acc_row &&
+         kind == o.kind && funct == o.funct && vd == o.vd && vs == o.vs && va == o.va &&
+         vb == o.vb && vc == o.vc && imm == o.imm && remote == o.remote && link == o.link &&
+         count == o.count && len == o.len && step == o.step;
 }
 
 Words encode(const Instruction& i) {
@@ -201,6 +201,7 @@ Words encode(const Instruction& i) {
       w[2] = i.dst;
       break;
     case Opcode::kMxuLdw:
+      w[0] |= static_cast<uint32_t>(i.transpose) << 8;
       w[1] = i.addr;
       w[2] = static_cast<uint32_t>(i.stride);
       break;
@@ -329,6 +330,7 @@ Decoded decode(const Words& w, uint32_t n) {
       i.link = static_cast<Link>(bits(w[0], 11, 10));
       break;
     case Opcode::kMxuLdw:
+      i.transpose = bits(w[0], 8, 8) != 0;
       i.addr = w[1];
       i.stride = static_cast<int32_t>(w[2]);
       break;

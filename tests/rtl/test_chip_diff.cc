@@ -599,6 +599,7 @@ class ProgramGen {
       Instruction i = make(Opcode::kMxuLdw);
       i.addr = static_cast<uint32_t>(first);
       i.stride = static_cast<int32_t>(stride);
+      i.transpose = rng_() % 2 == 0;  // half the tiles transposed
       emit(i);
       tile_loaded_ = true;
       tile_addr_ = static_cast<uint32_t>(first);

@@ -58,8 +58,8 @@ struct ConfigNames {
 struct Instr {
   std::array<uint32_t, 4> w;
 };
-Instr ldw(uint32_t addr, int32_t stride) {
-  return {{isa::OP_MXU_LDW, addr, static_cast<uint32_t>(stride), 0}};
+Instr ldw(uint32_t addr, int32_t stride, bool transpose = false) {
+  return {{isa::OP_MXU_LDW | (transpose ? 1u << 8 : 0u), addr, static_cast<uint32_t>(stride), 0}};
 }
 Instr mm(bool accumulate, uint32_t addr, int32_t stride, uint32_t rows, uint32_t acc_row) {
   return {{isa::OP_MXU_MM | (accumulate ? 1u << 8 : 0u), addr, static_cast<uint32_t>(stride),
@@ -279,9 +279,13 @@ class MxuUnitBench {
     const uint32_t addr = ins.w[1];
     const int32_t stride = static_cast<int32_t>(ins.w[2]);
     if (op == isa::OP_MXU_LDW) {
+      // W[k][n] = row k's element n, or transposed row n's element k
+      const bool transpose = (ins.w[0] >> 8) & 1;
       std::vector<uint16_t> tile(static_cast<size_t>(N) * N);
       for (int k = 0; k < N; ++k) {
-        for (int n = 0; n < N; ++n) tile[k * N + n] = ub_bf16(addr + k * stride + 2 * n);
+        for (int n = 0; n < N; ++n)
+          tile[k * N + n] =
+              transpose ? ub_bf16(addr + n * stride + 2 * k) : ub_bf16(addr + k * stride + 2 * n);
       }
       tiles_.push_back(tile);
       return;
@@ -344,12 +348,14 @@ TYPED_TEST(MxuUnit, RandomProgramsMatchReference) {
     b.set_grant_percent(grant);
     b.set_instr_gaps(grant != 100);
     for (int group = 0; group < 6; ++group) {
-      // LDW, MM set, LDW, MM acc into the same rows; half the time both tiles are loaded first.
+      // LDW, MM set, LDW, MM acc into the same rows; half the time both tiles are loaded first;
+      // each tile transposed (MXU.LDW ..., t) half the time.
       const int rows = 1 + static_cast<int>(rng() % (3 * N));
       const uint32_t acc_row = static_cast<uint32_t>(rng() % (kAccRows - rows + 1));
       const int32_t s1 = b.random_stride(), s2 = b.random_stride();
       const int32_t ws1 = b.random_stride(), ws2 = b.random_stride();
-      const Instr l1 = ldw(b.random_addr(N, ws1), ws1), l2 = ldw(b.random_addr(N, ws2), ws2);
+      const Instr l1 = ldw(b.random_addr(N, ws1), ws1, rng() % 2),
+                  l2 = ldw(b.random_addr(N, ws2), ws2, rng() % 2);
       const Instr m1 = mm(false, b.random_addr(rows, s1), s1, rows, acc_row);
       const Instr m2 = mm(true, b.random_addr(rows, s2), s2, rows, acc_row);
       if (rng() % 2) {
@@ -465,11 +471,12 @@ TYPED_TEST(MxuUnit, FiveTilesLoadedBeforeTheirMatmuls) {
   auto& b = this->bench_;
   // The most unused tiles the unit takes before an MM (LdwDepth + 1 = 5): one loads into the
   // shadow bank, one waits on the weight port, three queue. Each MM must use its own tile.
+  // Tiles 0, 2, 4 are transposed: a plain tile's rows wait behind one being transposed.
   b.set_grant_percent(70);
   const int rows = 1 + N / 2;
   for (int t = 0; t < 5; ++t) {
     const int32_t s = b.random_stride();
-    b.push(ldw(b.random_addr(N, s), s));
+    b.push(ldw(b.random_addr(N, s), s, t % 2 == 0));
   }
   for (int t = 0; t < 5; ++t) {
     const int32_t s = b.random_stride();

@@ -71,6 +71,7 @@ Instruction random_legal(Opcode op, std::mt19937_64& g, uint32_t n = 16) {
       i.dst = u32();
       break;
     case Opcode::kMxuLdw:
+      i.transpose = g() % 2 == 0;
       i.addr = u32();
       i.stride = static_cast<int32_t>(u32());
       break;
@@ -204,7 +205,7 @@ TEST(Isa, EveryIllegalCaseIsRejectedWithItsReason) {
       {{isa::OP_SIGNAL | 0xC00, 0, 0, 0}, DecodeError::kFieldRange, "link 3"},
       {{isa::OP_SIGNAL | 0x500, 0, 0, 0}, DecodeError::kFieldRange, "only the DMA"},
       {{isa::OP_DMA_COPY | 0x2000, 0, 0, 7}, DecodeError::kReservedBits, "w3"},
-      {{isa::OP_MXU_LDW | 0x100, 0, 32, 0}, DecodeError::kReservedBits, "w0"},
+      {{isa::OP_MXU_LDW | 0x200, 0, 32, 0}, DecodeError::kReservedBits, "w0"},
       {{isa::OP_MXU_LDW, 0, 32, 1}, DecodeError::kReservedBits, "w3"},
       {{isa::OP_MXU_MM | 0x200, 0, 32, 1}, DecodeError::kReservedBits, "w0 (0x200)"},
       {{isa::OP_VPU_LD | 0x100000, 0, 0, 0}, DecodeError::kReservedBits, "w0 (0x100000)"},
@@ -263,6 +264,7 @@ TEST(Assembler, EveryMnemonicAssemblesToItsFields) {
       "dma.loop dst, 1, 28, -2, 65535, 0x38\n"
       "dma.copy ub, hbm, 4, 0x100, 0x10000\n"
       "mxu.ldw 0x4000, -32\n"
+      "mxu.ldw 0x4000, -32, t\n"
       "mxu.mm acc, 0x0, 32, 676, 12\n"
       "vpu.ld bf16, v3, 0x40\n"
       "vpu.st acc, v15, 1023\n"
@@ -312,6 +314,8 @@ TEST(Assembler, EveryMnemonicAssemblesToItsFields) {
   i = make(Opcode::kMxuLdw);
   i.addr = 0x4000;
   i.stride = -32;
+  want.push_back(i);
+  i.transpose = true;
   want.push_back(i);
   i = make(Opcode::kMxuMm);
   i.acc_mode = isa::AccMode::kAcc;
@@ -487,6 +491,7 @@ TEST(Assembler, ErrorsNameLineAndColumn) {
       {"mxu.ldw -16, 32", 9, "addr must be in 0..4294967295, got '-16'"},
       {"mxu.mm set, 0x0, 32, 0, 0", 22, "rows must be in 1..65535, got '0'"},
       {"mxu.mm add, 0x0, 32, 1, 0", 8, "expected an acc_mode set|acc, got 'add'"},
+      {"mxu.ldw 0x0, 32, x", 18, "expected t (a transposed tile) t, got 'x'"},
       {"vpu.ld f16, v1, 0", 8, "expected a kind f32|bf16|acc, got 'f16'"},
       {"vpu.op sqrt, v1, v2, v3, v0", 22, "vpu.op sqrt does not use vb: write v0"},
       {"vpu.op fma, v1, v2, v3, v0", 8, "expected a funct add|sub"},

@@ -108,6 +108,7 @@ struct Instruction {
   uint32_t src = 0, dst = 0;
   // MXU.LDW, MXU.MM; VPU.LD / VPU.ST (addr: UB byte address or ACC row)
   AccMode acc_mode = AccMode::kSet;
+  bool transpose = false;  // MXU.LDW: the tile is the transpose of the N rows read
   uint32_t addr = 0;
   int32_t stride = 0;    // signed byte stride between UB rows
   uint16_t rows = 0;     // MXU.MM: 1..65535
