@@ -23,6 +23,8 @@
 //   update          on that chunk's tensors only: DMA gradient, W, m, v chunks -> VPU Adam ->
 //                   DMA W, m, v and the bf16 copies
 //   allgather       every chunk's bf16 copies and fp32 biases from its owner to every chip
+// The dense kernel has one bf16 copy, W^T rows [Cpad][features]: dense_dx's weight tiles as
+// they are, dense_fwd's through MXU.LDW t (the transposed tile).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -221,7 +223,6 @@ void CnnTrainStep::plan_hbm(uint64_t base, const HbmLayout* share) {
   l.dense_b = take(cpad * 4);
   l.dense_b_m = take(cpad * 4);
   l.dense_b_v = take(cpad * 4);
-  l.dense_w16 = take(d * cpad * 2);
   l.dense_w16t = take(cpad * d * 2);
   l.powers = take(2 * n * 4);
   l.consts = take(2 * (cpad / n) * n * 4);
@@ -242,8 +243,7 @@ void CnnTrainStep::plan_hbm(uint64_t base, const HbmLayout* share) {
          {&HbmLayout::conv_w, &HbmLayout::conv_w_m, &HbmLayout::conv_w_v, &HbmLayout::conv_b,
           &HbmLayout::conv_b_m, &HbmLayout::conv_b_v, &HbmLayout::conv_w16, &HbmLayout::dense_w,
           &HbmLayout::dense_w_m, &HbmLayout::dense_w_v, &HbmLayout::dense_b, &HbmLayout::dense_b_m,
-          &HbmLayout::dense_b_v, &HbmLayout::dense_w16, &HbmLayout::dense_w16t, &HbmLayout::powers,
-          &HbmLayout::consts})
+          &HbmLayout::dense_b_v, &HbmLayout::dense_w16t, &HbmLayout::powers, &HbmLayout::consts})
       l.*m = share->*m;
   }  // the program follows; its size is known after compile()
 }
@@ -488,8 +488,9 @@ void CnnTrainStep::compile() {
         b.dma_copy(
             hbm(L.features + (uint64_t{s0} * D + k0 * N) * 2, {{gk * N, 2}, {sb, int32_t(D * 2)}}),
             ub(fbuf[g % 2], {{gk * N, 2}, {sb, int32_t(G * row2n)}}), 2);
-        copy_linear(b, isa::Space::kHbm, L.dense_w16 + uint64_t{k0} * N * Cpad * 2, isa::Space::kUb,
-                    wbuf[g % 2], uint64_t{gk} * N * Cpad, 2);
+        // W^T rows [Cpad][features k0 .. k0 + gk N) (contiguous runs); MXU.LDW t transposes
+        b.dma_copy(hbm(L.dense_w16t + uint64_t{k0} * N * 2, {{gk * N, 2}, {Cpad, int32_t(D * 2)}}),
+                   ub(wbuf[g % 2], {{gk * N, 2}, {Cpad, int32_t(G * N * 2)}}), 2);
         b.signal(isa::Unit::kDma);
       };
       load(0);
@@ -498,7 +499,8 @@ void CnnTrainStep::compile() {
         const uint32_t k0 = g * G, gk = std::min(G, Dk - k0);
         for (uint32_t kt = 0; kt < gk; ++kt)
           for (uint32_t ct = 0; ct < Cc; ++ct) {
-            b.mxu_ldw(wbuf[g % 2] + (kt * N * Cpad + ct * N) * 2, Cpad * 2);
+            // W[k0 + kt N + k][ct N + n] = element k of W^T row ct N + n
+            b.mxu_ldw(wbuf[g % 2] + (ct * N * G * N + kt * N) * 2, G * N * 2, true);
             b.mxu_mm(k0 + kt > 0, fbuf[g % 2] + kt * row2n, G * row2n, sb, ct * SB);
           }
         b.signal(isa::Unit::kMxu);
@@ -766,12 +768,9 @@ void CnnTrainStep::compile() {
         b.dma_copy(rows_ub(w[i], dr_q, 4), rows_hbm(L.dense_w, d0, dr_q, 4), 4);
         b.dma_copy(rows_ub(m[i], dr_q, 4), rows_hbm(L.dense_w_m, d0, dr_q, 4), 4);
         b.dma_copy(rows_ub(v[i], dr_q, 4), rows_hbm(L.dense_w_v, d0, dr_q, 4), 4);
-        // the bf16 copy both ways: [Cpad][D] rows for dense_dx, [D][Cpad] for dense_fwd (a
-        // transposing walk; the padding columns keep the zeros the host wrote)
+        // the bf16 copy, [Cpad][D] rows: dense_dx's weight tiles, and dense_fwd's transposed
+        // (MXU.LDW t); the padding rows keep the zeros the host wrote
         b.dma_copy(rows_ub(w16[i], dr_q, 2), rows_hbm(L.dense_w16t, d0, dr_q, 2), 2);
-        b.dma_copy(ub(w16[i], {{C, int32_t(DR * 2)}, {dr_q, 2}}),
-                   hbm(L.dense_w16 + uint64_t{d0} * Cpad * 2, {{C, 2}, {dr_q, int32_t(Cpad * 2)}}),
-                   2);
       }
     }
 
@@ -949,11 +948,10 @@ void CnnTrainStep::compile() {
       const AdamRegs ar;
       emit_adam_constants(b, ar, adam_.beta1, adam_.beta2, adam_.epsilon, ub_lrt);
       // A [rows][cols] fp32 tensor with row pitch `pitch` elements in HBM, in chunks of DR
-      // columns (two buffer sets); `w16`: its bf16 copy in the same layout, `w16t`: a
-      // transposed bf16 copy [cols][Cpad] (the dense kernel's).
+      // columns (two buffer sets); `w16`: its bf16 copy in the same layout.
       auto adam2d = [&](uint64_t w_hbm, uint64_t m_hbm, uint64_t v_hbm, uint64_t g_hbm,
                         uint32_t rows, uint32_t cols, uint32_t pitch, uint32_t g_pitch,
-                        uint64_t w16, uint64_t w16t, const char* what) {
+                        uint64_t w16, const char* what) {
         UbArena a(phase_base, chip_.ub_bytes, n, what);
         const uint64_t per_col = uint64_t{rows} * (4 * 4 + 2);
         const uint64_t room =
@@ -1008,27 +1006,21 @@ void CnnTrainStep::compile() {
           b.dma_copy(u(mb[i], dr, 4), h(m_hbm, d0, dr, 4, pitch), 4);
           b.dma_copy(u(vb[i], dr, 4), h(v_hbm, d0, dr, 4, pitch), 4);
           if (w16) b.dma_copy(u(hb[i], dr, 2), h(w16, d0, dr, 2, pitch), 2);
-          if (w16t) {
-            b.dma_copy(ub(hb[i], {{rows, int32_t(DR * 2)}, {dr, 2}}),
-                       hbm(w16t + uint64_t{d0} * Cpad * 2, {{rows, 2}, {dr, int32_t(Cpad * 2)}}),
-                       2);
-          }
         }
       };
       const uint32_t C = spec_.classes;
       if (own == 0) {
-        adam2d(L.conv_w, L.conv_w_m, L.conv_w_v, g_conv_w, 1, T * F, T * F, T * F, L.conv_w16, 0,
+        adam2d(L.conv_w, L.conv_w_m, L.conv_w_v, g_conv_w, 1, T * F, T * F, T * F, L.conv_w16,
                "update (conv kernel)");
-        adam2d(L.conv_b, L.conv_b_m, L.conv_b_v, g_conv_b, 1, F, F, F, 0, 0, "update (conv bias)");
-        adam2d(L.dense_b, L.dense_b_m, L.dense_b_v, g_dense_b, 1, Cpad, Cpad, Cpad, 0, 0,
+        adam2d(L.conv_b, L.conv_b_m, L.conv_b_v, g_conv_b, 1, F, F, F, 0, "update (conv bias)");
+        adam2d(L.dense_b, L.dense_b_m, L.dense_b_v, g_dense_b, 1, Cpad, Cpad, Cpad, 0,
                "update (dense bias)");
       }
       const uint32_t c0 = S.col[own], cw = S.col[own + 1] - c0;  // my dense W^T columns
       if (cw > 0)
         adam2d(L.dense_w + uint64_t{c0} * 4, L.dense_w_m + uint64_t{c0} * 4,
                L.dense_w_v + uint64_t{c0} * 4, g_dense_w(own), C, cw, D, cw,
-               L.dense_w16t + uint64_t{c0} * 2, L.dense_w16 + uint64_t{c0} * Cpad * 2,
-               "update (dense kernel)");
+               L.dense_w16t + uint64_t{c0} * 2, "update (dense kernel)");
       // ---- allgather: every chunk's bf16 copies and fp32 biases from its owner to every chip
       // (fenced: its own sync) ----
       if (P > 1) {
@@ -1052,8 +1044,6 @@ void CnnTrainStep::compile() {
             const uint32_t kw = std::min<uint32_t>(32768, S.col[k + 1] - k0);
             chunks[k].push_back(
                 region(L.dense_w16t + uint64_t{k0} * 2, 2, {{kw, 2}, {C, int32_t(D * 2)}}));
-            chunks[k].push_back(region(L.dense_w16 + uint64_t{k0} * Cpad * 2, 2,
-                                       {{Cpad, 2}, {kw, int32_t(Cpad * 2)}}));
           }
         }
         std::vector<isa::Instruction> block = ring_allgather_program(P, rep_.rank, chunks);
@@ -1159,7 +1149,6 @@ std::vector<CnnTrainStep::Write> CnnTrainStep::state_image(const CnnParams& p,
   dense_t(L.dense_w, p.dense_kernel, C, "dense kernel", false);
   dense_t(L.dense_w_m, s.m.dense_kernel, C, "dense kernel m", false);
   dense_t(L.dense_w_v, s.v.dense_kernel, C, "dense kernel v", false);
-  dense(L.dense_w16, p.dense_kernel, D, "dense kernel", true);
   dense_t(L.dense_w16t, p.dense_kernel, Cpad, "dense kernel", true);
   dense(L.dense_b, p.dense_bias, 1, "dense bias", false);
   dense(L.dense_b_m, s.m.dense_bias, 1, "dense bias m", false);
@@ -1285,7 +1274,6 @@ std::vector<std::pair<uint64_t, uint64_t>> CnnTrainStep::replicated_ranges() con
   const uint64_t F = spec_.filters, D = spec_.features(), Cpad = class_pad();
   return {{L.conv_w16, uint64_t{tap_pad()} * F * 2},
           {L.conv_b, F * 4},
-          {L.dense_w16, D * Cpad * 2},
           {L.dense_w16t, Cpad * D * 2},
           {L.dense_b, Cpad * 4}};
 }

@@ -41,25 +41,16 @@ int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) 
       out << "== " << stage++ << " " << pass << "\n" << text << "\n";
     out << "== " << stage++ << " memory (HBM plan, base 0)\n";
     const compiler::HbmLayout& L = step->layout();
-    const std::pair<const char*, uint64_t> regions[] = {{"images bf16 [B][H][W]", L.images},
-                                                        {"labels f32 [Bpad]", L.labels},
-                                                        {"conv_w f32 [taps][F]", L.conv_w},
-                                                        {"conv_w m,v", L.conv_w_m},
-                                                        {"conv_b f32 [F] (+m,v)", L.conv_b},
-                                                        {"conv_w16 bf16 [Tpad][F]", L.conv_w16},
-                                                        {"dense_w f32 [C][D] (W^T)", L.dense_w},
-                                                        {"dense_w m,v", L.dense_w_m},
-                                                        {"dense_b f32 (+m,v)", L.dense_b},
-                                                        {"dense_w16 bf16 [D][Cpad]", L.dense_w16},
-                                                        {"dense_w16t bf16 [Cpad][D]", L.dense_w16t},
-                                                        {"powers f32 [2][N]", L.powers},
-                                                        {"consts f32 [2Cc][N]", L.consts},
-                                                        {"features bf16 [B][D]", L.features},
-                                                        {"argmax i32 [B][PH][2][F]", L.argmax},
-                                                        {"dfeatures bf16 [B][D]", L.dfeatures},
-                                                        {"metrics f32 [2][N]", L.metrics},
-                                                        {"probs f32 [B][Cpad]", L.probs},
-                                                        {"program", L.program}};
+    const std::pair<const char*, uint64_t> regions[] = {
+        {"images bf16 [B][H][W]", L.images},     {"labels f32 [Bpad]", L.labels},
+        {"conv_w f32 [taps][F]", L.conv_w},      {"conv_w m,v", L.conv_w_m},
+        {"conv_b f32 [F] (+m,v)", L.conv_b},     {"conv_w16 bf16 [Tpad][F]", L.conv_w16},
+        {"dense_w f32 [C][D] (W^T)", L.dense_w}, {"dense_w m,v", L.dense_w_m},
+        {"dense_b f32 (+m,v)", L.dense_b},       {"dense_w16t bf16 [Cpad][D]", L.dense_w16t},
+        {"powers f32 [2][N]", L.powers},         {"consts f32 [2Cc][N]", L.consts},
+        {"features bf16 [B][D]", L.features},    {"argmax i32 [B][PH][2][F]", L.argmax},
+        {"dfeatures bf16 [B][D]", L.dfeatures},  {"metrics f32 [2][N]", L.metrics},
+        {"probs f32 [B][Cpad]", L.probs},        {"program", L.program}};
     for (const auto& r : regions)
       out << "  0x" << std::hex << std::setw(8) << std::setfill('0') << r.second << std::dec
           << std::setfill(' ') << "  " << r.first << "\n";

@@ -87,8 +87,8 @@ struct HbmLayout {
   uint64_t conv_w16 = 0;                               // [Kc*N][F] bf16, rows >= taps zero
   uint64_t dense_w = 0, dense_w_m = 0, dense_w_v = 0;  // [classes][features] fp32 (W^T)
   uint64_t dense_b = 0, dense_b_m = 0, dense_b_v = 0;  // [Cpad] fp32
-  uint64_t dense_w16 = 0;                              // [features][Cpad] bf16
-  uint64_t dense_w16t = 0;  // [Cpad][features] bf16 (W^T; rows >= classes zero)
+  uint64_t dense_w16t = 0;  // [Cpad][features] bf16 (W^T; rows >= classes zero): the only
+                            // bf16 copy (dense_fwd loads its tiles transposed, MXU.LDW t)
   uint64_t powers = 0;      // [2][N] fp32: b1^t, b2^t in every lane
   uint64_t consts = 0;      // [2*Cc][N] fp32: class index, valid mask
   // activations kept for the backward pass
