@@ -500,9 +500,11 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
         report << "  " << unit[u] << " busy " << r.perf[1 + u] << " (" << std::fixed
                << std::setprecision(1) << 100.0 * r.perf[1 + u] / c << "%), stalled "
                << r.perf[4 + u] << std::defaultfloat << "\n";
-      report << "  MXU utilization (MACs / N^2 / cycles) " << 100.0 * mean_util << "%\n";
-      report << "  cycles / bound (MXU + VPU) "
-             << c / double(step_prog.mxu_bound_cycles() + step_prog.vpu_bound_cycles()) << "\n";
+      report << "  MXU utilization (MACs / N^2 / cycles) " << std::fixed << std::setprecision(1)
+             << 100.0 * mean_util << "%\n";
+      report << "  cycles / bound (MXU + VPU) " << std::setprecision(3)
+             << c / double(step_prog.mxu_bound_cycles() + step_prog.vpu_bound_cycles())
+             << std::defaultfloat << std::setprecision(6) << "\n";
       report << "  HBM read " << r.perf[8] << " B, written " << r.perf[9] << " B\n";
       if (!phases.empty())
         report << "\nper phase (decode-PC samples every " << kSampleEvery
