@@ -178,7 +178,7 @@ module tpu_mxu_unit #(
   logic               mxu_w_valid, mxu_w_ready, t_take;
 
   always_comb begin
-    for (int n = 0; n < N; n++) t_row[16*n +: 16] = tbuf_q[16*(N*n + int'(t_k_q)) +: 16];
+    for (int n = 0; n < N; n++) t_row[16*n +: 16] = tbuf_q[16*(N*n + 32'(t_k_q)) +: 16];
   end
   assign t_take      = w_row_valid && w_row_tag[0] && !t_full_q;
   assign mxu_w_valid = t_full_q || (w_row_valid && !w_row_tag[0]);
@@ -186,7 +186,7 @@ module tpu_mxu_unit #(
   assign w_row_ready = !t_full_q && (w_row_tag[0] || mxu_w_ready);
 
   always_ff @(posedge clk_i) begin
-    if (t_take) tbuf_q[16*N*int'(w_row_idx[RowIdxW-1:0]) +: 16*N] <= w_row;
+    if (t_take) tbuf_q[16*N*32'(w_row_idx[RowIdxW-1:0]) +: 16*N] <= w_row;
   end
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
