@@ -12,8 +12,9 @@
 // UbWordBytes cycles a row above that). The sequencer has checked every range, alignment and
 // the tile count, so the unit never faults; it queues up to LdwDepth LDWs beyond the one being
 // read, so a program may leave at most LdwDepth + 1 tiles loaded and unused before an MM (one
-// more at N = 4, where the row FIFO holds a whole tile); more hold the instruction port forever
-// (the ISA allows more: the sequencer must limit them). idle_o: no instruction in progress and
+// more at N = 4, where the row FIFO holds a whole tile, and one more when the tile after the
+// one in the shadow bank is transposed: the transpose buffer holds it); more hold the
+// instruction port forever (the ISA allows one: the sequencer limits them). idle_o: no instruction in progress and
 // every result written to the accumulator memory. The accumulator ports pass through.
 `include "tpu_assert.svh"
 
@@ -248,6 +249,7 @@ module tpu_mxu_unit #(
                            w_row_idx[15:RowIdxW]};
 
   `TPU_ASSERT(OnlyMxuInstructions, instr_valid_i |-> (is_ldw || is_mm))
+  `TPU_ASSERT(ClearOnlyWhenIdle, clear_i |-> idle_o)
   `TPU_ASSERT(ReadDataOnlyAfterGrant, ub_rvalid_i == gnt_q)
   `TPU_ASSERT(HeldRequestKeepsPort, hold_q |-> (sel ? a_req : w_req))
   `TPU_ASSERT(MacRowMeansArrayBusy, mac_row_o |=> !idle_o)

@@ -296,7 +296,7 @@ void assemble_line(const std::string& raw, int line_no, const AsmOptions& opt,
     case Opcode::kMxuLdw:
       i.addr = p.u32(ops[0], "addr");
       i.stride = p.s32(ops[1], "stride");
-      if (ops.size() == 3) i.transpose = p.name(ops[2], kTranspose, "t (a transposed tile)") == 0;
+      if (ops.size() == 3) i.transpose = p.name(ops[2], kTranspose, "a transpose flag") == 0;
       break;
     case Opcode::kMxuMm:
       i.acc_mode = static_cast<isa::AccMode>(p.name(ops[0], kAccModes, "an acc_mode"));

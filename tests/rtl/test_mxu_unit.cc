@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -465,26 +466,41 @@ TYPED_TEST(MxuUnit, IdleLowUntilLastResultWritten) {
   b.check_acc();
 }
 
-TYPED_TEST(MxuUnit, FiveTilesLoadedBeforeTheirMatmuls) {
-  constexpr int N = TestFixture::N;
-  constexpr int kAccRows = TypeParam::kAccRows;
-  auto& b = this->bench_;
-  // The most unused tiles the unit takes before an MM (LdwDepth + 1 = 5): one loads into the
-  // shadow bank, one waits on the weight port, three queue. Each MM must use its own tile.
-  // Tiles 0, 2, 4 are transposed: a plain tile's rows wait behind one being transposed.
+// `tiles` LDWs (tile t transposed where transposed(t)) before their MMs; each MM must use its
+// own tile.
+template <class Bench>
+void tiles_before_matmuls(Bench& b, int n, int acc_rows, int tiles,
+                          const std::function<bool(int)>& transposed) {
   b.set_grant_percent(70);
-  const int rows = 1 + N / 2;
-  for (int t = 0; t < 5; ++t) {
+  const int rows = 1 + n / 2;
+  for (int t = 0; t < tiles; ++t) {
     const int32_t s = b.random_stride();
-    b.push(ldw(b.random_addr(N, s), s, t % 2 == 0));
+    b.push(ldw(b.random_addr(n, s), s, transposed(t)));
   }
-  for (int t = 0; t < 5; ++t) {
+  for (int t = 0; t < tiles; ++t) {
     const int32_t s = b.random_stride();
     b.push(mm(t % 2 == 1, b.random_addr(rows, s), s, rows,
-              static_cast<uint32_t>((t / 2) * rows) % (kAccRows - rows)));
+              static_cast<uint32_t>((t / 2) * rows) % (acc_rows - rows)));
   }
   b.run_until_idle();
   b.check_acc();
+}
+
+TYPED_TEST(MxuUnit, FiveTilesLoadedBeforeTheirMatmuls) {
+  // The most unused plain tiles the unit takes before an MM (LdwDepth + 1 = 5): one loads into
+  // the shadow bank, one waits on the weight port, three queue.
+  SCOPED_TRACE("tiles 0, 2, 4 transposed: a plain tile's rows wait behind a transposed one");
+  tiles_before_matmuls(this->bench_, TestFixture::N, TypeParam::kAccRows, 5,
+                       [](int t) { return t % 2 == 0; });
+}
+
+TYPED_TEST(MxuUnit, SixTilesWhenTheSecondIsTransposed) {
+  // Tiles 1 and 3 transposed: the transpose buffer holds a whole tile while the shadow bank is
+  // full; with tile 1 transposed the unit takes one tile more than with plain ones.
+  tiles_before_matmuls(this->bench_, TestFixture::N, TypeParam::kAccRows, 5,
+                       [](int t) { return t % 2 == 1; });
+  tiles_before_matmuls(this->bench_, TestFixture::N, TypeParam::kAccRows, 6,
+                       [](int t) { return t == 1; });
 }
 
 }  // namespace

@@ -491,7 +491,7 @@ TEST(Assembler, ErrorsNameLineAndColumn) {
       {"mxu.ldw -16, 32", 9, "addr must be in 0..4294967295, got '-16'"},
       {"mxu.mm set, 0x0, 32, 0, 0", 22, "rows must be in 1..65535, got '0'"},
       {"mxu.mm add, 0x0, 32, 1, 0", 8, "expected an acc_mode set|acc, got 'add'"},
-      {"mxu.ldw 0x0, 32, x", 18, "expected t (a transposed tile) t, got 'x'"},
+      {"mxu.ldw 0x0, 32, x", 18, "expected a transpose flag t, got 'x'"},
       {"vpu.ld f16, v1, 0", 8, "expected a kind f32|bf16|acc, got 'f16'"},
       {"vpu.op sqrt, v1, v2, v3, v0", 22, "vpu.op sqrt does not use vb: write v0"},
       {"vpu.op fma, v1, v2, v3, v0", 8, "expected a funct add|sub"},
