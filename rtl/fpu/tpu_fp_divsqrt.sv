@@ -1,10 +1,10 @@
 // tpu_fp_divsqrt: IEEE-754 binary32 divide and square root, one operation at a time, by radix-2
-// restoring digit recurrence with two quotient (root) bits per cycle. The latency is FIXED for
+// restoring digit recurrence with four quotient (root) bits per cycle. The latency is FIXED for
 // every input, specials included (contract 3: timing is data-independent): start_i accepted in
-// cycle t (ready_o high) -> set-up edge (operands normalised and registered) -> 13 recurrence
-// cycles (26 bits: 1 integer, 23 fraction, guard, one more) -> rounding edge; valid_o is high
-// for exactly one cycle, cycle t + 15, and ready_o is high again in that same cycle, so the next
-// operation may start there: one result every 15 cycles back to back. Rounding is
+// cycle t (ready_o high) -> set-up edge (operands normalised and registered) -> 7 recurrence
+// cycles (28 bits: 1 integer, 23 fraction, guard, three more) -> rounding edge; valid_o is high
+// for exactly one cycle, cycle t + 9, and ready_o is high again in that same cycle, so the next
+// operation may start there: one result every 9 cycles back to back. Rounding is
 // round-to-nearest-even from the guard bit and a sticky bit (lower quotient bits | remainder
 // != 0); subnormal inputs are normalised first; quotients below 2^-126 are shifted right once,
 // with every shifted-out bit in the sticky, before the single rounding. x / 0 = +-inf (not a
@@ -26,10 +26,12 @@ module tpu_fp_divsqrt (
   output logic           valid_o,     // one-cycle pulse, 15 cycles after the start
   output tpu_pkg::fp32_t result_o     // the IEEE result (RNE), held until the next one
 );
-  // Recurrence cycles, 2 bits each. The latency, start_i accepted in cycle t to valid_o in
-  // cycle t + latency, is Iters + 2 = 15 (tests/rtl/test_fp_divsqrt.cc: kLatency, checked for
-  // every input class).
-  localparam int unsigned Iters = 13;
+  // Recurrence cycles, Steps bits each. The latency, start_i accepted in cycle t to valid_o in
+  // cycle t + latency, is Iters + 2 = 9 (tests/rtl/test_fp_divsqrt.cc: kLatency, checked for
+  // every input class). 28 bits where 26 are needed: the top 26 are the 26-bit quotient
+  // exactly (a restoring recurrence produces truncated bits), the last two join the sticky.
+  localparam int unsigned Steps = 4;
+  localparam int unsigned Iters = 7;
 
   // ---------------------------------------------------------------------------------------------
   // Operand set-up (combinational from the inputs, registered when the operation starts)
@@ -41,7 +43,7 @@ module tpu_fp_divsqrt (
   logic signed [10:0] exp_start;                // biased exponent of the result's leading bit
   logic               special_start;
   tpu_pkg::fp32_t     special_res_start;
-  logic [29:0]        rem_start;
+  logic [31:0]        rem_start;
   logic [51:0]        rad_start;
 
   // Computed only for a start (what a simulator evaluates; the registers take it only then).
@@ -68,7 +70,7 @@ module tpu_fp_divsqrt (
       if (!op_i) begin
         // ma / mb lies in (1/2, 2): start from 2 ma when ma < mb, so the quotient is in [1, 2).
         exp_start = ea - eb + 11'sd127 - (a_lt_b ? 11'sd1 : 11'sd0);
-        rem_start = a_lt_b ? {5'd0, ma, 1'b0} : {6'd0, ma};
+        rem_start = a_lt_b ? {7'd0, ma, 1'b0} : {8'd0, ma};
         rad_start = '0;
         special_start = a_nan || b_nan || a_inf || b_inf || a_zero || b_zero;
         if (a_nan || b_nan || (a_inf && b_inf) || (a_zero && b_zero)) begin
@@ -103,10 +105,10 @@ module tpu_fp_divsqrt (
   logic               op_q, sign_q, special_q;
   tpu_pkg::fp32_t     special_res_q;
   logic signed [10:0] exp_q;
-  logic [29:0]        rem_q;                    // partial remainder
+  logic [31:0]        rem_q;                    // partial remainder (a root's < 2^29)
   logic [23:0]        div_q;                    // divisor significand
   logic [51:0]        rad_q;                    // radicand bits not yet consumed, top first
-  logic [25:0]        quo_q;                    // quotient / root bits so far
+  logic [27:0]        quo_q;                    // quotient / root bits so far
 
   logic               accept, iterate, finish;
   assign accept  = start_i && !busy_q;
@@ -114,11 +116,11 @@ module tpu_fp_divsqrt (
   assign finish  = busy_q && (cnt_q == 4'(Iters));
 
   // ---------------------------------------------------------------------------------------------
-  // Recurrence: two restoring steps per cycle
+  // Recurrence: Steps restoring steps per cycle
   // ---------------------------------------------------------------------------------------------
-  logic [29:0] rem_step, rem_sh;
-  logic [27:0] trial;
-  logic [25:0] quo_step;
+  logic [31:0] rem_step, rem_sh;
+  logic [29:0] trial;
+  logic [27:0] quo_step;
   logic [51:0] rad_step;
   logic        bit_q;
 
@@ -130,10 +132,10 @@ module tpu_fp_divsqrt (
     trial    = '0;
     bit_q    = 1'b0;
     if (busy_q) begin  // (the recurrence is used only while busy: saves simulation time)
-      for (int i = 0; i < 2; i++) begin
+      for (int i = 0; i < Steps; i++) begin
         if (op_q) begin
           // Root digit: bring down two radicand bits; subtract 4q + 1 when it fits.
-          rem_sh   = {rem_step[27:0], rad_step[51:50]};
+          rem_sh   = {rem_step[29:0], rad_step[51:50]};
           trial    = {quo_step, 2'b01};
           bit_q    = rem_sh >= {2'd0, trial};
           rem_step = bit_q ? rem_sh - {2'd0, trial} : rem_sh;
@@ -141,13 +143,13 @@ module tpu_fp_divsqrt (
         end else begin
           // Quotient digit: subtract the divisor when it fits, then double the remainder.
           // The remainder stays below twice the divisor (< 2^25), so the doubling cannot overflow.
-          trial    = {4'd0, div_q};
+          trial    = {6'd0, div_q};
           bit_q    = rem_step >= {2'd0, trial};
           rem_sh   = bit_q ? rem_step - {2'd0, trial} : rem_step;
-          rem_step = {rem_sh[28:0], 1'b0};
+          rem_step = {rem_sh[30:0], 1'b0};
           rad_step = rad_step;
         end
-        quo_step = {quo_step[24:0], bit_q};
+        quo_step = {quo_step[26:0], bit_q};
       end
     end
   end
@@ -174,8 +176,8 @@ module tpu_fp_divsqrt (
         shamt   = (11'sd1 - exp_q > 11'sd28) ? 11'd28 : 11'(11'sd1 - exp_q);
         exp_eff = 8'd1;
       end
-      wide     = {quo_q, 28'd0} >> shamt;
-      sticky   = (wide[28:0] != 29'd0) || (rem_q != 30'd0);
+      wide     = {quo_q[27:2], 28'd0} >> shamt;
+      sticky   = (wide[28:0] != 29'd0) || (quo_q[1:0] != 2'd0) || (rem_q != 32'd0);
       round_up = wide[29] & (sticky | wide[30]);
       rounded  = {exp_eff - 8'd1, 23'd0} + {7'd0, wide[53:30]} + {30'd0, round_up};
       if (special_q) begin

@@ -22,7 +22,7 @@ namespace {
 using fp::hex32;
 
 // start_i accepted in cycle t -> valid_o in cycle t + kLatency (rtl/fpu/tpu_fp_divsqrt.sv).
-constexpr uint64_t kLatency = 15;
+constexpr uint64_t kLatency = 9;
 constexpr int kDiv = 0, kSqrt = 1;
 
 struct Op {
