@@ -23,7 +23,7 @@ module tpu_fp_divsqrt (
   input  tpu_pkg::fp32_t b_i,         // divisor (ignored by sqrt)
   output logic           ready_o,     // idle: start_i is accepted this cycle
   // result
-  output logic           valid_o,     // one-cycle pulse, 15 cycles after the start
+  output logic           valid_o,     // one-cycle pulse, 9 cycles after the start
   output tpu_pkg::fp32_t result_o     // the IEEE result (RNE), held until the next one
 );
   // Recurrence cycles, Steps bits each. The latency, start_i accepted in cycle t to valid_o in

@@ -23,7 +23,7 @@ int operand_bits(FpuOp op) { return (op == FpuOp::kBf16Mul || op == FpuOp::kBf16
 int result_bits(FpuOp op) { return op == FpuOp::kFp32ToBf16 ? 16 : 32; }
 
 // tpu_fp_divsqrt, one operation at a time: start, then wait for valid_o. The unit's latency is
-// fixed (15 cycles); a result that does not come within kMaxCycles is an error, not a hang.
+// fixed (9 cycles); a result that does not come within kMaxCycles is an error, not a hang.
 class DivSqrtRunner {
  public:
   DivSqrtRunner() {
