@@ -259,6 +259,22 @@ void CnnTrainStep::compile() {
   const uint32_t Rpad = ceil_div(RW, N) * N;  // ... padded to whole K tiles
   const uint32_t Dk = D / N;
   const uint32_t CWords = code_words();  // argmax code words per channel and pooled row
+  // The pooled features in HBM, pooled-row-major [PH][B][PW F]: conv_fwd stores a pooled row's
+  // PW F features as one contiguous run; the dense phases read feature ranges of consecutive
+  // samples PW F apart (not D apart). Copies features [d_lo, d_hi) of samples s0 .. s0 + ns to
+  // UB rows of `row_bytes` from `ub_base` (feature d_lo at the start of each row).
+  const uint32_t PWF = PW * F;
+  auto copy_features = [&](ProgramBuilder& pb, uint32_t d_lo, uint32_t d_hi, uint32_t s0,
+                           uint32_t ns, uint32_t ub_base, uint32_t row_bytes) {
+    for (uint32_t a = d_lo; a < d_hi;) {
+      const uint32_t py = a / PWF, r = a % PWF, len = std::min(d_hi - a, PWF - r);
+      pb.dma_copy(
+          walk(isa::Space::kHbm, layout_.features + ((uint64_t{py} * batch_ + s0) * PWF + r) * 2,
+               {{len, 2}, {ns, int32_t(PWF * 2)}}),
+          walk(isa::Space::kUb, ub_base + (a - d_lo) * 2, {{len, 2}, {ns, int32_t(row_bytes)}}), 2);
+      a += len;
+    }
+  };
   const uint32_t row2n = 2 * N, row4n = 4 * N;
   const HbmLayout& L = layout_;
   // Split update: where each gradient goes in the gradient vector (HbmLayout::grads).
@@ -434,8 +450,8 @@ void CnnTrainStep::compile() {
         emit_epilogue(u);
       }
       b.signal(isa::Unit::kVpu);
-      const uint64_t at = (uint64_t{img} * D + uint64_t{py} * PW * F) * 2;
-      copy_linear(b, isa::Space::kUb, feat[ob], isa::Space::kHbm, L.features + at, PW * F, 2);
+      const uint64_t at = (uint64_t{py} * B + img) * PWF * 2;  // pooled-row-major
+      copy_linear(b, isa::Space::kUb, feat[ob], isa::Space::kHbm, L.features + at, PWF, 2);
       copy_linear(b, isa::Space::kUb, code[ob], isa::Space::kHbm,
                   L.argmax + (uint64_t{img} * PH + py) * CWords * F * 4, CWords * F, 4);
     }
@@ -485,9 +501,7 @@ void CnnTrainStep::compile() {
       const uint32_t sb = std::min(SB, B - s0);
       auto load = [&](uint32_t g) {
         const uint32_t k0 = g * G, gk = std::min(G, Dk - k0);
-        b.dma_copy(
-            hbm(L.features + (uint64_t{s0} * D + k0 * N) * 2, {{gk * N, 2}, {sb, int32_t(D * 2)}}),
-            ub(fbuf[g % 2], {{gk * N, 2}, {sb, int32_t(G * row2n)}}), 2);
+        copy_features(b, k0 * N, (k0 + gk) * N, s0, sb, fbuf[g % 2], G * row2n);
         // W^T rows [Cpad][features k0 .. k0 + gk N) (contiguous runs); MXU.LDW t transposes
         b.dma_copy(hbm(L.dense_w16t + uint64_t{k0} * N * 2, {{gk * N, 2}, {Cpad, int32_t(D * 2)}}),
                    ub(wbuf[g % 2], {{gk * N, 2}, {Cpad, int32_t(G * N * 2)}}), 2);
@@ -710,8 +724,7 @@ void CnnTrainStep::compile() {
       };
       auto load = [&](uint32_t q) {
         const uint32_t d0 = q * DR, dr_q = std::min(DR, D - d0), i = q % 2;
-        b.dma_copy(hbm(L.features + uint64_t{d0} * 2, {{dr_q, 2}, {B, int32_t(D * 2)}}),
-                   ub(fw[i], {{dr_q, 2}, {B, int32_t(DR * 2)}}), 2);
+        copy_features(b, d0, d0 + dr_q, 0, B, fw[i], DR * 2);
         if (split) {  // only the features: the gradient goes to HBM, Adam comes later
           b.signal(isa::Unit::kDma);
           return;

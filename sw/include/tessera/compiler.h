@@ -92,7 +92,8 @@ struct HbmLayout {
   uint64_t powers = 0;      // [2][N] fp32: b1^t, b2^t in every lane
   uint64_t consts = 0;      // [2*Cc][N] fp32: class index, valid mask
   // activations kept for the backward pass
-  uint64_t features = 0;   // [batch][features] bf16, the pooled relu output
+  uint64_t features = 0;   // [pool_h][batch][pool_w F] bf16 (pooled-row-major), the pooled
+                           // relu output
   uint64_t argmax = 0;     // [batch][pool_h][code_words()][F] int32: per pooled column the
                            // window position 0..3 of the max (4: relu off), 3 bits, 10 a word
   uint64_t dfeatures = 0;  // [batch][features] bf16, d loss / d features
