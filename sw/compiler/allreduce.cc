@@ -86,6 +86,11 @@ class Emitter {
     c.link = link;
     prog.push_back(c);
   }
+  void halt() {
+    Instruction h;
+    h.op = Opcode::kHalt;
+    prog.push_back(h);
+  }
   // A copy of one gather region to the same addresses on `next` (all four loops set).
   void copy_region(const GatherRegion& g) {
     for (isa::Walk w : {isa::Walk::kSrc, isa::Walk::kDst})
@@ -252,17 +257,9 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
       e.signal(isa::Unit::kVpu, kScAdded);
     }
     store(K - 1);
-    if (s.reduce_scatter_only) {
-      // Every signal sent to this chip is consumed before HALT; the last sums are stored.
-      e.wait(isa::Unit::kDma, kRcFree, K + 2, true);
-      Instruction halt;
-      halt.op = Opcode::kHalt;
-      e.prog.push_back(halt);
-      return reroll(e.prog);
-    }
     // All-gather: chunk (r + 1 − step), finished here or received last step, into next's HBM.
     // (step 0's pieces went out with the last reduce-scatter stores)
-    for (int step = 0; step < P - 1; ++step) {
+    for (int step = 0; step < P - 1 && !s.reduce_scatter_only; ++step) {
       if (step >= 1) e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(step), true);
       for (uint32_t j = 0; j < p.pieces && step >= 1; ++j) {
         e.copy(isa::Space::kHbm, chunk_at(mod(r + 1 - step), j), isa::Space::kHbm,
@@ -271,12 +268,11 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
       e.signal(isa::Unit::kDma, kRcChunk, isa::Link::kNext);
     }
     // Every signal sent to this chip is consumed before HALT (none may arrive after it).
-    e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(P - 1), true);
+    if (!s.reduce_scatter_only)
+      e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(P - 1), true);
     e.wait(isa::Unit::kDma, kRcFree, K + 2, true);
   }
-  Instruction halt;
-  halt.op = Opcode::kHalt;
-  e.prog.push_back(halt);
+  e.halt();
   return reroll(e.prog);  // the per-vector adds as REPEAT loops (docs/compiler.md)
 }
 
@@ -306,9 +302,7 @@ std::vector<Instruction> ring_allgather_program(
     e.signal(isa::Unit::kDma, kRcChunk, isa::Link::kNext);
   }
   if (P > 1) e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(P - 1), true);
-  Instruction halt;
-  halt.op = Opcode::kHalt;
-  e.prog.push_back(halt);
+  e.halt();
   return e.prog;
 }
 

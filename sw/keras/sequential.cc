@@ -259,11 +259,11 @@ void Sequential::get_state(compiler::CnnParams& p, compiler::AdamState& s) {
     size_t at = 0;
     const std::vector<uint8_t>& rec = all.at(r);
     for (std::vector<float>* v : state_tensors(ps[r], ss[r])) {
-      if (at + v->size() * 4 > rec.size()) throw std::logic_error("read_state: short record");
+      if (at + v->size() * 4 > rec.size()) throw std::logic_error("get_state: short record");
       std::memcpy(v->data(), rec.data() + at, v->size() * 4);
       at += v->size() * 4;
     }
-    if (at + 8 != rec.size()) throw std::logic_error("read_state: record size");
+    if (at + 8 != rec.size()) throw std::logic_error("get_state: record size");
     std::memcpy(&ss[r].beta1_power, rec.data() + at, 4);
     std::memcpy(&ss[r].beta2_power, rec.data() + at + 4, 4);
   }
