@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make bench (multi-chip part, docs/multichip.md): the ring all-reduce alone and data-parallel
 # training on 1, 2 and 4 verilated chips (N = 16).
-#  - all-reduce: build/bin/allreduce_bw P 2 — the example model's gradient vector summed over a
-#    ring of P chips (checked against the host's sums), cycles and bytes/cycle per link against
-#    the link's payload peak (32 data bytes per 3-cycle flit);
+#  - all-reduce: build/bin/allreduce_bw P 2 0 C — the example model's gradient vector summed
+#    over a ring of P chips with C HBM pseudo-channels each (1: the training chip; 2: enough
+#    memory bandwidth for the link), checked against the host's sums; cycles and bytes/cycle per
+#    link against the link's payload peak (32 data bytes per 3-cycle flit);
 #  - training: `tessera train --backend rtl --array 16 --chips P --batch P*B` for
 #    BENCH_MC_STEPS steps (default 4) with B = BENCH_MC_BATCH images per chip (default 16):
 #    wall time of the steps, step cycles, images per wall second and the speedup against one
@@ -27,8 +28,10 @@ reps=${BENCH_MC_REPS:-3}
 mkdir -p "$out"
 raw="$out/multichip-raw.jsonl"
 : > "$raw"
-for p in 2 4; do
-  "$bw" "$p" 2 | sed 's/^{/{"kind": "allreduce", /' >> "$raw"
+for c in 1 2; do
+  for p in 2 4; do
+    "$bw" "$p" 2 0 "$c" | sed 's/^{/{"kind": "allreduce", /' >> "$raw"
+  done
 done
 run_dir=$(mktemp -d /tmp/tessera_bench_mc.XXXXXX)
 trap 'rm -rf "$run_dir"' EXIT
@@ -58,7 +61,7 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 res = []
 for r in rows:
     if r["kind"] == "allreduce":
-        p = {"chips": r["chips"], "n": r["n"], "elems": r["elems"], "threads": r["threads"]}
+        p = {"chips": r["chips"], "channels": r["channels"], "n": r["n"], "elems": r["elems"], "threads": r["threads"]}
         res.append({"name": "allreduce_cycles", "value": r["cycles"], "unit": "cycles (doorbells to every chip halted)", "params": p})
         res.append({"name": "allreduce_bandwidth", "value": round(r["bytes_per_cycle"], 3), "unit": "payload bytes / cycle / link", "params": p})
         res.append({"name": "allreduce_fraction_of_link_peak", "value": round(r["fraction_of_peak"], 3), "unit": f"of {r['link_peak_bytes_per_cycle']:.3f} payload bytes / cycle", "params": p})

@@ -69,6 +69,7 @@ module tpu_seq #(
   output logic [1:0]           rsig_link_o,          // ... over this link ...
   output logic [3:0]           rsig_sc_o,            // ... for the neighbour's RCsc
   input  logic                 rsig_ready_i,         // the link took it
+  input  logic                 tx_idle_i,            // the links' transmit queues are empty
   input  logic                 rc_inc_i,             // a neighbour's signal: RC[rc_sc_i] += 1
   input  logic [3:0]           rc_sc_i,
   output logic                 abort_o,              // drop work: a fault is being handled
@@ -144,7 +145,7 @@ module tpu_seq #(
   logic [15:0]               sc_owned_q;                // counter c has been signalled ...
   logic [16*2-1:0]           sc_owner_q;                // ... by this unit (one per program)
   logic [15:0]               tiles_q;                   // MXU.LDW dispatched - MXU.MM dispatched
-  logic                      all_quiet;                 // queues empty and units idle
+  logic                      all_quiet;                 // queues empty, units and links idle
 
   always_comb begin
     for (int u = 0; u < Units; u++) begin
@@ -152,7 +153,9 @@ module tpu_seq #(
       q_empty[u] = q_cnt_q[(QW+1)*u +: QW+1] == '0;
     end
   end
-  assign all_quiet = (q_empty == '1) && (unit_idle_i == '1);
+  // FENCE and HALT also wait for the flits queued for the links (a remote copy is finished for
+  // the DMA once its flits are queued: docs/multichip.md, "Transmit queues").
+  assign all_quiet = (q_empty == '1) && (unit_idle_i == '1) && tx_idle_i;
 
   // Static checks of the instruction at the head of the fetch buffer.
   logic        illegal, ub_bad, acc_bad, no_tiles, too_many, deadlock, link_down;

@@ -511,16 +511,21 @@ module tpu_dma #(
   assign sram_wmask_o = wq_strb;
   assign sram_wdata_o = wq_data;
 
-  // HBM: a write needs its request and its data beat taken (in either order); the data is
-  // offered from the cycle the request is first offered until taken.
-  logic       wq_req_sent_q, wq_wd_sent_q;            // the head's request / data already taken
+  // HBM: a write's request is taken from the head of the write queue, and its word moves into
+  // a two-entry queue of data beats, which the port takes in order the cycle after their
+  // requests (or later) — so the next word's request goes while the beat before is sent: one
+  // write a cycle, as reads.
+  logic                 pend_full, pend_empty;
+  logic [WordBytes-1:0] pend_strb;
+  logic [WordW-1:0]     pend_data;
+  logic [1:0]           unused_pend_count;
   logic [3:0] wr_id_q;                                // id of the next write request
   logic [WrOutW-1:0] wr_out_q;                        // write requests without a completion
   logic       want_rd, want_wr, sel_wr, lock_q, lock_wr_q, rr_wr_q, req_fire;
   logic       wr_req_now, wr_wd_now;
   assign want_rd = rq_valid_q && (src_space_q == SpaceHbm);
-  assign want_wr = !wq_empty && (dst_space_q == SpaceHbm) && !dst_remote_q && !wq_req_sent_q &&
-                   (wr_out_q < WrOutW'(MaxWrites));
+  assign want_wr = !wq_empty && (dst_space_q == SpaceHbm) && !dst_remote_q &&
+                   !pend_full && (wr_out_q < WrOutW'(MaxWrites));
   // A request offered and not taken stays offered (lock); otherwise reads and writes alternate.
   assign sel_wr  = lock_q ? lock_wr_q : (want_wr && (!want_rd || rr_wr_q));
   assign hbm_req_valid_o = sel_wr ? want_wr : want_rd;
@@ -532,16 +537,27 @@ module tpu_dma #(
   assign rq_issue        = rq_valid_q &&
                            ((src_space_q == SpaceHbm) ? (req_fire && !sel_wr) : sram_rgnt_i);
 
-  assign hbm_wd_valid_o = !wq_empty && (dst_space_q == SpaceHbm) && !dst_remote_q && !wq_wd_sent_q &&
-                          (wq_req_sent_q || (hbm_req_valid_o && sel_wr));
-  assign hbm_wd_data_o  = wq_data;
-  assign hbm_wd_strb_o  = wq_strb;
+  assign hbm_wd_valid_o = !pend_empty;
+  assign hbm_wd_data_o  = pend_data;
+  assign hbm_wd_strb_o  = pend_strb;
+  tpu_dma_fifo #(
+    .Width (WordBytes + WordW),
+    .Depth (2)
+  ) u_pend (
+    .clk_i   (clk_i),
+    .rst_ni  (rst_ni),
+    .push_i  (wr_req_now),
+    .data_i  ({wq_strb, wq_data}),
+    .full_o  (pend_full),
+    .pop_i   (wr_wd_now),
+    .data_o  ({pend_strb, pend_data}),
+    .empty_o (pend_empty),
+    .count_o (unused_pend_count)
+  );
   assign wr_req_now     = req_fire && sel_wr;
-  assign wr_wd_now      = hbm_wd_valid_o && hbm_wd_ready_i;
+  assign wr_wd_now      = !pend_empty && hbm_wd_ready_i;
   assign wq_pop = !wq_empty && (dst_remote_q ? remote_w_ready_i :
-                                (dst_space_q == SpaceHbm)
-                                  ? ((wq_req_sent_q || wr_req_now) && (wq_wd_sent_q || wr_wd_now))
-                                  : sram_wgnt_i);
+                                (dst_space_q == SpaceHbm) ? wr_req_now : sram_wgnt_i);
   assign remote_w_valid_o = !wq_empty && dst_remote_q;
   assign remote_w_space_o = dst_space_q;
   assign remote_w_word_o  = wq_word;
@@ -551,21 +567,12 @@ module tpu_dma #(
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      wq_req_sent_q <= 1'b0;
-      wq_wd_sent_q  <= 1'b0;
       wr_id_q       <= '0;
       wr_out_q      <= '0;
       lock_q        <= 1'b0;
       lock_wr_q     <= 1'b0;
       rr_wr_q       <= 1'b0;
     end else begin
-      if (wq_pop) begin
-        wq_req_sent_q <= 1'b0;
-        wq_wd_sent_q  <= 1'b0;
-      end else begin
-        if (wr_req_now) wq_req_sent_q <= 1'b1;
-        if (wr_wd_now)  wq_wd_sent_q  <= 1'b1;
-      end
       if (wr_req_now) wr_id_q <= wr_id_q + 1'b1;
       wr_out_q <= wr_out_q + WrOutW'(wr_req_now) - WrOutW'(hbm_wr_done_valid_i);
       lock_q    <= hbm_req_valid_o && !hbm_req_ready_i;
@@ -585,7 +592,7 @@ module tpu_dma #(
 
   logic all_quiet;
   assign all_quiet = src_idle && dst_idle && !rq_valid_q && (inflight_q == '0) && efifo_empty &&
-                     !wc_valid_q && wq_empty && (wr_out_q == '0) && !sram_rd_pend_q;
+                     !wc_valid_q && wq_empty && pend_empty && (wr_out_q == '0) && !sram_rd_pend_q;
 
   // The first fault in element order: the source's if it is not later than the destination's.
   logic           run_fault;

@@ -8,7 +8,7 @@
 // resets the loop registers to count 1, stride 0. A remote copy (w0[11:10] = link, next or
 // prev: docs/isa.md, "Multi-chip") writes its destination words to ici_* as flits for that
 // link (tpu_ici_pkg) instead of this chip's memories; it has finished when its last flit has
-// been taken by the link port.
+// entered the link's transmit queue (tpu_top), which the link drains while the unit goes on.
 module tpu_dma_unit #(
   parameter longint unsigned HbmBytes = 64'd1 << 28, // HBM space (Channels x 256 MiB)
   parameter int unsigned     UbBytes  = 262144,      // unified buffer space
@@ -135,9 +135,9 @@ module tpu_dma_unit #(
     .HbmAddrW  (32),
     .HbmBytes  (HbmBytes),
     .SramBytes (UbBytes),
-    .MaxReads  (32),
-    .MaxWrites (32),
-    .ElemDepth (128)
+    .MaxReads  (64),
+    .MaxWrites (64),
+    .ElemDepth (256)
   ) u_dma (
     .clk_i               (clk_i),
     .rst_ni              (rst_ni),

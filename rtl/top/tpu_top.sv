@@ -22,6 +22,7 @@ module tpu_top #(
   parameter int unsigned TREFI    = 3900,           // HBM refresh interval (tests shorten it)
   parameter int unsigned LinkBytes = 16,            // ICI: bytes a link carries per cycle
   parameter int unsigned LinkCredits = 64,          // ICI: receive buffer per link (flits)
+  parameter int unsigned LinkTxFlits = 256,         // ICI: transmit queue per link (flits)
   localparam int unsigned FlitW   = tpu_ici_pkg::FlitW,
   localparam int unsigned UbWAddrW = $clog2(UbBytes / 32),
   localparam int unsigned AccAddrW = $clog2(AccRows)
@@ -157,7 +158,7 @@ module tpu_top #(
   logic [2:0]  u_valid, u_ready, u_idle, u_fault, u_busy, u_stall;
   logic [3*128-1:0] u_instr;
   logic [3*32-1:0]  u_pc, u_fault_pc, u_fault_addr, u_fault_info;
-  logic        rsig_valid, rsig_ready, rc_inc;
+  logic        rsig_valid, rsig_ready, rc_inc, tx_idle;
   logic [1:0]  rsig_link;
   logic [3:0]  rsig_sc, rc_sc;
   logic [3*4-1:0]   u_fault_code;
@@ -205,6 +206,7 @@ module tpu_top #(
     .rsig_link_o       (rsig_link),
     .rsig_sc_o         (rsig_sc),
     .rsig_ready_i      (rsig_ready),
+    .tx_idle_i         (tx_idle),
     .rc_inc_i          (rc_inc),
     .rc_sc_i           (rc_sc),
     .abort_o           (abort),
@@ -473,12 +475,18 @@ module tpu_top #(
 
   // ---------------------------------------------------------------- ICI links
   // Transmit: link l carries the DMA's remote writes while its copy targets l, and the
-  // sequencer's remote SIGNALs (which it sends only while the DMA is idle: no conflict).
+  // sequencer's remote SIGNALs (which it sends only while the DMA is idle: no conflict). Both
+  // enter the link's transmit queue (LinkTxFlits flits, in order), which the port drains at the
+  // link's rate: a remote copy is finished for the DMA once its last flit is queued, so the
+  // DMA goes on with local copies while the link still carries it (docs/multichip.md).
   logic [1:0]         tx_valid, tx_ready, rx_valid, rx_ready;
-  logic [2*FlitW-1:0] tx_flit, rx_flit;
-  // (readies depend only on the link chosen and the port's state: no combinational loop)
+  logic [1:0]         txq_push, txq_full, txq_empty, port_ready;
+  logic [2*FlitW-1:0] tx_flit, rx_flit, txq_head;
+  // (readies depend only on the link chosen and the queue's state: no combinational loop)
+  assign tx_ready      = ~txq_full;
   assign dma_ici_ready = tx_ready[dma_ici_link[1]];   // next (01) -> port 0, prev (10) -> 1
   assign rsig_ready    = tx_ready[rsig_link[1]];
+  assign tx_idle       = txq_empty == 2'b11;
   always_comb begin
     for (int l = 0; l < 2; l++) begin
       logic dma_here, sig_here;
@@ -488,15 +496,31 @@ module tpu_top #(
       tx_flit[FlitW*l +: FlitW] = dma_here ? dma_ici_flit : tpu_ici_pkg::signal_flit(rsig_sc);
     end
   end
+  assign txq_push = tx_valid & tx_ready;
+
+  for (genvar l = 0; l < 2; l++) begin : g_txq
+    logic [$clog2(LinkTxFlits):0] unused_count;
+    tpu_dma_fifo #(.Width(FlitW), .Depth(LinkTxFlits)) u_txq (
+      .clk_i   (clk_i),
+      .rst_ni  (rst_ni),
+      .push_i  (txq_push[l]),
+      .data_i  (tx_flit[FlitW*l +: FlitW]),
+      .full_o  (txq_full[l]),
+      .pop_i   (!txq_empty[l] && port_ready[l]),
+      .data_o  (txq_head[FlitW*l +: FlitW]),
+      .empty_o (txq_empty[l]),
+      .count_o (unused_count)
+    );
+  end
 
   for (genvar l = 0; l < 2; l++) begin : g_link
     logic [$clog2(LinkCredits + 1)-1:0] unused_credits;
     tpu_ici_port #(.FlitW(FlitW), .LinkBytes(LinkBytes), .Credits(LinkCredits)) u_port (
       .clk_i        (clk_i),
       .rst_ni       (rst_ni),
-      .flit_valid_i (tx_valid[l]),
-      .flit_ready_o (tx_ready[l]),
-      .flit_i       (tx_flit[FlitW*l +: FlitW]),
+      .flit_valid_i (!txq_empty[l]),
+      .flit_ready_o (port_ready[l]),
+      .flit_i       (txq_head[FlitW*l +: FlitW]),
       .link_valid_o (ici_tx_valid_o[l]),
       .link_flit_o  (ici_tx_flit_o[FlitW*l +: FlitW]),
       .credit_i     (ici_credit_i[l]),

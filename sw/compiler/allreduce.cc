@@ -141,11 +141,19 @@ class Emitter {
 };
 
 struct Plan {
-  uint32_t chunk = 0;   // elements per chunk
-  uint32_t piece = 0;   // elements per piece (the last of a chunk may be shorter)
-  uint32_t pieces = 0;  // per chunk
+  uint32_t chunk = 0;      // elements per chunk
+  uint32_t piece = 0;      // elements per piece (the last of a chunk may be shorter)
+  uint32_t pieces = 0;     // per chunk
+  uint32_t rx_slots = 2;   // receive slots
+  uint32_t own_slots = 2;  // own-piece buffers (loaded ahead of the adds)
+  uint32_t out_slots = 2;  // sum buffers (stored behind the adds)
   uint32_t piece_len(uint32_t j) const { return j + 1 < pieces ? piece : chunk - j * piece; }
 };
+
+// Pieces of 2 KiB by default: small enough that the link, the DMA's local copies and the adds
+// pipeline (larger pieces were slower: docs/multichip.md), with up to eight receive slots so
+// that a sender runs ahead of its neighbour's adds.
+constexpr uint32_t kDefaultPieceBytes = 4096, kMaxRxSlots = 8;
 
 Plan plan(const AllReduceSpec& s) {
   const auto bad = [](const std::string& why) {
@@ -162,8 +170,9 @@ Plan plan(const AllReduceSpec& s) {
   if (s.ub_base % vec != 0) bad("ub_base must be a multiple of 4·n bytes");
   Plan p;
   p.chunk = s.elems / static_cast<uint32_t>(s.chips);
-  // Six piece buffers: two receive slots, two own pieces, two sums.
-  uint32_t piece_bytes = s.piece_bytes ? s.piece_bytes : s.ub_bytes / 6;
+  // At least six piece buffers: two receive slots, two own pieces, two sums.
+  uint32_t piece_bytes =
+      s.piece_bytes ? s.piece_bytes : std::min(kDefaultPieceBytes, s.ub_bytes / 6);
   piece_bytes = piece_bytes / vec * vec;
   if (piece_bytes == 0 || 6ull * piece_bytes > s.ub_bytes) {
     bad("UB scratch of " + std::to_string(s.ub_bytes) + " bytes cannot hold six pieces of " +
@@ -172,6 +181,9 @@ Plan plan(const AllReduceSpec& s) {
   p.piece = std::min<uint32_t>(
       {piece_bytes / 4, p.chunk, 65535u / static_cast<uint32_t>(s.n) * static_cast<uint32_t>(s.n)});
   p.pieces = (p.chunk + p.piece - 1) / p.piece;
+  const uint32_t slots = s.ub_bytes / (p.piece * 4);
+  if (slots >= 12) p.own_slots = p.out_slots = 4;
+  p.rx_slots = std::min(kMaxRxSlots, slots - p.own_slots - p.out_slots);
   return p;
 }
 
@@ -193,13 +205,14 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
   const int P = s.chips, r = s.rank;
   if (P > 1) {
     e.reset_outer_loops();
-    const uint32_t pb = p.piece * 4;
-    const auto rx = [&](uint64_t k) { return s.ub_base + static_cast<uint32_t>(k % 2) * pb; };
+    const uint32_t pb = p.piece * 4, R = p.rx_slots, O = p.own_slots, Q = p.out_slots;
+    // UB scratch: R receive slots, O own pieces, Q sums.
+    const auto rx = [&](uint64_t k) { return s.ub_base + static_cast<uint32_t>(k % R) * pb; };
     const auto own = [&](uint64_t k) {
-      return s.ub_base + (2 + static_cast<uint32_t>(k % 2)) * pb;
+      return s.ub_base + (R + static_cast<uint32_t>(k % O)) * pb;
     };
     const auto out = [&](uint64_t k) {
-      return s.ub_base + (4 + static_cast<uint32_t>(k % 2)) * pb;
+      return s.ub_base + (R + O + static_cast<uint32_t>(k % Q)) * pb;
     };
     const auto chunk_at = [&](int c, uint32_t j) {
       return s.hbm_addr + static_cast<uint32_t>(c) * p.chunk * 4 + j * p.piece * 4;
@@ -208,6 +221,7 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
     const uint32_t K = static_cast<uint32_t>(P - 1) * p.pieces;  // pieces received in all
     // Piece k of reduce-scatter: step k / pieces, piece j = k % pieces of the chunk.
     const auto recv_chunk = [&](uint32_t k) { return mod(r - static_cast<int>(k / p.pieces) - 1); };
+    uint32_t stored = 0, sent = 0;  // store() and send() emitted so far (pieces 0 … n − 1)
     const auto store = [&](uint32_t k) {
       const uint32_t j = k % p.pieces;
       e.wait(isa::Unit::kDma, kScAdded, k + 1);
@@ -220,33 +234,54 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
                p.piece_len(j), isa::Link::kNext);
       }
       e.signal(isa::Unit::kDma, kScStored);
+      stored = k + 1;
     };
-    // My two receive slots are free from here on (the program before this block is done with
-    // the UB): tell prev, which sends piece k only once RC1 >= k + 1 (a credit per slot).
-    e.signal(isa::Unit::kDma, kRcFree, isa::Link::kPrev);
-    e.signal(isa::Unit::kDma, kRcFree, isa::Link::kPrev);
-    // Reduce-scatter.
-    for (uint32_t k = 0; k < K; ++k) {
+    // send piece k: my chunk (r − step), as far as summed, into next's receive slot k % R once
+    // next has granted it (RC1 >= k + 1: a credit per slot). From step 1 on that is the sum
+    // store(k − pieces) wrote, so it can be emitted only after that store (in-order DMA).
+    const auto send = [&](uint32_t k) {
       const int step = static_cast<int>(k / p.pieces);
-      const uint32_t j = k % p.pieces, len = p.piece_len(j);
-      // send: my chunk (r − step), as far as summed, into next's receive slot k % 2. From step 1
-      // on that is the sum store(k − pieces) wrote: with one piece a chunk, store(k − 1) must
-      // come first (with more it was emitted in an earlier iteration).
-      const bool store_first = step >= 1 && p.pieces == 1;
-      if (store_first) store(k - 1);
+      const uint32_t j = k % p.pieces;
       e.wait(isa::Unit::kDma, kRcFree, k + 1, true);
-      e.copy(isa::Space::kHbm, chunk_at(mod(r - step), j), isa::Space::kUb, rx(k), len,
+      e.copy(isa::Space::kHbm, chunk_at(mod(r - step), j), isa::Space::kUb, rx(k), p.piece_len(j),
              isa::Link::kNext);
       e.signal(isa::Unit::kDma, kRcPiece, isa::Link::kNext);
-      // my own piece of the chunk I receive
-      if (k >= 2) e.wait(isa::Unit::kDma, kScAdded, k - 1);
-      e.copy(isa::Space::kHbm, chunk_at(recv_chunk(k), j), isa::Space::kUb, own(k), len);
-      e.signal(isa::Unit::kDma, kScOwn);
-      if (k >= 1 && !store_first) store(k - 1);
+      sent = k + 1;
+    };
+    // Sends run ahead of the piece being added, up to `last`: with the link's transmit queue
+    // the DMA goes on with local copies while the link carries them. A credit for piece m
+    // needs next to have stored piece m − R, which next emits after its own sends up to
+    // m − 1 (this iteration's first call stops at k + R − 2 and only the call after
+    // store(k − 1) reaches k + R − 1), so no two chips wait for each other.
+    const auto send_ahead = [&](uint32_t last) {
+      while (sent < K && sent <= last && (sent < p.pieces || sent - p.pieces < stored)) send(sent);
+    };
+    // My R receive slots are free from here on (the program before this block is done with
+    // the UB): tell prev.
+    for (uint32_t i = 0; i < R; ++i) e.signal(isa::Unit::kDma, kRcFree, isa::Link::kPrev);
+    // my own piece m of the chunk I receive, loaded ahead of its add (its buffer is free once
+    // piece m − O is added: that wait needs only earlier pieces, as send's)
+    uint32_t loaded = 0;
+    const auto load_ahead = [&](uint32_t last) {
+      for (; loaded < K && loaded <= last; ++loaded) {
+        if (loaded >= O) e.wait(isa::Unit::kDma, kScAdded, loaded - O + 1);
+        e.copy(isa::Space::kHbm, chunk_at(recv_chunk(loaded), loaded % p.pieces), isa::Space::kUb,
+               own(loaded), p.piece_len(loaded % p.pieces));
+        e.signal(isa::Unit::kDma, kScOwn);
+      }
+    };
+    // Reduce-scatter.
+    for (uint32_t k = 0; k < K; ++k) {
+      const uint32_t len = p.piece_len(k % p.pieces);
+      send_ahead(k + R - 2);
+      load_ahead(k + O - 2);
+      if (k >= 1) store(k - 1);
+      load_ahead(k + O - 1);
+      send_ahead(k + R - 1);
       // add: received + own, vector by vector
       e.wait(isa::Unit::kVpu, kRcPiece, k + 1, true);
       e.wait(isa::Unit::kVpu, kScOwn, k + 1);
-      if (k >= 2) e.wait(isa::Unit::kVpu, kScStored, k - 1);
+      if (k >= Q) e.wait(isa::Unit::kVpu, kScStored, k - Q + 1);
       for (uint32_t v = 0; v < len / s.n; ++v) {
         const uint32_t off = v * 4u * s.n;
         e.vpu_mem(Opcode::kVpuLd, 1, rx(k) + off);
@@ -270,7 +305,7 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
     // Every signal sent to this chip is consumed before HALT (none may arrive after it).
     if (!s.reduce_scatter_only)
       e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(P - 1), true);
-    e.wait(isa::Unit::kDma, kRcFree, K + 2, true);
+    e.wait(isa::Unit::kDma, kRcFree, K + R, true);
   }
   e.halt();
   return reroll(e.prog);  // the per-vector adds as REPEAT loops (docs/compiler.md)

@@ -72,6 +72,7 @@ class Seq : public ::testing::Test {
     m.unit_fault_info_i = {};
     m.link_up_i = 0;  // one chip: remote operations fault LINK_DOWN (tests/rtl/test_ring.cc)
     m.rsig_ready_i = 0;
+    m.tx_idle_i = 1;  // no link transmit queue here: FENCE/HALT wait only for the units
     m.rc_inc_i = 0;
     m.rc_sc_i = 0;
     sim_.reset();
@@ -130,6 +131,7 @@ class Seq : public ::testing::Test {
   void step(Outcome& o) {
     auto& m = sim_.top();
     const uint64_t now = sim_.cycle();
+    m.tx_idle_i = now >= tx_busy_until_;
     // fetch slave: a response due now?
     m.fetch_rd_valid_i = 0;
     if (!fetches_.empty() && fetches_.front().first <= now && rng_() % 100 < 80) {
@@ -218,6 +220,7 @@ class Seq : public ::testing::Test {
   std::deque<std::pair<uint64_t, uint32_t>> fetches_;  // due cycle, address
   std::array<Unit, 3> units_;
   uint32_t pending_fault_ = 0;
+  uint64_t tx_busy_until_ = 0;  // the links' transmit queues hold flits until this cycle
 };
 
 int unit_of(const Instr& i) {
@@ -631,6 +634,29 @@ TEST_F(Seq, FenceAndHaltWaitForAllWork) {
   ASSERT_EQ(o.status, int(isa::STATUS_HALTED));
   const uint64_t before = std::max(units_[kDma].got.back().done, units_[kMxu].got.back().done);
   EXPECT_GT(units_[kVpu].got.front().taken, before);
+}
+
+// FENCE and HALT also wait for the links' transmit queues to drain (tx_idle_i): a remote copy
+// is finished for the DMA once its flits are queued, so the program's end — and anything after
+// a FENCE — must wait for the link to have sent them (docs/multichip.md, "Transmit queues").
+TEST_F(Seq, FenceAndHaltWaitForTheLinksTransmitQueues) {
+  for (auto& u : units_) u.got.clear();
+  load(0x6800, {op(isa::OP_FENCE), vop_i(isa::VF_ADD, 1, 2, 3), halt_i()});
+  tx_busy_until_ = sim_.cycle() + 500;
+  Outcome o = run(0x6800);
+  ASSERT_EQ(o.status, int(isa::STATUS_HALTED));
+  ASSERT_EQ(units_[kVpu].got.size(), 1u);
+  EXPECT_GE(units_[kVpu].got.front().taken, tx_busy_until_) << "FENCE passed a busy link";
+  // HALT alone: done no earlier than the queues drain
+  load(0x6900, {halt_i()});
+  tx_busy_until_ = sim_.cycle() + 300;
+  o = run(0x6900);
+  ASSERT_EQ(o.status, int(isa::STATUS_HALTED));
+  EXPECT_GE(sim_.cycle(), tx_busy_until_) << "HALT completed with flits still queued";
+  // idle queues cost nothing: the same program halts within a few cycles
+  tx_busy_until_ = 0;
+  o = run(0x6900);
+  EXPECT_LT(o.cycles, 100u);
 }
 
 }  // namespace

@@ -4,14 +4,15 @@
 // is P equal chunks; in reduce-scatter step s (0 … P−2) chip r sends chunk (r − s) mod P to
 // its `next` neighbour — straight from HBM into the neighbour's unified buffer — and adds the
 // chunk (r − s − 1) mod P it receives to its own copy on the VPU, in pieces that fit the UB,
-// double-buffered so that link transfers, HBM loads and stores and the adds overlap; in
+// pipelined so that link transfers, HBM loads and stores and the adds overlap (sends run up to
+// a receive slot's worth ahead, own pieces are loaded ahead of their adds); in
 // all-gather step s chip r copies the finished chunk (r + 1 − s) mod P into the next chip's HBM
 // (step 0 straight from the UB as the last reduce-scatter step's sums are stored, later steps
 // from its HBM). Summation order (fixed): chunk c is summed along the ring starting at chip
 // c, ((g_c + g_{c+1}) + g_{c+2}) + … + g_{c−1} (indices mod P), each add fp32 RNE on the VPU.
 // The program may start while a neighbour is still busy with its own work: a chip sends into
-// its neighbour's receive slots only after the neighbour has granted them (two credits at the
-// start, one per slot consumed), so the UB scratch may be in use until the block starts.
+// its neighbour's receive slots only after the neighbour has granted them (a credit per slot
+// at the start, one per slot consumed), so the UB scratch may be in use until the block starts.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,7 @@ struct AllReduceSpec {
   uint32_t elems = 0;     // its length: a multiple of P·N (allreduce_padded_elems)
   uint32_t ub_base = 0;   // UB scratch the program may use: [ub_base, ub_base + ub_bytes)
   uint32_t ub_bytes = 0;
-  uint32_t piece_bytes = 0;  // bytes per piece (0: as large as the scratch allows)
+  uint32_t piece_bytes = 0;  // bytes per piece (0: 4 KiB, or less when the scratch is small)
   // Reduce-scatter alone: the program ends when chip r holds the sum of chunk (r + 1) mod P in
   // its HBM (the other chunks hold partial sums); no all-gather.
   bool reduce_scatter_only = false;
