@@ -580,8 +580,10 @@ module tpu_seq #(
           end
         end
         DrainS: begin
-          // fetches still in flight come back and are dropped; then report
-          if (fly_q == '0 && unit_idle_i == '1) begin
+          // fetches still in flight come back and are dropped, the links send what is queued
+          // (a faulted chip's flits must not reach a neighbour after its next doorbell); then
+          // report
+          if (fly_q == '0 && unit_idle_i == '1 && tx_idle_i) begin
             state_q <= (fault_code_o != tpu_isa_pkg::FAULT_NONE) ? FaultedS : HaltedS;
           end
         end
@@ -621,9 +623,9 @@ module tpu_seq #(
                          (state_q == FaultedS) ? tpu_isa_pkg::STATUS_FAULTED : tpu_isa_pkg::STATUS_IDLE;
   assign abort_o       = state_q == DrainS && fault_code_o != tpu_isa_pkg::FAULT_NONE;
   assign done_o        = state_q == DrainS && fault_code_o == tpu_isa_pkg::FAULT_NONE && fly_q == '0 &&
-                         unit_idle_i == '1;
+                         unit_idle_i == '1 && tx_idle_i;
   assign fault_event_o = state_q == DrainS && fault_code_o != tpu_isa_pkg::FAULT_NONE && fly_q == '0 &&
-                         unit_idle_i == '1;
+                         unit_idle_i == '1 && tx_idle_i;
   assign irq_user_o    = dec_go && w0[7:0] == tpu_isa_pkg::OP_IRQ;
   assign running_o     = state_q == RunS || state_q == DrainS;
   assign unit_busy_o   = ~unit_idle_i;

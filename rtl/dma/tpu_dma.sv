@@ -681,6 +681,7 @@ module tpu_dma #(
   `TPU_ASSERT(OneReadSourceAtATime, !(sram_rd_pend_q && hbm_rd_valid_i))
   `TPU_ASSERT(ReadIdsInOrder, (hbm_rd_valid_i && hbm_rd_ready_o) |-> hbm_rd_id_i == rd_rsp_id_q)
   `TPU_ASSERT(SingleBurstReads, (hbm_rd_valid_i && hbm_rd_ready_o) |-> hbm_rd_last_i)
+  `TPU_ASSERT(PendOnlyWhileRunning, !pend_empty |-> running)
   `TPU_ASSERT(CompletionOnlyWhenExpected, hbm_wr_done_valid_i |-> wr_out_q != '0)
   `TPU_ASSERT(CompletionIdsInOrder, hbm_wr_done_valid_i |-> hbm_wr_done_id_i == wr_rsp_id_q)
   `TPU_ASSERT(WriteQueueOnlyWhileRunning, !wq_empty |-> running)

@@ -136,7 +136,7 @@ module tpu_dma_unit #(
     .HbmBytes  (HbmBytes),
     .SramBytes (UbBytes),
     .MaxReads  (64),
-    .MaxWrites (64),
+    .MaxWrites (32),                   // tpu_hbm's write tracker per port (WtDepth)
     .ElemDepth (256)
   ) u_dma (
     .clk_i               (clk_i),

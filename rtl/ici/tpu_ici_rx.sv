@@ -13,7 +13,7 @@
 // it have completed.
 module tpu_ici_rx #(
   parameter int unsigned UbBytes   = 262144,
-  parameter int unsigned MaxWrites = 16,               // HBM writes awaiting completion
+  parameter int unsigned MaxWrites = 32,               // HBM writes awaiting completion
   localparam int unsigned FlitW    = tpu_ici_pkg::FlitW,
   localparam int unsigned UbWAddrW = $clog2(UbBytes / 32),
   localparam int unsigned OutW     = $clog2(MaxWrites) + 1

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sw/compiler/reroll.h"
 
@@ -146,13 +149,14 @@ struct Plan {
   uint32_t pieces = 0;     // per chunk
   uint32_t rx_slots = 2;   // receive slots
   uint32_t own_slots = 2;  // own-piece buffers (loaded ahead of the adds)
-  uint32_t out_slots = 2;  // sum buffers (stored behind the adds)
+  uint32_t out_slots = 2;  // sum buffers (stored or forwarded behind the adds)
+  uint32_t skew = 3;       // D: the send order's skew between steps (ring_allreduce_program)
   uint32_t piece_len(uint32_t j) const { return j + 1 < pieces ? piece : chunk - j * piece; }
 };
 
-// Pieces of 2 KiB by default: small enough that the link, the DMA's local copies and the adds
-// pipeline (larger pieces were slower: docs/multichip.md), with up to eight receive slots so
-// that a sender runs ahead of its neighbour's adds.
+// Pieces of 4 KiB by default: small enough that the link, the DMA's local copies and the adds
+// pipeline, large enough that each copy's start-up is paid rarely (docs/multichip.md), with up
+// to eight receive slots so that a sender runs ahead of its neighbour's adds.
 constexpr uint32_t kDefaultPieceBytes = 4096, kMaxRxSlots = 8;
 
 Plan plan(const AllReduceSpec& s) {
@@ -184,6 +188,15 @@ Plan plan(const AllReduceSpec& s) {
   const uint32_t slots = s.ub_bytes / (p.piece * 4);
   if (slots >= 12) p.own_slots = p.out_slots = 4;
   p.rx_slots = std::min(kMaxRxSlots, slots - p.own_slots - p.out_slots);
+  // A sum is forwarded up to skew·(P − 1) positions after its add, and its buffer must be
+  // released by a send emitted within R − 1 positions of the add that reuses it.
+  const auto fits = [&] { return p.rx_slots + p.out_slots - 1 >= p.skew * (s.chips - 1u); };
+  while (!fits() && p.skew > 1) --p.skew;
+  if (!fits()) {
+    bad("UB scratch of " + std::to_string(s.ub_bytes) + " bytes holds " + std::to_string(slots) +
+        " pieces of " + std::to_string(p.piece * 4) + " bytes: " + std::to_string(s.chips) +
+        " chips need at least " + std::to_string(s.chips + 2));
+  }
   return p;
 }
 
@@ -219,69 +232,115 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
     };
     const auto mod = [&](int x) { return ((x % P) + P) % P; };
     const uint32_t K = static_cast<uint32_t>(P - 1) * p.pieces;  // pieces received in all
-    // Piece k of reduce-scatter: step k / pieces, piece j = k % pieces of the chunk.
-    const auto recv_chunk = [&](uint32_t k) { return mod(r - static_cast<int>(k / p.pieces) - 1); };
-    uint32_t stored = 0, sent = 0;  // store() and send() emitted so far (pieces 0 … n − 1)
-    const auto store = [&](uint32_t k) {
-      const uint32_t j = k % p.pieces;
-      e.wait(isa::Unit::kDma, kScAdded, k + 1);
-      e.signal(isa::Unit::kDma, kRcFree, isa::Link::kPrev);  // its receive slot is free again
-      e.copy(isa::Space::kUb, out(k), isa::Space::kHbm, chunk_at(recv_chunk(k), j), p.piece_len(j));
-      // The last step's sums are final (chunk r + 1): all-gather step 0 sends them to next's
-      // HBM straight from the UB, saving reading them back from HBM.
-      if (!s.reduce_scatter_only && k / p.pieces == static_cast<uint32_t>(P - 2)) {
-        e.copy(isa::Space::kUb, out(k), isa::Space::kHbm, chunk_at(recv_chunk(k), j),
-               p.piece_len(j), isa::Link::kNext);
+    // The pieces in the order every chip sends (and so receives) them: position k is piece j
+    // of reduce-scatter step s. A partial sum is forwarded straight from the UB (chip r adds
+    // piece j of step s and sends that sum as piece j of step s + 1), so the order is skewed:
+    // by j + s·D, later steps first where they tie, which puts about D·(P − 1) positions —
+    // the sends and adds of other pieces — between receiving a piece and forwarding its sum.
+    // With two chips there is one step and the order is j.
+    const uint32_t D = p.skew;
+    std::vector<std::pair<uint32_t, int>> order;  // position → (j, s)
+    std::vector<uint32_t> pos_of(K);              // s·pieces + j → position
+    for (uint32_t t = 0; order.size() < K; ++t)
+      for (int st = P - 2; st >= 0; --st) {
+        const uint32_t d = static_cast<uint32_t>(st) * D;
+        if (t < d || t - d >= p.pieces) continue;
+        pos_of[static_cast<uint32_t>(st) * p.pieces + (t - d)] =
+            static_cast<uint32_t>(order.size());
+        order.emplace_back(t - d, st);
       }
+    const auto piece_of = [&](uint32_t k) { return order[k].first; };
+    const auto step_of = [&](uint32_t k) { return order[k].second; };
+    // the position whose sum position k sends (steps >= 1)
+    const auto source = [&](uint32_t k) {
+      return pos_of[static_cast<uint32_t>(step_of(k) - 1) * p.pieces + piece_of(k)];
+    };
+    const auto recv_chunk = [&](uint32_t k) { return mod(r - step_of(k) - 1); };
+    // An out buffer is released (SC5, by the DMA) when its sum has been stored (last step) or
+    // forwarded; releases need not come in position order, so the VPU waits for the release's
+    // ordinal among SC5's signals.
+    uint32_t released = 0, sent = 0, added = 0;  // SC5 signals, sends, add blocks emitted
+    std::vector<uint32_t> release_ord(K, 0);
+    const auto release = [&](uint32_t k) {
       e.signal(isa::Unit::kDma, kScStored);
-      stored = k + 1;
+      release_ord[k] = ++released;
     };
-    // send piece k: my chunk (r − step), as far as summed, into next's receive slot k % R once
-    // next has granted it (RC1 >= k + 1: a credit per slot). From step 1 on that is the sum
-    // store(k − pieces) wrote, so it can be emitted only after that store (in-order DMA).
+    // retire position k once added: its receive slot goes back to prev; a final sum (chunk
+    // r + 1) is stored, and all-gather step 0 sends it to next's HBM straight from the UB.
+    const auto retire = [&](uint32_t k) {
+      const uint32_t j = piece_of(k);
+      e.wait(isa::Unit::kDma, kScAdded, k + 1);
+      e.signal(isa::Unit::kDma, kRcFree, isa::Link::kPrev);
+      if (step_of(k) == P - 2) {
+        e.copy(isa::Space::kUb, out(k), isa::Space::kHbm, chunk_at(recv_chunk(k), j),
+               p.piece_len(j));
+        if (!s.reduce_scatter_only) {
+          e.copy(isa::Space::kUb, out(k), isa::Space::kHbm, chunk_at(recv_chunk(k), j),
+                 p.piece_len(j), isa::Link::kNext);
+          if (P > 2) e.signal(isa::Unit::kDma, kRcChunk, isa::Link::kNext);
+        }
+        release(k);
+      }
+    };
+    // send position k into next's receive slot k % R once next has granted it (RC1 >= k + 1:
+    // a credit per slot): step 0 my own chunk r from HBM, later steps the sum I made at
+    // source(k), from its out buffer once added (which releases the buffer).
     const auto send = [&](uint32_t k) {
-      const int step = static_cast<int>(k / p.pieces);
-      const uint32_t j = k % p.pieces;
+      const uint32_t j = piece_of(k);
       e.wait(isa::Unit::kDma, kRcFree, k + 1, true);
-      e.copy(isa::Space::kHbm, chunk_at(mod(r - step), j), isa::Space::kUb, rx(k), p.piece_len(j),
-             isa::Link::kNext);
+      if (step_of(k) == 0) {
+        e.copy(isa::Space::kHbm, chunk_at(r, j), isa::Space::kUb, rx(k), p.piece_len(j),
+               isa::Link::kNext);
+      } else {
+        e.wait(isa::Unit::kDma, kScAdded, source(k) + 1);
+        e.copy(isa::Space::kUb, out(source(k)), isa::Space::kUb, rx(k), p.piece_len(j),
+               isa::Link::kNext);
+      }
       e.signal(isa::Unit::kDma, kRcPiece, isa::Link::kNext);
-      sent = k + 1;
+      if (step_of(k) > 0) release(source(k));
+      ++sent;
     };
-    // Sends run ahead of the piece being added, up to `last`: with the link's transmit queue
-    // the DMA goes on with local copies while the link carries them. A credit for piece m
-    // needs next to have stored piece m − R, which next emits after its own sends up to
-    // m − 1 (this iteration's first call stops at k + R − 2 and only the call after
-    // store(k − 1) reaches k + R − 1), so no two chips wait for each other.
+    // Sends run ahead of the piece being added, up to `last`, in position order; a forward only
+    // once its add is emitted (the wait rule). A credit for position m needs next to have
+    // retired m − R, which next emits after its own sends up to m − 1 only (this iteration's
+    // first call stops at k + R − 2; position k + R − 1 goes after retire(k − 1)); a forward
+    // waits for an add of an earlier position; so no two chips wait for each other.
     const auto send_ahead = [&](uint32_t last) {
-      while (sent < K && sent <= last && (sent < p.pieces || sent - p.pieces < stored)) send(sent);
+      while (sent < K && sent <= last && (step_of(sent) == 0 || source(sent) < added)) send(sent);
     };
     // My R receive slots are free from here on (the program before this block is done with
     // the UB): tell prev.
     for (uint32_t i = 0; i < R; ++i) e.signal(isa::Unit::kDma, kRcFree, isa::Link::kPrev);
-    // my own piece m of the chunk I receive, loaded ahead of its add (its buffer is free once
-    // piece m − O is added: that wait needs only earlier pieces, as send's)
+    // my own piece of the chunk received at position m, loaded ahead of its add (its buffer is
+    // free once position m − O is added: that wait needs only earlier positions, as send's)
     uint32_t loaded = 0;
     const auto load_ahead = [&](uint32_t last) {
       for (; loaded < K && loaded <= last; ++loaded) {
         if (loaded >= O) e.wait(isa::Unit::kDma, kScAdded, loaded - O + 1);
-        e.copy(isa::Space::kHbm, chunk_at(recv_chunk(loaded), loaded % p.pieces), isa::Space::kUb,
-               own(loaded), p.piece_len(loaded % p.pieces));
+        e.copy(isa::Space::kHbm, chunk_at(recv_chunk(loaded), piece_of(loaded)), isa::Space::kUb,
+               own(loaded), p.piece_len(piece_of(loaded)));
         e.signal(isa::Unit::kDma, kScOwn);
       }
     };
     // Reduce-scatter.
     for (uint32_t k = 0; k < K; ++k) {
-      const uint32_t len = p.piece_len(k % p.pieces);
+      const uint32_t len = p.piece_len(piece_of(k));
       send_ahead(k + R - 2);
       load_ahead(k + O - 2);
-      if (k >= 1) store(k - 1);
+      if (k >= 1) retire(k - 1);
       load_ahead(k + O - 1);
       send_ahead(k + R - 1);
-      // add: received + own, vector by vector
+      // add: received + own, vector by vector, into out buffer k % Q once position k − Q has
+      // released it (its release is emitted before: the plan's slot counts guarantee it)
       e.wait(isa::Unit::kVpu, kRcPiece, k + 1, true);
       e.wait(isa::Unit::kVpu, kScOwn, k + 1);
-      if (k >= Q) e.wait(isa::Unit::kVpu, kScStored, k - Q + 1);
+      if (k >= Q) {
+        if (release_ord[k - Q] == 0)
+          throw std::logic_error("ring_allreduce_program: out buffer of position " +
+                                 std::to_string(k - Q) + " not released before position " +
+                                 std::to_string(k) + " (too few sum buffers)");
+        e.wait(isa::Unit::kVpu, kScStored, release_ord[k - Q]);
+      }
       for (uint32_t v = 0; v < len / s.n; ++v) {
         const uint32_t off = v * 4u * s.n;
         e.vpu_mem(Opcode::kVpuLd, 1, rx(k) + off);
@@ -290,21 +349,28 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
         e.vpu_mem(Opcode::kVpuSt, 3, out(k) + off);
       }
       e.signal(isa::Unit::kVpu, kScAdded);
+      ++added;
     }
-    store(K - 1);
+    retire(K - 1);
     // All-gather: chunk (r + 1 − step), finished here or received last step, into next's HBM.
-    // (step 0's pieces went out with the last reduce-scatter stores)
-    for (int step = 0; step < P - 1 && !s.reduce_scatter_only; ++step) {
-      if (step >= 1) e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(step), true);
-      for (uint32_t j = 0; j < p.pieces && step >= 1; ++j) {
-        e.copy(isa::Space::kHbm, chunk_at(mod(r + 1 - step), j), isa::Space::kHbm,
-               chunk_at(mod(r + 1 - step), j), p.piece_len(j), isa::Link::kNext);
-      }
-      e.signal(isa::Unit::kDma, kRcChunk, isa::Link::kNext);
+    // Step 0's pieces went out from the UB as the last reduce-scatter step stored them; with
+    // more than two chips each piece is signalled (RC2 counts pieces) and step s forwards
+    // piece j from HBM as soon as prev's piece j of step s − 1 is in (pieces in step-major
+    // order on every chip), so the steps pipeline instead of waiting for whole chunks.
+    const uint32_t gather_signals = P > 2 ? static_cast<uint32_t>(P - 1) * p.pieces : 1u;
+    if (!s.reduce_scatter_only) {
+      if (P == 2) e.signal(isa::Unit::kDma, kRcChunk, isa::Link::kNext);
+      for (int step = 1; step < P - 1; ++step)
+        for (uint32_t j = 0; j < p.pieces; ++j) {
+          e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(step - 1) * p.pieces + j + 1,
+                 true);
+          e.copy(isa::Space::kHbm, chunk_at(mod(r + 1 - step), j), isa::Space::kHbm,
+                 chunk_at(mod(r + 1 - step), j), p.piece_len(j), isa::Link::kNext);
+          e.signal(isa::Unit::kDma, kRcChunk, isa::Link::kNext);
+        }
+      // Every signal sent to this chip is consumed before HALT (none may arrive after it).
+      e.wait(isa::Unit::kDma, kRcChunk, gather_signals, true);
     }
-    // Every signal sent to this chip is consumed before HALT (none may arrive after it).
-    if (!s.reduce_scatter_only)
-      e.wait(isa::Unit::kDma, kRcChunk, static_cast<uint32_t>(P - 1), true);
     e.wait(isa::Unit::kDma, kRcFree, K + R, true);
   }
   e.halt();

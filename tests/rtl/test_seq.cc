@@ -657,6 +657,16 @@ TEST_F(Seq, FenceAndHaltWaitForTheLinksTransmitQueues) {
   tx_busy_until_ = 0;
   o = run(0x6900);
   EXPECT_LT(o.cycles, 100u);
+  // a fault is reported only once the queues are empty too (a faulted chip's flits must not
+  // reach a neighbour after its next doorbell)
+  load(0x6a00, {copy_i(0, 32), copy_i(32, 64), halt_i()});
+  units_[kDma].fault_on_pc = 0x6a00;
+  tx_busy_until_ = sim_.cycle() + 400;
+  o = run(0x6a00);
+  units_[kDma].fault_on_pc = -1;
+  EXPECT_EQ(o.status, int(isa::STATUS_FAULTED));
+  EXPECT_EQ(o.pc, 0x6a00u);
+  EXPECT_GE(sim_.cycle(), tx_busy_until_) << "FAULTED reported with flits still queued";
 }
 
 }  // namespace
