@@ -29,7 +29,7 @@ mkdir -p "$out"
 raw="$out/multichip-raw.jsonl"
 : > "$raw"
 for c in 1 2; do
-  for p in 2 4; do
+  for p in 2 3 4; do
     "$bw" "$p" 2 0 "$c" | sed 's/^{/{"kind": "allreduce", /' >> "$raw"
   done
 done
