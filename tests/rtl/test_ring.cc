@@ -97,6 +97,46 @@ const char* kPassProgram = R"(
   halt
 )";
 
+// The links' transmit queues (docs/multichip.md, "Transmit queues"): a remote copy is complete
+// for the DMA once its flits are queued, so local copies after it run while the link still
+// carries them; a FENCE between them waits until the queue has drained, and so does HALT.
+// Chip 0 stages 4 KiB in its UB, sends it to chip 1's HBM (128 flits, 3 link cycles each: the
+// UB gives a word a cycle, so the queue fills faster than the link drains it), then makes two
+// local 4 KiB copies; chip 1 waits for its signal. Cycles of chip 0 against the staging alone.
+TEST(RingTransmitQueue, LocalCopiesOverlapTheLinkUnlessFenced) {
+  const auto program = [](bool remote, bool local, bool fence) {
+    std::string p =
+        "  dma.loop src, 0, 1024, 4, 1, 0\n  dma.loop dst, 0, 1024, 4, 1, 0\n"
+        "  dma.copy hbm, ub, 4, 0x10000, 0x0\n";
+    if (remote) p += "  dma.copy ub, hbm, 4, 0x0, 0x30000, next\n  signal dma, rc0, next\n";
+    if (fence) p += "  fence\n";
+    if (local)
+      p += "  dma.copy hbm, ub, 4, 0x11000, 0x1000\n  dma.copy hbm, ub, 4, 0x12000, 0x1000\n";
+    return p + "  halt\n";
+  };
+  std::mt19937_64 rng(test::test_seed());
+  const auto cycles = [&](bool remote, bool local, bool fence) {
+    Rings rings(2);
+    const auto data = random_bytes(rng, 4096);
+    rings.load(0, 0x10000, data);
+    rings.load(0, kProg, assemble(program(remote, local, fence)));
+    rings.load(1, kProg, assemble(remote ? "  wait dma, rc0, 1\n  halt\n" : "  halt\n"));
+    const chip::RingRun run = rings.rtl().run({kProg}, 200000);
+    EXPECT_TRUE(run.error.empty()) << run.error;
+    if (remote) EXPECT_EQ(rings.rtl_read(1, 0x30000, 4096), data) << "the data did not arrive";
+    return static_cast<int64_t>(run.chips[0].cycles);
+  };
+  const int64_t base = cycles(false, false, false);
+  const int64_t remote = cycles(true, false, false) - base,
+                local = cycles(false, true, false) - base;
+  const int64_t both = cycles(true, true, false) - base, fenced = cycles(true, true, true) - base;
+  std::cout << "beyond the staging: remote copy " << remote << ", two local copies " << local
+            << ", both " << both << ", both with a FENCE between " << fenced << " cycles\n";
+  EXPECT_GE(remote, 3 * 128) << "HALT did not wait for the link to send the queued flits";
+  EXPECT_LT(both + 150, remote + local) << "the local copies did not overlap the link";
+  EXPECT_GT(fenced, both + 150) << "FENCE did not wait for the transmit queue";
+}
+
 class RingPass : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(RingPass, RemoteWritesAndSignalsMatchTheFunctionalRing) {
