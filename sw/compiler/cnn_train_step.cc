@@ -386,6 +386,11 @@ void CnnTrainStep::compile() {
     // unchanged: every ACC row gets the same operations in the same order.
     const uint32_t units = items * Fc;
     const bool pipelined = ahead > 0 && slots >= 2;
+    // With room for two items' regions the MXU gets a whole item (every column tile) at a
+    // time, one item ahead of the VPU: its tiles stream back to back and the array drains
+    // once per item instead of once per tile (the MXU waits for the VPU's epilogues either
+    // way: the phase is VPU-bound).
+    const bool by_item = pipelined && slots >= 2 * Fc;
     auto region = [&](uint32_t u) { return (u % slots) * RW; };
     auto emit_mxu = [&](uint32_t u) {
       const uint32_t j = u % Fc, buf = (u / Fc) % nin, acc0 = region(u);
@@ -434,18 +439,23 @@ void CnnTrainStep::compile() {
           b.vpu_st(kF32, 9, code[ob] + (word * F + j * N) * 4);
       }
     };
-    if (pipelined && units > 0) emit_mxu(0);
+    if (by_item && items > 0)
+      for (uint32_t j = 0; j < Fc; ++j) emit_mxu(j);
+    else if (pipelined && units > 0)
+      emit_mxu(0);
     for (uint32_t i = 0; i < items; ++i) {
       const uint32_t img = i / PH, py = i % PH, ob = i % nout;
       if (ahead == 0)
         load(i);
       else if (i + ahead < items)
         load(i + ahead);
+      if (by_item && i + 1 < items)  // (item i + 1 was loaded `ahead` >= 1 items earlier)
+        for (uint32_t j = 0; j < Fc; ++j) emit_mxu((i + 1) * Fc + j);
       for (uint32_t j = 0; j < Fc; ++j) {
         const uint32_t u = i * Fc + j;
         if (!pipelined)
           emit_mxu(u);
-        else if (u + 1 < units)
+        else if (!by_item && u + 1 < units)
           emit_mxu(u + 1);  // (its item's inputs were loaded `ahead` >= 1 items earlier)
         emit_epilogue(u);
       }
