@@ -14,6 +14,7 @@ module tpu_sram_banked #(
   parameter int unsigned ElemW = 16,                  // bits per granule
   parameter int unsigned Ports = 3,                   // requesters
   parameter bit          CheckUnwritten = 1'b1,       // the macros' never-written-read check
+  parameter int unsigned FirstPort = Ports,           // a port granted before round-robin (none)
   localparam int unsigned AddrW = $clog2(Words),
   localparam int unsigned Width = Elems * ElemW
 ) (
@@ -32,6 +33,7 @@ module tpu_sram_banked #(
   localparam int unsigned BankW = (Banks > 1) ? $clog2(Banks) : 1;
   localparam int unsigned RowW  = $clog2(Words / Banks);
   localparam int unsigned PortW = (Ports > 1) ? $clog2(Ports) : 1;
+  localparam int unsigned FirstP = (FirstPort < Ports) ? FirstPort : 0;  // (in range when unused)
 
   logic [Banks-1:0]       bank_req;
   logic [Banks*PortW-1:0] bank_sel, rr_q;             // granted port, next priority
@@ -63,6 +65,12 @@ module tpu_sram_banked #(
         if (req_i[pk[PortW-1:0]] && port_bank[BankW*pk[PortW-1:0] +: BankW] == BankW'(b)) begin
           bank_req[b]                = 1'b1;
           bank_sel[PortW*b +: PortW] = pk[PortW-1:0];
+        end
+      end
+      if (FirstPort < Ports) begin
+        if (req_i[FirstP] && port_bank[BankW*FirstP +: BankW] == BankW'(b)) begin
+          bank_req[b]                = 1'b1;
+          bank_sel[PortW*b +: PortW] = PortW'(FirstP);
         end
       end
     end

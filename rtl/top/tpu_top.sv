@@ -6,7 +6,8 @@
 // activation rows from the unified buffer, results in its accumulator memory) and the VPU
 // (tpu_vpu: the unified buffer through tpu_ub_port, the accumulator through the MXU unit's
 // ports). The unified buffer is tpu_sram_banked: 4 word-interleaved banks of 32-byte words, one
-// port each for DMA reads, DMA writes, the MXU and the VPU. The HBM device pins of every
+// port each for DMA reads, DMA writes, the MXU (granted first: its row stream never waits) and
+// the VPU. The HBM device pins of every
 // pseudo-channel leave the chip for the device model. Two ICI link ports (tpu_ici_port: next
 // and prev ring neighbours) leave the chip as wires: remote DMA copies and remote SIGNALs go
 // out on them (tpu_dma_unit, tpu_seq), and what the neighbours send arrives through
@@ -295,7 +296,7 @@ module tpu_top #(
   // checks undefined reads byte by byte (docs/isa.md: UB contents are undefined until written).
   tpu_sram_banked #(
     .Banks(4), .Words(UbBytes / 32), .Elems(32), .ElemW(8), .Ports(UbPorts),
-    .CheckUnwritten(1'b0)
+    .CheckUnwritten(1'b0), .FirstPort(2)
   ) u_ub (
     .clk_i    (clk_i),
     .rst_ni   (rst_ni),
