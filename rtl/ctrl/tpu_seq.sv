@@ -581,8 +581,9 @@ module tpu_seq #(
         end
         DrainS: begin
           // fetches still in flight come back and are dropped, the links send what is queued
-          // (a faulted chip's flits must not reach a neighbour after its next doorbell); then
-          // report
+          // (so that no flit of this program is still queued when the next doorbell comes; an
+          // empty queue means sent, not arrived: the wire and the neighbour's receive buffer
+          // may still hold some); then report
           if (fly_q == '0 && unit_idle_i == '1 && tx_idle_i) begin
             state_q <= (fault_code_o != tpu_isa_pkg::FAULT_NONE) ? FaultedS : HaltedS;
           end

@@ -3,7 +3,9 @@
 // Word-interleaved: word address a lives in bank a mod Banks, at row a / Banks, so consecutive
 // words are in different banks. Each cycle every bank grants one of the ports that request it,
 // round-robin from the port after the one it granted last (no port waits more than Ports - 1
-// grants of that bank); a port's request is performed in the cycle gnt_o is high (req_i held
+// grants of that bank); with FirstPort < Ports that port is granted whenever it asks, and the
+// others share the rest round-robin (their wait is then bounded only by its requests); a
+// port's request is performed in the cycle gnt_o is high (req_i held
 // until then), and a granted read returns its word on rdata_o with rvalid_o the cycle after.
 // Latency: 1 cycle for a granted read; throughput: one access per bank per cycle.
 // Never-written reads are reported by the macros' simulation check.
@@ -15,6 +17,7 @@ module tpu_sram_banked #(
   parameter int unsigned Ports = 3,                   // requesters
   parameter bit          CheckUnwritten = 1'b1,       // the macros' never-written-read check
   parameter int unsigned FirstPort = Ports,           // a port granted before round-robin (none)
+                                                      // (the others wait while it asks)
   localparam int unsigned AddrW = $clog2(Words),
   localparam int unsigned Width = Elems * ElemW
 ) (
@@ -94,7 +97,8 @@ module tpu_sram_banked #(
       rd_bank_q <= '0;
     end else begin
       for (int b = 0; b < Banks; b++) begin
-        if (bank_req[b]) begin
+        // (a grant to FirstPort leaves the others' round-robin where it was)
+        if (bank_req[b] && !(FirstPort < Ports && bank_sel[PortW*b +: PortW] == PortW'(FirstP))) begin
           rr_q[PortW*b +: PortW] <= (bank_sel[PortW*b +: PortW] == PortW'(Ports - 1)) ? '0 :
                                     bank_sel[PortW*b +: PortW] + PortW'(1);
         end

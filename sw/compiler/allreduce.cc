@@ -186,16 +186,28 @@ Plan plan(const AllReduceSpec& s) {
       {piece_bytes / 4, p.chunk, 65535u / static_cast<uint32_t>(s.n) * static_cast<uint32_t>(s.n)});
   p.pieces = (p.chunk + p.piece - 1) / p.piece;
   const uint32_t slots = s.ub_bytes / (p.piece * 4);
-  if (slots >= 12) p.own_slots = p.out_slots = 4;
-  p.rx_slots = std::min(kMaxRxSlots, slots - p.own_slots - p.out_slots);
-  // A sum is forwarded up to skew·(P − 1) positions after its add, and its buffer must be
-  // released by a send emitted within R − 1 positions of the add that reuses it.
-  const auto fits = [&] { return p.rx_slots + p.out_slots - 1 >= p.skew * (s.chips - 1u); };
-  while (!fits() && p.skew > 1) --p.skew;
-  if (!fits()) {
+  // A sum is forwarded at most skew·(P − 1) − 1 positions after its add, and its buffer must be
+  // released by a send emitted within R − 1 positions of the add that reuses it: R + Q must
+  // reach skew·(P − 1). Largest skew first, four own and sum buffers where the scratch has 12
+  // pieces, then two; receive slots up to 8, more when the ring needs them.
+  const uint32_t need1 = static_cast<uint32_t>(s.chips - 1);
+  bool found = false;
+  for (uint32_t d = 3; d >= 1 && !found; --d)
+    for (uint32_t oq : {4u, 2u}) {
+      if (found || (oq == 4 && slots < 12)) continue;
+      const uint32_t r = std::min(slots - 2 * oq, std::max(kMaxRxSlots, d * need1));
+      if (r >= 2 && r + oq >= d * need1) {
+        p.skew = d;
+        p.own_slots = p.out_slots = oq;
+        p.rx_slots = r;
+        found = true;
+      }
+    }
+  if (!found) {
+    const uint32_t least = 4 + std::max(2u, need1 > 2 ? need1 - 2 : 0u);
     bad("UB scratch of " + std::to_string(s.ub_bytes) + " bytes holds " + std::to_string(slots) +
         " pieces of " + std::to_string(p.piece * 4) + " bytes: " + std::to_string(s.chips) +
-        " chips need at least " + std::to_string(s.chips + 2));
+        " chips need at least " + std::to_string(least));
   }
   return p;
 }

@@ -284,14 +284,14 @@ TEST_P(RingAllReduce, EveryChipEndsWithTheSumInRingOrder) {
 }
 
 // Several pieces per chunk and one piece per chunk; 16 slots of 512 bytes (8 receive, 4 own,
-// 4 sums; skew 3, or 2 with 5 chips) and 8 slots of 1 KiB (4/2/2; skew 2 with 3 chips, 1 with
-// 4 and 6), so every buffer count and skew the plan picks is run on both rings.
+// 4 sums; skew 3) and 8 slots of 1 KiB (4 receive, 2 own, 2 sums; skew 3 with 2 and 3 chips, 2
+// with 4, 1 with 6), so both buffer layouts and every skew run on both rings.
 INSTANTIATE_TEST_SUITE_P(
     Chips, RingAllReduce,
     ::testing::Values(std::make_tuple(2, 1000u, 512u), std::make_tuple(3, 1000u, 512u),
                       std::make_tuple(4, 1000u, 512u), std::make_tuple(5, 2000u, 512u),
                       std::make_tuple(2, 4000u, 1024u), std::make_tuple(3, 4000u, 1024u),
-                      std::make_tuple(4, 4000u, 1024u), std::make_tuple(6, 1500u, 1024u),
+                      std::make_tuple(4, 4000u, 1024u), std::make_tuple(6, 6000u, 1024u),
                       std::make_tuple(3, 48u, 0u), std::make_tuple(2, 200u, 0u)));
 
 TEST(RingAllReduceSpec, ImpossibleSpecsAreRefusedByName) {
@@ -305,8 +305,8 @@ TEST(RingAllReduceSpec, ImpossibleSpecsAreRefusedByName) {
   s.ub_bytes = 64;  // too small for six pieces
   EXPECT_THROW(compiler::ring_allreduce_program(s), std::invalid_argument);
   s.ub_bytes = kUbBytes;
-  s.chips = 7;  // eight 1 KiB pieces: a sum would wait longer than its buffer can (needs 9)
-  s.elems = 7 * 1024;
+  s.chips = 9;  // eight 1 KiB pieces: a sum would wait longer than its buffer can (needs 10)
+  s.elems = 9 * 1024;
   s.piece_bytes = 1024;
   EXPECT_THROW(compiler::ring_allreduce_program(s), std::invalid_argument);
   s.chips = 2;

@@ -210,6 +210,7 @@ void banked_random_traffic(bool first) {
   std::array<std::array<uint16_t, kBElems>, kBPorts> expect{};
   std::array<bool, kBPorts> read_due{};
   int max_wait = 0, parallel_cycles = 0, reads = 0;
+  std::array<int, kBPorts> granted{};
   for (int c = 0; c < 20000; ++c) {
     for (int p = 0; p < kBPorts; ++p) {
       if (!rq[p].valid && rng() % 100 < 80) {
@@ -250,6 +251,7 @@ void banked_random_traffic(bool first) {
       }
       ++per_bank[rq[p].addr % kBanks];
       ++grants;
+      ++granted[p];
       max_wait = std::max(max_wait, rq[p].waited);
       if (rq[p].we) {
         ref.write(rq[p].addr, rq[p].mask, rq[p].data);
@@ -270,8 +272,13 @@ void banked_random_traffic(bool first) {
     sim.tick();
   }
   std::cout << reads << " reads checked; longest wait " << max_wait << " cycles; "
-            << parallel_cycles << " cycles served two or more ports\n";
+            << parallel_cycles << " cycles served two or more ports; grants " << granted[0] << " / "
+            << granted[1] << " / " << granted[2] << "\n";
   if (!first) EXPECT_LE(max_wait, kBPorts - 1) << "round-robin bound";
+  // the ports that are not first share the rest fairly (a grant to the first port does not
+  // move their round-robin pointer)
+  EXPECT_GT(granted[1], granted[0] * 8 / 10) << "port 1 starved";
+  EXPECT_GT(granted[0], granted[1] * 8 / 10) << "port 0 starved";
   EXPECT_GT(reads, 5000);
   EXPECT_GT(parallel_cycles, 2000);
 }
