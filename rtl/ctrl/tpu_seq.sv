@@ -156,6 +156,10 @@ module tpu_seq #(
   // FENCE and HALT also wait for the flits queued for the links (a remote copy is finished for
   // the DMA once its flits are queued: docs/multichip.md, "Transmit queues").
   assign all_quiet = (q_empty == '1) && (unit_idle_i == '1) && tx_idle_i;
+  // DrainS ends (HALTED or FAULTED reported) when the fetches in flight are back, every unit is
+  // idle and the links' transmit queues are empty.
+  logic drained;
+  assign drained = fly_q == '0 && unit_idle_i == '1 && tx_idle_i;
 
   // Static checks of the instruction at the head of the fetch buffer.
   logic        illegal, ub_bad, acc_bad, no_tiles, too_many, deadlock, link_down;
@@ -584,7 +588,7 @@ module tpu_seq #(
           // (so that no flit of this program is still queued when the next doorbell comes; an
           // empty queue means sent, not arrived: the wire and the neighbour's receive buffer
           // may still hold some); then report
-          if (fly_q == '0 && unit_idle_i == '1 && tx_idle_i) begin
+          if (drained) begin
             state_q <= (fault_code_o != tpu_isa_pkg::FAULT_NONE) ? FaultedS : HaltedS;
           end
         end
@@ -623,10 +627,8 @@ module tpu_seq #(
                          (state_q == HaltedS) ? tpu_isa_pkg::STATUS_HALTED :
                          (state_q == FaultedS) ? tpu_isa_pkg::STATUS_FAULTED : tpu_isa_pkg::STATUS_IDLE;
   assign abort_o       = state_q == DrainS && fault_code_o != tpu_isa_pkg::FAULT_NONE;
-  assign done_o        = state_q == DrainS && fault_code_o == tpu_isa_pkg::FAULT_NONE && fly_q == '0 &&
-                         unit_idle_i == '1 && tx_idle_i;
-  assign fault_event_o = state_q == DrainS && fault_code_o != tpu_isa_pkg::FAULT_NONE && fly_q == '0 &&
-                         unit_idle_i == '1 && tx_idle_i;
+  assign done_o        = state_q == DrainS && fault_code_o == tpu_isa_pkg::FAULT_NONE && drained;
+  assign fault_event_o = state_q == DrainS && fault_code_o != tpu_isa_pkg::FAULT_NONE && drained;
   assign irq_user_o    = dec_go && w0[7:0] == tpu_isa_pkg::OP_IRQ;
   assign running_o     = state_q == RunS || state_q == DrainS;
   assign unit_busy_o   = ~unit_idle_i;

@@ -191,18 +191,17 @@ Plan plan(const AllReduceSpec& s) {
   // reach skew·(P − 1). Largest skew first, four own and sum buffers where the scratch has 12
   // pieces, then two; receive slots up to 8, more when the ring needs them.
   const uint32_t need1 = static_cast<uint32_t>(s.chips - 1);
+  const auto fits = [&](uint32_t d, uint32_t oq) {
+    if (oq == 4 && slots < 12) return false;
+    const uint32_t r = std::min(slots - 2 * oq, std::max(kMaxRxSlots, d * need1));
+    if (r < 2 || r + oq < d * need1) return false;
+    p.skew = d;
+    p.own_slots = p.out_slots = oq;
+    p.rx_slots = r;
+    return true;
+  };
   bool found = false;
-  for (uint32_t d = 3; d >= 1 && !found; --d)
-    for (uint32_t oq : {4u, 2u}) {
-      if (found || (oq == 4 && slots < 12)) continue;
-      const uint32_t r = std::min(slots - 2 * oq, std::max(kMaxRxSlots, d * need1));
-      if (r >= 2 && r + oq >= d * need1) {
-        p.skew = d;
-        p.own_slots = p.out_slots = oq;
-        p.rx_slots = r;
-        found = true;
-      }
-    }
+  for (uint32_t d = 3; d >= 1 && !found; --d) found = fits(d, 4) || fits(d, 2);
   if (!found) {
     const uint32_t least = 4 + std::max(2u, need1 > 2 ? need1 - 2 : 0u);
     bad("UB scratch of " + std::to_string(s.ub_bytes) + " bytes holds " + std::to_string(slots) +
@@ -369,8 +368,8 @@ std::vector<Instruction> ring_allreduce_program(const AllReduceSpec& s) {
     // more than two chips each piece is signalled (RC2 counts pieces) and step s forwards
     // piece j from HBM as soon as prev's piece j of step s − 1 is in (pieces in step-major
     // order on every chip), so the steps pipeline instead of waiting for whole chunks.
-    const uint32_t gather_signals = P > 2 ? static_cast<uint32_t>(P - 1) * p.pieces : 1u;
     if (!s.reduce_scatter_only) {
+      const uint32_t gather_signals = P > 2 ? static_cast<uint32_t>(P - 1) * p.pieces : 1u;
       if (P == 2) e.signal(isa::Unit::kDma, kRcChunk, isa::Link::kNext);
       for (int step = 1; step < P - 1; ++step)
         for (uint32_t j = 0; j < p.pieces; ++j) {

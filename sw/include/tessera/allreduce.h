@@ -2,10 +2,12 @@
 // holds a gradient vector of fp32 at the same HBM address; after the program every chip holds
 // the element-wise sum, bit-identical on all chips. Reduce-scatter then all-gather: the vector
 // is P equal chunks; in reduce-scatter step s (0 … P−2) chip r sends chunk (r − s) mod P to
-// its `next` neighbour — straight from HBM into the neighbour's unified buffer — and adds the
-// chunk (r − s − 1) mod P it receives to its own copy on the VPU, in pieces that fit the UB,
-// pipelined so that link transfers, HBM loads and stores and the adds overlap (sends run up to
-// a receive slot's worth ahead, own pieces are loaded ahead of their adds); in
+// its `next` neighbour's unified buffer — step 0 from its HBM, later steps the partial sum it
+// has just added, straight from its UB — and adds the chunk (r − s − 1) mod P it receives to
+// its own copy on the VPU, in pieces that fit the UB, pipelined so that link transfers, HBM
+// loads and stores and the adds overlap (sends run ahead as far as the receive slots allow,
+// own pieces are loaded ahead of their adds, the pieces of all steps go in one skewed order:
+// docs/multichip.md); in
 // all-gather step s chip r copies the finished chunk (r + 1 − s) mod P into the next chip's HBM
 // (step 0 straight from the UB as the last reduce-scatter step's sums are stored, later steps
 // from its HBM). Summation order (fixed): chunk c is summed along the ring starting at chip
@@ -33,7 +35,7 @@ struct AllReduceSpec {
   uint32_t ub_bytes = 0;
   uint32_t piece_bytes = 0;  // bytes per piece (0: 4 KiB, or less when the scratch is small)
   // Reduce-scatter alone: the program ends when chip r holds the sum of chunk (r + 1) mod P in
-  // its HBM (the other chunks hold partial sums); no all-gather.
+  // its HBM (its other chunks keep its own gradients); no all-gather.
   bool reduce_scatter_only = false;
 };
 
