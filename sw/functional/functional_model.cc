@@ -11,7 +11,7 @@
 
 #include "harness/dma_ref.h"
 #include "harness/fp_ref.h"
-#include "harness/mxu_ref.h"
+#include "sw/functional/mxu_tile.h"
 
 namespace tessera::functional {
 
@@ -597,8 +597,10 @@ bool FunctionalModel::exec_mxu(uint64_t pc, const Instruction& i, const isa::Wor
   const std::vector<uint16_t> w = std::move(tiles_.front());
   tiles_.pop_front();
   const std::vector<uint16_t> a = read_rows(i.rows);
-  // One K-tile: column sums from +0 in the order k = 0..N-1 (harness/mxu_ref, numerics.md).
-  const std::vector<uint32_t> c = mxu::reference_matmul(n, i.rows, n, n, a, w);
+  // One K-tile: column sums from +0 in the order k = 0..N-1 (numerics.md), on the host's float
+  // unit: bit-identical to harness/mxu_ref (mxu_tile.h says why; test_functional_model checks).
+  std::vector<uint32_t> c(static_cast<size_t>(i.rows) * n);
+  mxu_tile_matmul(n, i.rows, a.data(), w.data(), c.data());
   bool noted = false;
   for (uint32_t t = 0; t < i.rows; ++t) {
     const uint32_t row = i.acc_row + t;

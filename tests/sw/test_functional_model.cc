@@ -12,6 +12,7 @@
 #include "harness/dma_ref.h"
 #include "harness/fp_ref.h"
 #include "harness/mxu_ref.h"
+#include "sw/functional/mxu_tile.h"
 #include "tessera/asm.h"
 #include "tessera/functional_model.h"
 #include "tests/common/test_util.h"
@@ -548,6 +549,55 @@ TEST(FunctionalModel, MxuMatmulMatchesMxuRefOnRandomBf16AndAccumulates) {
         const size_t k = static_cast<size_t>(t) * n + col;
         const uint32_t want = fp::add(ref[k], ref2[k]);
         ASSERT_EQ(m.acc(3 + t, col), want) << "n " << n << " row " << t << " col " << col;
+      }
+    }
+  }
+}
+
+// The functional model's host-float MXU kernel against the oracle (harness/mxu_ref, which
+// rebuilds bf16 values with ldexp and rounds through fp::mac), bit for bit: mostly ordinary
+// values (sums that round at every step, cancellations to +-0), tiny and huge magnitudes
+// (subnormal products, overflow to inf) and the special values (NaN, inf, +-0, subnormals).
+TEST(FunctionalModel, MxuTileKernelIsBitIdenticalToTheOracle) {
+  for (const int n : {4, 16, 32}) {
+    std::mt19937_64 rng(test::test_seed() + 7 * n);
+    test::Bf16Gen gen(test::test_seed() + n);
+    const std::vector<uint16_t> specials = test::bf16_specials();
+    for (int mix = 0; mix < 4; ++mix) {
+      const uint32_t rows = 200;
+      auto draw = [&]() -> uint16_t {
+        const uint16_t r = static_cast<uint16_t>(rng());
+        switch (mix) {
+          case 0:  // ordinary: exponents 2^-9 .. 2^8, either sign
+            return static_cast<uint16_t>((r & 0x807F) | ((118 + rng() % 18) << 7));
+          case 1:  // ordinary with exact cancellations: +-1, +-2 and their negations
+            return static_cast<uint16_t>((rng() % 2 ? 0x8000 : 0) | (rng() % 2 ? 0x3F80 : 0x4000));
+          case 2:  // a special value one time in 64
+            return rng() % 64 == 0
+                       ? specials[rng() % specials.size()]
+                       : static_cast<uint16_t>((r & 0x807F) | ((100 + rng() % 60) << 7));
+          default:  // Bf16Gen: tiny, huge, specials one time in eight
+            return gen();
+        }
+      };
+      std::vector<uint16_t> a(rows * n), w(static_cast<size_t>(n) * n);
+      for (auto& x : a) x = draw();
+      for (auto& x : w) x = draw();
+      const std::vector<uint32_t> want = mxu::reference_matmul(n, rows, n, n, a, w);
+      std::vector<uint32_t> got(want.size());
+      functional::mxu_tile_matmul(n, rows, a.data(), w.data(), got.data());
+      size_t nan = 0, zero = 0;
+      for (size_t k = 0; k < want.size(); ++k) {
+        ASSERT_EQ(got[k], want[k]) << "n " << n << " mix " << mix << " element " << k;
+        nan += fp::is_nan32(want[k]);
+        zero += (want[k] & 0x7FFFFFFFu) == 0;
+      }
+      if (mix == 1) {
+        EXPECT_GT(zero, 0u) << "n " << n;  // the cancellations happened
+      } else if (mix == 3) {
+        EXPECT_GT(nan, 0u) << "n " << n;
+      } else if (mix == 0) {
+        EXPECT_EQ(nan, 0u) << "n " << n;
       }
     }
   }
