@@ -61,10 +61,11 @@ std::unique_ptr<ChipCore> ChipCore::make(const driver::DeviceConfig& config,
   if (driver::same_chip(config, built[1]))
     return std::make_unique<ChipCoreOf<Vtpu_top_n16>>(config, wave_name);
   std::ostringstream s;
-  s << "the SystemC platform wraps the verilated chip at N = 4 (UB 8192 bytes, 64 ACC rows) or "
-    << "N = 16 (UB 65536 bytes, 256 ACC rows), 1 pseudo-channel; asked for N = " << config.n
-    << ", UB " << config.ub_bytes << ", ACC " << config.acc_rows << ", " << config.channels
-    << " pseudo-channel(s)";
+  s << "the SystemC platform wraps the verilated chip at N = " << built[0].n << " (UB "
+    << built[0].ub_bytes << " bytes, " << built[0].acc_rows << " ACC rows) or N = " << built[1].n
+    << " (UB " << built[1].ub_bytes << " bytes, " << built[1].acc_rows
+    << " ACC rows), 1 pseudo-channel; asked for N = " << config.n << ", UB " << config.ub_bytes
+    << ", ACC " << config.acc_rows << ", " << config.channels << " pseudo-channel(s)";
   throw std::invalid_argument(s.str());
 }
 

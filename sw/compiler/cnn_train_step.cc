@@ -336,17 +336,25 @@ void CnnTrainStep::compile() {
     const uint32_t im2col_bytes = RW * Kc * row2n, out_bytes = PW * F * 2;
     const uint32_t code_bytes = CWords * F * 4;
     const uint64_t stage_bytes = uint64_t{1 + K} * W * 2;  // see `stage` below
-    // Buffer sets: up to 3 im2col buffers (the DMA loads two items ahead, so a load never
-    // queues behind the store of the item just before it) and 2 output buffers, fewer when the
-    // UB is small (1: no prefetch at all).
-    int nin = 3, nout = 2;
+    // ACC regions of one pooled row (RW rows) each; a unit u = (item, column tile j) uses
+    // region u % slots. The MXU runs a group of G items (every column tile of each) back to
+    // back while the VPU's epilogues work through the group before it: 2 G items' regions in
+    // flight, G as large as the ACC allows up to 4 (a group streams its tiles without the
+    // array's fill and drain in between: the MXU's busy time approaches its shape bound).
+    const uint32_t slots = chip_.acc_rows / RW;
+    const uint32_t G = std::max<uint32_t>(1, std::min<uint32_t>(4, slots / (2 * Fc)));
+    // Buffer sets: im2col buffers for the items the MXU may read (the group running, the group
+    // queued) and one more the DMA fills (so a load never queues behind the store of the item
+    // just before it) — 2 G + 1, fewer when the UB is small (1: no prefetch at all) — and 2
+    // output buffers.
+    int nin = static_cast<int>(2 * G + 1), nout = 2;
     while (nin > 1 && a.free() < uint64_t(nin) * im2col_bytes +
                                      uint64_t(nout) * (out_bytes + code_bytes) + stage_bytes +
                                      64 * (2 * nin + 2 * nout + 2)) {
       --nin;
       nout = std::min(nout, nin);
     }
-    uint32_t col[3], feat[2], code[2];
+    uint32_t col[9], feat[2], code[2];
     for (int i = 0; i < nin; ++i) col[i] = a.take(im2col_bytes);
     for (int i = 0; i < nout; ++i) {
       feat[i] = a.take(out_bytes);
@@ -362,7 +370,6 @@ void CnnTrainStep::compile() {
       for (uint32_t r = 0; r < RW * Kc; ++r) b.vpu_st(kBf16, 0, col[i] + r * row2n);
     for (uint32_t k = 1; k <= 4; ++k) b.vpu_li(11 + k, k);  // v12..v15 = the codes 1..4
     b.signal(isa::Unit::kVpu);
-    const uint32_t slots = chip_.acc_rows / RW;
     const uint32_t items = B * PH;
     auto load = [&](uint32_t i) {
       const uint32_t img = i / PH, py = i % PH;
@@ -386,18 +393,41 @@ void CnnTrainStep::compile() {
     // unchanged: every ACC row gets the same operations in the same order.
     const uint32_t units = items * Fc;
     const bool pipelined = ahead > 0 && slots >= 2;
-    // With room for two items' regions the MXU gets a whole item (every column tile) at a
-    // time, one item ahead of the VPU: its tiles stream back to back and the array drains
-    // once per item instead of once per tile (the MXU waits for the VPU's epilogues either
-    // way: the phase is VPU-bound).
-    const bool by_item = pipelined && slots >= 2 * Fc;
-    auto region = [&](uint32_t u) { return (u % slots) * RW; };
-    auto emit_mxu = [&](uint32_t u) {
+    // With room for two groups' regions the MXU gets a group of g whole items (every column
+    // tile) at a time, a group ahead of the VPU: its tiles stream back to back and the array
+    // fills and drains once per group instead of once per tile (the MXU waits for the VPU's
+    // epilogues either way: the phase is VPU-bound). The group's inputs are loaded 2 g - 1
+    // items ahead of the epilogue that emits it.
+    uint32_t g = G;
+    while (g > 1 && ahead < 2 * g - 1) --g;
+    const bool by_item = pipelined && slots >= 2 * g * Fc;
+    // By groups the regions form a ring of whole groups, so a group reuses exactly the regions
+    // of the group two before it (whose epilogues are all emitted before it).
+    const uint32_t ring = by_item ? slots / (2 * g * Fc) * (2 * g * Fc) : slots;
+    auto region = [&](uint32_t u) { return (u % ring) * RW; };
+    // (A SIGNAL leaves the MXU's queue only once the MXU is idle — its array drained, ~2N
+    // cycles — so a group signals once, after its last tile.)
+    auto emit_mxu = [&](uint32_t u, bool signal = true) {
       const uint32_t j = u % Fc, buf = (u / Fc) % nin, acc0 = region(u);
       for (uint32_t kt = 0; kt < Kc; ++kt) {
         b.mxu_ldw(w16 + (kt * N * F + j * N) * 2, F * 2);
         b.mxu_mm(kt > 0, col[buf] + kt * row2n, Kc * row2n, RW, acc0);
       }
+      if (signal) b.signal(isa::Unit::kMxu);
+    };
+    auto emit_group = [&](uint32_t first) {
+      const uint32_t last = std::min(first + g, items);
+      // One wait for the whole group's inputs and ACC regions, so its tiles stream back to
+      // back rather than pausing for the epilogues that free its regions one by one.
+      std::vector<Footprint> fp;
+      for (uint32_t i = first; i < last; ++i) {
+        fp.push_back({Footprint::Space::kUb, col[i % nin], col[i % nin] + im2col_bytes, false});
+        for (uint32_t j = 0; j < Fc; ++j)
+          fp.push_back({Footprint::Space::kAcc, region(i * Fc + j), region(i * Fc + j) + RW, true});
+      }
+      b.await(isa::Unit::kMxu, fp);
+      for (uint32_t i = first; i < last; ++i)
+        for (uint32_t j = 0; j < Fc; ++j) emit_mxu(i * Fc + j, false);
       b.signal(isa::Unit::kMxu);
     };
     auto emit_epilogue = [&](uint32_t u) {
@@ -440,7 +470,7 @@ void CnnTrainStep::compile() {
       }
     };
     if (by_item && items > 0)
-      for (uint32_t j = 0; j < Fc; ++j) emit_mxu(j);
+      emit_group(0);
     else if (pipelined && units > 0)
       emit_mxu(0);
     for (uint32_t i = 0; i < items; ++i) {
@@ -449,8 +479,8 @@ void CnnTrainStep::compile() {
         load(i);
       else if (i + ahead < items)
         load(i + ahead);
-      if (by_item && i + 1 < items)  // (item i + 1 was loaded `ahead` >= 1 items earlier)
-        for (uint32_t j = 0; j < Fc; ++j) emit_mxu((i + 1) * Fc + j);
+      if (by_item && i % g == 0 && i + g < items)  // (loaded `ahead` >= 2 g - 1 items earlier)
+        emit_group(i + g);
       for (uint32_t j = 0; j < Fc; ++j) {
         const uint32_t u = i * Fc + j;
         if (!pipelined)
@@ -615,7 +645,8 @@ void CnnTrainStep::compile() {
       const uint32_t SB = std::min(B, chip_.acc_rows / 2);
       const uint32_t slots = chip_.acc_rows / SB;
       // Per K tile: two W^T buffers (rows of the [Cpad][features] bf16 copy: contiguous runs),
-      // two d-features buffers.
+      // two d-features buffers. A group of G K tiles is one W^T load and one d-features store
+      // (G as large as the UB allows: the phase is DMA-bound, and longer runs move faster).
       const uint64_t per_tile = 2 * uint64_t{Cpad} * row2n + 2 * uint64_t{SB} * row2n;
       const uint32_t G = static_cast<uint32_t>(std::min<uint64_t>(Dk, a.free() / (per_tile + 256)));
       if (G < 1) a.take(a.free() + 1);
@@ -625,6 +656,17 @@ void CnnTrainStep::compile() {
         dp[i] = a.take(uint64_t{SB} * G * row2n);
       }
       const uint32_t GN = G * N, groups = ceil_div(Dk, G);
+      // The MXU works in bursts of Q K tiles (one ACC region each) with one SIGNAL a burst (a
+      // SIGNAL waits for the array to drain), a burst ahead of the VPU's copies: 2 Q regions.
+      const uint32_t Q = std::max<uint32_t>(1, std::min(G, slots / 2));
+      struct Burst {
+        uint32_t g, dt0, dt1;
+      };
+      std::vector<Burst> bursts;
+      for (uint32_t g = 0; g < groups; ++g) {
+        const uint32_t gk = std::min(G, Dk - g * G);
+        for (uint32_t d = 0; d < gk; d += Q) bursts.push_back({g, d, std::min(gk, d + Q)});
+      }
       uint32_t slot_counter = 0;
       for (uint32_t s0 = 0; s0 < B; s0 += SB) {
         const uint32_t sb = std::min(SB, B - s0);
@@ -634,26 +676,42 @@ void CnnTrainStep::compile() {
                      ub(wt[g % 2], {{gn, 2}, {Cpad, int32_t(GN * 2)}}), 2);
           b.signal(isa::Unit::kDma);
         };
-        load(0);
-        for (uint32_t g = 0; g < groups; ++g) {
-          if (g + 1 < groups) load(g + 1);
-          const uint32_t gk = std::min(G, Dk - g * G), gn = gk * N;
-          std::vector<uint32_t> acc0(gk);
-          for (uint32_t dt = 0; dt < gk; ++dt) {
-            acc0[dt] = (slot_counter++ % slots) * SB;
-            for (uint32_t ct = 0; ct < Cc; ++ct) {
-              b.mxu_ldw(wt[g % 2] + (ct * N * GN + dt * N) * 2, GN * 2);
-              b.mxu_mm(ct > 0, dlog + (s0 * Cpad + ct * N) * 2, Cpad * 2, sb, acc0[dt]);
-            }
-            b.signal(isa::Unit::kMxu);
-            for (uint32_t t = 0; t < sb; ++t) {
-              b.vpu_ld(kAcc, 1, acc0[dt] + t);
-              b.vpu_st(kBf16, 1, dp[g % 2] + (t * GN + dt * N) * 2);
-            }
+        std::vector<std::vector<uint32_t>> acc0(bursts.size());
+        auto emit_mxu = [&](size_t k) {
+          const Burst& u = bursts[k];
+          std::vector<Footprint> fp{
+              {Footprint::Space::kUb, wt[u.g % 2], wt[u.g % 2] + uint64_t{Cpad} * GN * 2, false}};
+          for (uint32_t dt = u.dt0; dt < u.dt1; ++dt) {
+            acc0[k].push_back((slot_counter++ % slots) * SB);
+            fp.push_back({Footprint::Space::kAcc, acc0[k].back(), acc0[k].back() + sb, true});
           }
+          b.await(isa::Unit::kMxu, fp);  // one wait: the burst's tiles stream back to back
+          for (uint32_t dt = u.dt0; dt < u.dt1; ++dt)
+            for (uint32_t ct = 0; ct < Cc; ++ct) {
+              b.mxu_ldw(wt[u.g % 2] + (ct * N * GN + dt * N) * 2, GN * 2);
+              b.mxu_mm(ct > 0, dlog + (s0 * Cpad + ct * N) * 2, Cpad * 2, sb, acc0[k][dt - u.dt0]);
+            }
+          b.signal(isa::Unit::kMxu);
+        };
+        load(0);
+        if (groups > 1) load(1);
+        emit_mxu(0);
+        for (size_t k = 0; k < bursts.size(); ++k) {
+          const Burst& u = bursts[k];
+          // The next group's W^T goes into the buffer of the group before this one, whose
+          // bursts were all emitted before.
+          if (u.dt0 == 0 && u.g >= 1 && u.g + 1 < groups) load(u.g + 1);
+          if (k + 1 < bursts.size()) emit_mxu(k + 1);  // (its W^T is loaded: one group ahead)
+          for (uint32_t dt = u.dt0; dt < u.dt1; ++dt)
+            for (uint32_t t = 0; t < sb; ++t) {
+              b.vpu_ld(kAcc, 1, acc0[k][dt - u.dt0] + t);
+              b.vpu_st(kBf16, 1, dp[u.g % 2] + (t * GN + dt * N) * 2);
+            }
+          if (u.dt1 < std::min(G, Dk - u.g * G)) continue;
+          const uint32_t gn = std::min(G, Dk - u.g * G) * N;
           b.signal(isa::Unit::kVpu);
-          b.dma_copy(ub(dp[g % 2], {{gn, 2}, {sb, int32_t(GN * 2)}}),
-                     hbm(L.dfeatures + (uint64_t{s0} * D + uint64_t{g} * GN) * 2,
+          b.dma_copy(ub(dp[u.g % 2], {{gn, 2}, {sb, int32_t(GN * 2)}}),
+                     hbm(L.dfeatures + (uint64_t{s0} * D + uint64_t{u.g} * GN) * 2,
                          {{gn, 2}, {sb, int32_t(D * 2)}}),
                      2);
         }
@@ -804,16 +862,33 @@ void CnnTrainStep::compile() {
       const uint32_t at_bytes = (T + 1) * Rpad * 2, row_bytes = PW * F * 2, dz_bytes = Rpad * F * 2;
       const uint32_t code_bytes = CWords * F * 4;
       const uint64_t stage_bytes = uint64_t{1 + K} * W * 2;  // see `stage` below
-      // Input sets (im2col^T, d features, argmax codes): up to 3, so the DMA loads two items
-      // ahead; dz buffers: up to 2. Fewer when the UB is small.
+      // The MXU takes the items' dz in groups of P (one SIGNAL a group: a SIGNAL waits for the
+      // array to drain, so each group's tiles stream back to back), emitted `lag` = 1 item
+      // after the group's last dz, so that its WAIT is met when the decoder reaches it (else
+      // the group's 32+ instructions fill the MXU's queue and hold the decoder while the VPU
+      // starves). In flight: the group the MXU runs, the dz the lag holds back and the next
+      // group the VPU routes: 2 P + 2 dz buffers. Input sets (im2col^T, d features, argmax
+      // codes): P + 4, so the DMA loads 3 items ahead, as far as the groups allow (below).
+      // P = 2 where the UB holds that, else one item at a time as the MXU's work follows each
+      // dz (lag 0) with up to 3 input sets and 2 dz buffers (fewer when the UB is small).
       const uint64_t in_bytes = uint64_t{at_bytes} + row_bytes + code_bytes;
-      int nin = 3, ndz = 2;
-      while (nin > 1 && a.free() < uint64_t(nin) * in_bytes + uint64_t(ndz) * dz_bytes +
-                                       stage_bytes + 64 * (3 * nin + ndz + 2)) {
+      auto fits = [&](int sets, int dzs) {
+        return a.free() >= uint64_t(sets) * in_bytes + uint64_t(dzs) * dz_bytes + stage_bytes +
+                               64 * (3 * sets + dzs + 2);
+      };
+      uint32_t P = 2, lag = 1;
+      int nin = 6, ndz = 6;
+      if (!fits(nin, ndz)) {
+        P = 1;
+        lag = 0;
+        nin = 3;
+        ndz = 2;
+      }
+      while (nin > 1 && !fits(nin, ndz)) {
         --nin;
         ndz = std::min(ndz, nin);
       }
-      uint32_t at[3], dp[3], code[3], dz[2];
+      uint32_t at[6], dp[6], code[6], dz[6];
       for (int i = 0; i < nin; ++i) {
         at[i] = a.take(at_bytes);
         dp[i] = a.take(row_bytes);
@@ -870,9 +945,30 @@ void CnnTrainStep::compile() {
                       isa::Space::kUb, code[buf], CWords * F, 4);
           b.signal(isa::Unit::kDma);
         };
-        // Loads run nin - 1 items ahead (one set: none, it would overwrite the data in use).
-        const uint32_t ahead = nin - 1;
+        // Loads run nin - P - lag items ahead (one set: none, it would overwrite the data in
+        // use): the set a load overwrites is that of an item whose MXU group is already emitted
+        // (in program order the load comes after the group's reads, so it waits for them).
+        const uint32_t ahead = nin - P - lag;
         for (uint32_t k = 0; k < ahead && k < items; ++k) load(k);
+        // The MXU's group: items first .. last - 1, waiting once for all of their inputs.
+        uint32_t next_group = 0;
+        auto emit_group = [&](uint32_t first, uint32_t last) {
+          std::vector<Footprint> fp{{Footprint::Space::kAcc, 0, uint64_t{j1 - j0} * (T + 1), true}};
+          for (uint32_t k = first; k < last; ++k) {
+            fp.push_back({Footprint::Space::kUb, dz[k % ndz], dz[k % ndz] + dz_bytes, false});
+            fp.push_back({Footprint::Space::kUb, at[k % nin], at[k % nin] + at_bytes, false});
+          }
+          b.await(isa::Unit::kMxu, fp);
+          for (uint32_t k = first; k < last; ++k)
+            for (uint32_t j = j0; j < j1; ++j) {
+              for (uint32_t c = 0; c < Rpad / N; ++c) {
+                b.mxu_ldw(dz[k % ndz] + (c * N * F + j * N) * 2, F * 2);
+                b.mxu_mm(k > 0 || c > 0, at[k % nin] + c * row2n, Rpad * 2, T + 1,
+                         (j - j0) * (T + 1));
+              }
+            }
+          b.signal(isa::Unit::kMxu);
+        };
         for (uint32_t i = 0; i < items; ++i) {
           const uint32_t buf = i % nin, zb = i % ndz;
           if (ahead == 0)
@@ -896,13 +992,12 @@ void CnnTrainStep::compile() {
               }
             }
           b.signal(isa::Unit::kVpu);
-          for (uint32_t j = j0; j < j1; ++j) {
-            for (uint32_t c = 0; c < Rpad / N; ++c) {
-              b.mxu_ldw(dz[zb] + (c * N * F + j * N) * 2, F * 2);
-              b.mxu_mm(i > 0 || c > 0, at[buf] + c * row2n, Rpad * 2, T + 1, (j - j0) * (T + 1));
-            }
+          // Items 0 .. i - lag are ready for the MXU: emit the whole groups among them.
+          const uint32_t ready = i + 1 >= lag ? i + 1 - lag : 0;  // items 0 .. ready - 1
+          while (next_group < items && (next_group + P <= ready || (i + 1 == items))) {
+            emit_group(next_group, std::min(items, next_group + P));
+            next_group = std::min(items, next_group + P);
           }
-          b.signal(isa::Unit::kMxu);
         }
         if (split) {  // this group's kernel columns and biases to the gradient vector
           for (uint32_t j = j0; j < j1; ++j)

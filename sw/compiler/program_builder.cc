@@ -76,9 +76,8 @@ void ProgramBuilder::signal(Unit unit) {
   ++stats_.per_unit[u];
 }
 
-void ProgramBuilder::emit(const Instruction& inst, Unit unit, const std::vector<Footprint>& fp) {
-  const int u = static_cast<int>(unit);
-  // Dependencies first: every earlier conflicting access on another unit.
+void ProgramBuilder::await(Unit unit, const std::vector<Footprint>& fp) {
+  // Every earlier conflicting access on another unit.
   for (const auto& f : fp) {
     auto& recs = records(f.space);
     const uint64_t g0 = f.space == Footprint::Space::kUb ? f.lo / kGranule : f.lo;
@@ -91,6 +90,11 @@ void ProgramBuilder::emit(const Instruction& inst, Unit unit, const std::vector<
           if (r.reader_seq[p] >= 0) depend(unit, p, static_cast<uint64_t>(r.reader_seq[p]));
     }
   }
+}
+
+void ProgramBuilder::emit(const Instruction& inst, Unit unit, const std::vector<Footprint>& fp) {
+  const int u = static_cast<int>(unit);
+  await(unit, fp);  // dependencies first
   program_.push_back(inst);
   ++stats_.per_unit[u];
   const uint64_t seq = seq_[u]++;

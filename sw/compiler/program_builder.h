@@ -68,6 +68,11 @@ class ProgramBuilder {
   void vpu_li(int vd, uint32_t bits);
   void vpu_lif(int vd, float value);
 
+  // The WAITs that `unit` would need now to access `fp`, inserted now: a group of instructions
+  // that should run back to back on one unit (the MXU's tiles of several items) waits once
+  // for everything it will touch, instead of pausing between its instructions for producers
+  // that finish one by one.
+  void await(Unit unit, const std::vector<Footprint>& fp);
   // Ends a group of work on `unit`: a SIGNAL now, so later consumers of anything the unit has
   // done so far wait exactly for it (without it they wait for the first SIGNAL after the
   // producer, which the builder emits on demand, possibly much later than needed).

@@ -21,11 +21,21 @@ std::vector<DeviceConfig> rtl_configurations() {
   c4.acc_rows = 64;
   c16.n = 16;
   c16.ub_bytes = 65536;
-  c16.acc_rows = 256;
+  c16.acc_rows = 1024;
   c4.channels = c16.channels = 1;
   DeviceConfig c16x2 = c16;  // the same chip with two HBM pseudo-channels
   c16x2.channels = 2;
   return {c4, c16, c16x2};
+}
+
+DeviceConfig chip_for_array(int n) {
+  for (const DeviceConfig& c : rtl_configurations())
+    if (c.n == n && c.channels == 1) return c;
+  DeviceConfig c;
+  c.n = n;
+  c.ub_bytes = 256 * 1024;
+  c.acc_rows = 1024;
+  return c;
 }
 
 namespace {
@@ -174,10 +184,14 @@ class RtlCluster : public Cluster {
 namespace {
 [[noreturn]] void not_built(const DeviceConfig& config) {
   std::ostringstream s;
-  s << "the rtl backend is built for N = 4 (UB 8192 bytes, 64 ACC rows, 1 pseudo-channel) and "
-    << "N = 16 (UB 65536 bytes, 256 ACC rows, 1 or 2 pseudo-channels); asked for N = " << config.n
-    << ", UB " << config.ub_bytes << ", ACC " << config.acc_rows << ", " << config.channels
-    << " pseudo-channel(s)";
+  s << "the rtl backend is built for";
+  const auto built = rtl_configurations();
+  for (size_t i = 0; i < built.size(); ++i)
+    s << (i ? (i + 1 == built.size() ? " and" : ",") : "") << " N = " << built[i].n << " (UB "
+      << built[i].ub_bytes << " bytes, " << built[i].acc_rows << " ACC rows, " << built[i].channels
+      << " pseudo-channel" << (built[i].channels > 1 ? "s)" : ")");
+  s << "; asked for N = " << config.n << ", UB " << config.ub_bytes << ", ACC " << config.acc_rows
+    << ", " << config.channels << " pseudo-channel(s)";
   throw std::invalid_argument(s.str());
 }
 }  // namespace

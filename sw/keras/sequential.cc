@@ -33,11 +33,10 @@ const char* kind_name(Layer::Kind k) {
   return "?";
 }
 
-// The chip configurations: the rtl backend is built for these (sim/CMakeLists.txt).
+// The chip the rtl backend is built for at this N (sim/CMakeLists.txt; others: functional only).
 compiler::ChipShape chip_shape(int n) {
-  if (n == 4) return {4, 8192, 64};
-  if (n == 16) return {16, 65536, 256};
-  return {n, 256ull * 1024, 1024};  // functional backend only
+  const driver::DeviceConfig c = driver::chip_for_array(n);
+  return {c.n, c.ub_bytes, c.acc_rows};
 }
 
 }  // namespace

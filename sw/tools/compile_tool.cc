@@ -12,18 +12,14 @@
 #include "sw/compiler/graph.h"
 #include "tessera/asm.h"
 #include "tessera/compiler.h"
+#include "tessera/driver.h"
 
 namespace tessera::tools {
 
 int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) {
   compiler::CnnSpec s;
-  compiler::ChipShape chip;
-  if (o.array == 4)
-    chip = {4, 8192, 64};
-  else if (o.array == 16)
-    chip = {16, 65536, 256};
-  else
-    chip = {o.array, 256 * 1024, 1024};
+  const driver::DeviceConfig c = driver::chip_for_array(o.array);
+  const compiler::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
   std::unique_ptr<compiler::CnnTrainStep> step;
   try {
     step = std::make_unique<compiler::CnnTrainStep>(

@@ -41,7 +41,7 @@ const char* kCounterNames[driver::kPerfCounters] = {
 }  // namespace
 
 int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err) {
-  driver::DeviceConfig cfg;
+  driver::DeviceConfig cfg = driver::chip_for_array(opt.array);
   try {
     cfg.backend = driver::parse_backend(opt.backend);
   } catch (const std::exception& e) {

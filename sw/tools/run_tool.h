@@ -15,6 +15,7 @@ namespace tessera::tools {
 struct RunOptions {
   std::string program;  // path: .s / .asm assembled, anything else raw binary
   std::string backend = "functional";
+  int array = 4;                    // N: the chip of driver::chip_for_array(N)
   std::vector<std::string> loads;   // "ADDR=FILE"
   std::vector<std::string> dumps;   // "ADDR:BYTES=FILE"
   uint64_t prog_addr = 0x0F000000;  // where the program is loaded in HBM

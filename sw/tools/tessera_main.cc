@@ -77,6 +77,10 @@ int main(int argc, char** argv) {
   run->add_option("--backend", run_opt.backend, "rtl (cycle-accurate) or functional")
       ->check(CLI::IsMember({"rtl", "functional"}))
       ->capture_default_str();
+  run->add_option("--array", run_opt.array,
+                  "array size N: the chip the rtl backend is built for at N (4 or 16; others "
+                  "functional only)")
+      ->capture_default_str();
   run->add_option("--load", run_opt.loads, "ADDR=FILE: copy FILE into HBM at ADDR first");
   run->add_option("--dump", run_opt.dumps, "ADDR:BYTES=FILE: write HBM to FILE after HALT");
   run->add_option("--prog-addr", run_opt.prog_addr, "HBM address of the program")

@@ -86,10 +86,10 @@ TEST(Programs, TiledMatmulBiasReluMatchesFloat64) {
   // HBM: A 0x10000 (row-major, 16 bytes a row), W 0x11000, bias 0x12000, out 0x13000 (fp32 8x8)
   std::ostringstream p;
   p << "dma.loop src, 0, 64, 2, 1, 0\ndma.loop dst, 0, 64, 2, 1, 0\n"
-    << "dma.copy hbm, ub, 2, 0x10000, 0x0\n"     // A  -> UB 0x000
-    << "dma.copy hbm, ub, 2, 0x11000, 0x100\n"   // W  -> UB 0x100
+    << "dma.copy hbm, ub, 2, 0x10000, 0x0\n"    // A  -> UB 0x000
+    << "dma.copy hbm, ub, 2, 0x11000, 0x100\n"  // W  -> UB 0x100
     << "dma.loop src, 0, 8, 4, 1, 0\ndma.loop dst, 0, 8, 4, 1, 0\n"
-    << "dma.copy hbm, ub, 4, 0x12000, 0x200\n"   // bias -> UB 0x200
+    << "dma.copy hbm, ub, 4, 0x12000, 0x200\n"  // bias -> UB 0x200
     << "signal dma, sc0\nwait mxu, sc0, 1\nwait vpu, sc0, 1\n";
   for (int j = 0; j < 2; ++j) {    // column tile: outputs 4j .. 4j+3 into ACC rows 8j ..
     for (int k = 0; k < 2; ++k) {  // K tile: W rows 4k .. 4k+3, A columns 4k .. 4k+3
@@ -111,10 +111,9 @@ TEST(Programs, TiledMatmulBiasReluMatchesFloat64) {
   p << "signal vpu, sc2\nwait dma, sc2, 1\n"
     << "dma.loop src, 0, 64, 4, 1, 0\ndma.loop dst, 0, 64, 4, 1, 0\n"
     << "dma.copy ub, hbm, 4, 0x400, 0x13000\nhalt\n";
-  const auto out = floats_of(run_both(p.str(),
-                                      {{0x10000, bytes_of(A)}, {0x11000, bytes_of(W)},
-                                       {0x12000, bytes_of(bias)}},
-                                      0x13000, 4 * M * O));
+  const auto out = floats_of(
+      run_both(p.str(), {{0x10000, bytes_of(A)}, {0x11000, bytes_of(W)}, {0x12000, bytes_of(bias)}},
+               0x13000, 4 * M * O));
   std::vector<double> ref(M * O);
   for (int m = 0; m < M; ++m) {
     for (int o = 0; o < O; ++o) {
@@ -144,14 +143,14 @@ TEST(Programs, MatmulReluAtN16) {
   for (auto& x : W) x = bf(-1, 1);
   std::ostringstream p;
   p << "dma.loop src, 0, 1024, 2, 1, 0\ndma.loop dst, 0, 1024, 2, 1, 0\n"
-    << "dma.copy hbm, ub, 2, 0x10000, 0x0\n"      // A: 64 bytes a row
-    << "dma.copy hbm, ub, 2, 0x11000, 0x800\n"    // W: 64 bytes a row
+    << "dma.copy hbm, ub, 2, 0x10000, 0x0\n"    // A: 64 bytes a row
+    << "dma.copy hbm, ub, 2, 0x11000, 0x800\n"  // W: 64 bytes a row
     << "signal dma, sc0\nwait mxu, sc0, 1\n";
   for (int j = 0; j < 2; ++j) {
     for (int k = 0; k < 2; ++k) {
       p << "mxu.ldw 0x" << std::hex << (0x800 + 64 * n * k + 32 * j) << std::dec << ", 64\n";
-      p << "mxu.mm " << (k ? "acc" : "set") << ", 0x" << std::hex << 32 * k << std::dec
-        << ", 64, " << M << ", " << M * j << "\n";
+      p << "mxu.mm " << (k ? "acc" : "set") << ", 0x" << std::hex << 32 * k << std::dec << ", 64, "
+        << M << ", " << M * j << "\n";
     }
   }
   p << "signal mxu, sc1\nwait vpu, sc1, 1\n";
@@ -172,7 +171,7 @@ TEST(Programs, MatmulReluAtN16) {
     c.backend = b == 0 ? driver::Backend::kFunctional : driver::Backend::kRtl;
     c.n = 16;
     c.ub_bytes = 65536;
-    c.acc_rows = 256;
+    c.acc_rows = 1024;
     auto dev = driver::Device::open(c);
     dev->write(0x10000, bytes_of(A));
     dev->write(0x11000, bytes_of(W));
@@ -222,18 +221,18 @@ TEST(Programs, RowSoftmaxMatchesFloat64) {
     << li(10, log2e) << "vpu.li v11, 23\n";
   for (int r = 0; r < rows; ++r) {
     p << "vpu.ld f32, v1, 0x" << std::hex << 16 * r << std::dec << "\n"
-      << "vpu.op rmax, v2, v1, v0, v0\n"   // m
-      << "vpu.op sub, v3, v1, v2, v0\n"    // x - m <= 0
-      << "vpu.op mul, v4, v3, v10, v0\n"   // t = (x - m) log2 e
-      << "vpu.op f2i, v5, v4, v0, v0\n"    // k = trunc(t) <= 0
+      << "vpu.op rmax, v2, v1, v0, v0\n"  // m
+      << "vpu.op sub, v3, v1, v2, v0\n"   // x - m <= 0
+      << "vpu.op mul, v4, v3, v10, v0\n"  // t = (x - m) log2 e
+      << "vpu.op f2i, v5, v4, v0, v0\n"   // k = trunc(t) <= 0
       << "vpu.op i2f, v6, v5, v0, v0\n"
-      << "vpu.op sub, v7, v4, v6, v0\n"    // f = t - k in (-1, 0]
+      << "vpu.op sub, v7, v4, v6, v0\n"  // f = t - k in (-1, 0]
       << li(8, c[7]);
     for (int i = 6; i >= 0; --i) {
       p << "vpu.op mul, v8, v8, v7, v0\n" << li(9, c[i]) << "vpu.op add, v8, v8, v9, v0\n";
     }
-    p << "vpu.op shl, v12, v5, v11, v0\n"  // k << 23
-      << "vpu.op iadd, v13, v8, v12, v0\n" // 2^f * 2^k in the exponent bits
+    p << "vpu.op shl, v12, v5, v11, v0\n"   // k << 23
+      << "vpu.op iadd, v13, v8, v12, v0\n"  // 2^f * 2^k in the exponent bits
       << "vpu.op rsum, v14, v13, v0, v0\n"
       << "vpu.op div, v15, v13, v14, v0\n"
       << "vpu.st f32, v15, 0x" << std::hex << 0x400 + 16 * r << std::dec << "\n";

@@ -275,7 +275,7 @@ TEST_P(TrainStep, OneStepMatchesTheHostReference) {
 
 INSTANTIATE_TEST_SUITE_P(Chips, TrainStep,
                          ::testing::Values(StepCase{4, 8192, 64, 5}, StepCase{16, 65536, 256, 8},
-                                           StepCase{16, 65536, 256, 20}),
+                                           StepCase{16, 65536, 512, 20}),
                          [](const auto& info) {
                            return "N" + std::to_string(info.param.n) + "_B" +
                                   std::to_string(info.param.batch);
@@ -473,7 +473,7 @@ TEST(Reroll, RunsBeyondTheCountLimitTakeALongerBody) {
 // The example step compresses ~3x and executes exactly the instructions it did before.
 TEST(Reroll, TheTrainingStepExecutesTheSameInstructionsFromAThirdOfTheBytes) {
   const CnnSpec spec;
-  CnnTrainStep step(spec, {}, {16, 65536, 256}, 32, 0x100000);
+  CnnTrainStep step(spec, {}, {16, 65536, 1024}, 32, 0x100000);
   const StepStats& st = step.stats();
   EXPECT_EQ(isa::expand_repeats(step.program()).size(), st.executed);
   EXPECT_LT(st.instructions * 3, st.executed) << st.instructions << " of " << st.executed;

@@ -130,7 +130,7 @@ TEST_P(SplitUpdate, BitIdenticalToTheFusedStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Chips, SplitUpdate,
-                         ::testing::Values(Chip{4, 8192, 64}, Chip{16, 65536, 256}),
+                         ::testing::Values(Chip{4, 8192, 64}, Chip{16, 65536, 1024}),
                          [](const auto& info) { return "N" + std::to_string(info.param.n); });
 
 // P replicas on a functional ring, per-replica batch b, against one chip with batch P x b: the

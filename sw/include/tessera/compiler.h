@@ -45,7 +45,7 @@ struct AdamSpec {
 struct ChipShape {
   int n = 16;
   uint64_t ub_bytes = 65536;
-  uint32_t acc_rows = 256;
+  uint32_t acc_rows = 1024;
 };
 
 // Host-side parameters in Keras's layouts (fp32): conv kernel [K][K][1][F] (HWIO), conv bias

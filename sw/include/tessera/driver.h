@@ -30,6 +30,9 @@ struct DeviceConfig {
 };
 // The configurations the rtl backend is built for (one Verilator model each).
 std::vector<DeviceConfig> rtl_configurations();
+// The rtl chip of array size n with one pseudo-channel (its UB and ACC sizes); for an n the rtl
+// backend is not built for, the functional backend's large chip: UB 256 KiB, 1024 ACC rows.
+DeviceConfig chip_for_array(int n);
 // The same chip (N, UB, ACC, channels), whatever the backend.
 bool same_chip(const DeviceConfig& a, const DeviceConfig& b);
 
