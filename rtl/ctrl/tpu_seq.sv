@@ -256,6 +256,13 @@ module tpu_seq #(
           illegal = illegal || w1 != '0;
         end else if (f == tpu_isa_pkg::VF_BCAST) begin
           illegal = illegal || w0[31:24] != '0 || w1 >= N;
+        end else if (f == tpu_isa_pkg::VF_SELEQ || f == tpu_isa_pkg::VF_SELNE ||
+                     f == tpu_isa_pkg::VF_SELLT) begin
+          // va, vb, vc and any imm: nothing more to check
+        end else if (f == tpu_isa_pkg::VF_BFX) begin
+          illegal = illegal || w0[31:24] != '0 || w1[31:10] != '0;
+        end else if (f == tpu_isa_pkg::VF_SHLOR) begin
+          illegal = illegal || w0[31:28] != '0 || w1[31:5] != '0;
         end else if (f == tpu_isa_pkg::VF_SQRT || f == tpu_isa_pkg::VF_I2F || f == tpu_isa_pkg::VF_F2I || f == tpu_isa_pkg::VF_F2BF ||
                      f == tpu_isa_pkg::VF_RSUM || f == tpu_isa_pkg::VF_RMAX) begin
           illegal = illegal || w0[31:24] != '0 || w1 != '0;

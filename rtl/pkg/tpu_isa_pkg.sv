@@ -68,7 +68,14 @@ package tpu_isa_pkg;
   localparam logic [7:0] VF_RSUM  = 8'h15;
   localparam logic [7:0] VF_RMAX  = 8'h16;
   localparam logic [7:0] VF_BCAST = 8'h17;
-  localparam logic [7:0] VF_COUNT = 8'h18;     // functs below this are legal
+  // Select with an immediate (vd = cond ? vc : imm) and bit-field functs (docs/isa.md): the
+  // epilogues of a convolution's max pool and of its gradient in one instruction a step.
+  localparam logic [7:0] VF_SELEQ = 8'h18;     // va = vb ? vc : imm
+  localparam logic [7:0] VF_SELNE = 8'h19;     // va = vb ? imm : vc
+  localparam logic [7:0] VF_SELLT = 8'h1A;     // va < vb ? vc : imm
+  localparam logic [7:0] VF_BFX   = 8'h1B;     // (va >> imm[4:0]) & (2^(imm[9:5] + 1) - 1)
+  localparam logic [7:0] VF_SHLOR = 8'h1C;     // va | (vb << imm[4:0])
+  localparam logic [7:0] VF_COUNT = 8'h1D;     // functs below this are legal
 
   // Fault codes (FAULT_CODE CSR).
   localparam logic [3:0] FAULT_NONE                = 4'h0;

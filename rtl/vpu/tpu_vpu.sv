@@ -137,7 +137,8 @@ module tpu_vpu #(
           tpu_isa_pkg::VF_RMAX:  op_res[32*l +: 32] = tree[32*(2*N - 2) +: 32];
           tpu_isa_pkg::VF_BCAST: op_res[32*l +: 32] = va[32*imm[Levels-1:0] +: 32];
           default: op_res[32*l +: 32] = tpu_vpu_pkg::lane_op(funct, va[32*l +: 32],
-                                                             vb[32*l +: 32], vc[32*l +: 32]);
+                                                             vb[32*l +: 32], vc[32*l +: 32],
+                                                             imm);
         endcase
       end
     end

@@ -80,7 +80,8 @@ package tpu_vpu_pkg;
   // each lane, and tpu_vpu_lane exposes it for verification. div and sqrt (tpu_fp_divsqrt) and
   // the cross-lane functs (rsum, rmax, bcast) are not here; they return 0.
   function automatic logic [31:0] lane_op(input logic [7:0] funct, input logic [31:0] a,
-                                          input logic [31:0] b, input logic [31:0] c);
+                                          input logic [31:0] b, input logic [31:0] c,
+                                          input logic [31:0] imm);
     unique case (funct)
       tpu_isa_pkg::VF_ADD:   lane_op = tpu_fp_pkg::fp32_add(a, b);
       tpu_isa_pkg::VF_SUB:   lane_op = tpu_fp_pkg::fp32_add(a, {~b[31], b[30:0]});
@@ -101,6 +102,11 @@ package tpu_vpu_pkg;
       tpu_isa_pkg::VF_SHL:   lane_op = a << b[4:0];
       tpu_isa_pkg::VF_SHR:   lane_op = a >> b[4:0];
       tpu_isa_pkg::VF_SRA:   lane_op = $signed(a) >>> b[4:0];
+      tpu_isa_pkg::VF_SELEQ: lane_op = fp32_eq(a, b) ? c : imm;
+      tpu_isa_pkg::VF_SELNE: lane_op = fp32_eq(a, b) ? imm : c;
+      tpu_isa_pkg::VF_SELLT: lane_op = fp32_lt(a, b) ? c : imm;
+      tpu_isa_pkg::VF_BFX:   lane_op = (a >> imm[4:0]) & (32'hFFFF_FFFF >> (5'd31 - imm[9:5]));
+      tpu_isa_pkg::VF_SHLOR: lane_op = a | (b << imm[4:0]);
       default:               lane_op = '0;
     endcase
   endfunction

@@ -336,6 +336,10 @@ void assemble_line(const std::string& raw, int line_no, const AsmOptions& opt,
           p.error(ops[5].column, "bcast lane must be below N = " + std::to_string(opt.n) +
                                      ", got '" + ops[5].text + "'");
         }
+        if (const std::string why = isa::funct_imm_problem(i.funct, i.imm);
+            ops.size() == 6 && !why.empty()) {
+          p.error(ops[5].column, why);
+        }
       }
       break;
     }

@@ -368,7 +368,7 @@ void CnnTrainStep::compile() {
     // The im2col rows' padding taps stay zero: zero the buffers once, the DMA writes only taps.
     for (int i = 0; i < nin; ++i)
       for (uint32_t r = 0; r < RW * Kc; ++r) b.vpu_st(kBf16, 0, col[i] + r * row2n);
-    for (uint32_t k = 1; k <= 4; ++k) b.vpu_li(11 + k, k);  // v12..v15 = the codes 1..4
+    b.vpu_li(14, 3);  // v14 = the code 3
     b.signal(isa::Unit::kVpu);
     const uint32_t items = B * PH;
     auto load = [&](uint32_t i) {
@@ -436,8 +436,12 @@ void CnnTrainStep::compile() {
       // (0..3 in row-major order), 4 when the relu output is 0 (no gradient flows). The codes
       // are packed 3 bits each, 10 pooled columns to an int32 word (v9), so the backward pass
       // reads 2 words per channel instead of 13 bf16 codes: the DMA moves fewer elements.
+      // The pooled columns go from the last to the first, so a word's codes are packed by one
+      // shift-or a column (code | word << 3: the word's first column lands in bits 2:0): the
+      // per-column sequence is the same for every column but the stepped addresses, and loop
+      // compression (below) folds it.
       b.vpu_ld(kF32, 7, bias + j * row4n);
-      for (uint32_t px = 0; px < PW; ++px) {
+      for (uint32_t px = PW; px-- > 0;) {
         const uint32_t r0 = acc0 + 2 * px, r1 = acc0 + CW + 2 * px;
         b.vpu_ld(kAcc, 1, r0);
         b.vpu_ld(kAcc, 2, r0 + 1);
@@ -449,24 +453,16 @@ void CnnTrainStep::compile() {
         b.vpu_op(Fn::kAdd, 6, 5, 7);
         b.vpu_op(Fn::kMax, 6, 6, 0);
         b.vpu_st(kBf16, 6, feat[ob] + (px * F + j * N) * 2);
-        b.vpu_op(Fn::kCmpEq, 8, 3, 5);
-        b.vpu_op(Fn::kSel, 11, 13, 14, 8);
-        b.vpu_op(Fn::kCmpEq, 8, 2, 5);
-        b.vpu_op(Fn::kSel, 11, 12, 11, 8);
-        b.vpu_op(Fn::kCmpEq, 8, 1, 5);
-        b.vpu_op(Fn::kSel, 11, 0, 11, 8);
-        b.vpu_op(Fn::kCmpLt, 8, 0, 6);
-        b.vpu_op(Fn::kSel, 11, 11, 15, 8);
+        // code = x2 == max ? 2 : 3, then x1 == max ? 1 : code, x0 == max ? 0 : code (selne:
+        // va = vb ? imm : vc), then 0 < relu ? code : 4 (sellt: va < vb ? vc : imm)
+        b.vpu_op(Fn::kSelNe, 11, 3, 5, 14, 2);  // v14 = 3
+        b.vpu_op(Fn::kSelNe, 11, 2, 5, 11, 1);
+        b.vpu_op(Fn::kSelNe, 11, 1, 5, 11, 0);
+        b.vpu_op(Fn::kSelLt, 11, 0, 6, 11, 4);
         const uint32_t slot = px % kCodesPerWord, word = px / kCodesPerWord;
-        if (slot == 0) {
-          b.vpu_op(Fn::kIOr, 9, 11, 0);
-        } else {
-          b.vpu_li(10, 3 * slot);
-          b.vpu_op(Fn::kShl, 8, 11, 10);
-          b.vpu_op(Fn::kIOr, 9, 9, 8);
-        }
-        if (slot == kCodesPerWord - 1 || px + 1 == PW)
-          b.vpu_st(kF32, 9, code[ob] + (word * F + j * N) * 4);
+        const bool word_last = slot == kCodesPerWord - 1 || px + 1 == PW;  // its first here
+        b.vpu_op(Fn::kShlOr, 9, 11, word_last ? 0 : 9, 0, 3);              // v9 = code | v9 << 3
+        if (slot == 0) b.vpu_st(kF32, 9, code[ob] + (word * F + j * N) * 4);
       }
     };
     if (by_item && items > 0)
@@ -980,14 +976,13 @@ void CnnTrainStep::compile() {
               b.vpu_ld(kBf16, 4, dp[buf] + (px * F + j * N) * 2);
               const uint32_t slot = px % kCodesPerWord, word = px / kCodesPerWord;
               if (slot == 0) b.vpu_ld(kF32, 9, code[buf] + (word * F + j * N) * 4);
-              b.vpu_li(10, 3 * slot);
-              b.vpu_op(Fn::kShr, 5, 9, 10);
-              b.vpu_li(10, 7);
-              b.vpu_op(Fn::kIAnd, 5, 5, 10);  // the code (an int; cmpeq compares it exactly)
+              // the code: the word's low 3 bits (an int; seleq compares it exactly), then the
+              // word shifted to the next column's (v3 = 3)
+              b.vpu_op(Fn::kBfx, 5, 9, 0, 0, (3 - 1) << 5);  // shift 0, width 3
+              b.vpu_op(Fn::kShr, 9, 9, 3);
               for (uint32_t pos = 0; pos < 4; ++pos) {
                 const uint32_t r = (pos / 2) * CW + 2 * px + pos % 2;
-                b.vpu_op(Fn::kCmpEq, 6, 5, static_cast<int>(pos));
-                b.vpu_op(Fn::kSel, 7, 4, 0, 6);
+                b.vpu_op(Fn::kSelEq, 7, 5, static_cast<int>(pos), 4, 0);  // code = pos ? dp : 0
                 b.vpu_st(kBf16, 7, dz[zb] + (r * F + j * N) * 2);
               }
             }

@@ -685,7 +685,9 @@ bool FunctionalModel::exec_vpu(uint64_t pc, const Instruction& i, const isa::Wor
 //   va, vb:      add sub mul div min max cmpeq cmplt cmple iadd iand ior ixor shl shr sra
 //   va:          sqrt i2f f2i f2bf rsum rmax
 //   va, vb, vc:  sel
-//   va, imm:     bcast
+//   va, vb, vc, imm: seleq selne sellt
+//   va, vb, imm: shlor
+//   va, imm:     bcast bfx
 void FunctionalModel::vpu_op(const Instruction& i) {
   const int n = config_.n;
   const std::vector<uint32_t>& a = v_[i.va];
@@ -774,6 +776,21 @@ void FunctionalModel::vpu_op(const Instruction& i) {
         break;
       case Funct::kSra:
         z = static_cast<uint32_t>(static_cast<int32_t>(x) >> (y & 31));
+        break;
+      case Funct::kSelEq:
+        z = f(x) == f(y) ? c[l] : i.imm;
+        break;
+      case Funct::kSelNe:
+        z = f(x) == f(y) ? i.imm : c[l];
+        break;
+      case Funct::kSelLt:
+        z = f(x) < f(y) ? c[l] : i.imm;
+        break;
+      case Funct::kBfx:  // decode checked imm < 2^10
+        z = (x >> (i.imm & 31)) & (0xFFFFFFFFu >> (31 - ((i.imm >> 5) & 31)));
+        break;
+      case Funct::kShlOr:  // imm < 32
+        z = x | (y << i.imm);
         break;
       default:
         break;  // reductions and bcast above

@@ -77,19 +77,35 @@ FunctOperands funct_operands(Funct f) {
     case Funct::kSel:
       return {true, true, true, false};
     case Funct::kBcast:
+    case Funct::kBfx:
       return {true, false, false, true};
+    case Funct::kSelEq:
+    case Funct::kSelNe:
+    case Funct::kSelLt:
+      return {true, true, true, true};
+    case Funct::kShlOr:
+      return {true, true, false, true};
     default:
       return {true, true, false, false};
   }
 }
 
 const char* funct_name(Funct f) {
-  static const char* const kNames[] = {"add", "sub",   "mul",   "div",   "sqrt", "min",
-                                       "max", "cmpeq", "cmplt", "cmple", "sel",  "i2f",
-                                       "f2i", "f2bf",  "iadd",  "iand",  "ior",  "ixor",
-                                       "shl", "shr",   "sra",   "rsum",  "rmax", "bcast"};
+  static const char* const kNames[] = {
+      "add", "sub",  "mul",  "div",   "sqrt",  "min",   "max",   "cmpeq", "cmplt", "cmple",
+      "sel", "i2f",  "f2i",  "f2bf",  "iadd",  "iand",  "ior",   "ixor",  "shl",   "shr",
+      "sra", "rsum", "rmax", "bcast", "seleq", "selne", "sellt", "bfx",   "shlor"};
+  static_assert(sizeof kNames / sizeof kNames[0] == VF_COUNT, "a name for every funct");
   const auto i = static_cast<unsigned>(f);
   return i < VF_COUNT ? kNames[i] : "?";
+}
+
+std::string funct_imm_problem(Funct f, uint32_t imm) {
+  if (f == Funct::kBfx && imm >= (1u << 10))
+    return "bfx imm " + std::to_string(imm) + " has bits above 9 (shift in 4:0, width - 1 in 9:5)";
+  if (f == Funct::kShlOr && imm >= 32)
+    return "shlor shift " + std::to_string(imm) + " is not below 32";
+  return "";
 }
 
 const char* opcode_mnemonic(Opcode op) {
@@ -358,7 +374,10 @@ Decoded decode(const Words& w, uint32_t n) {
     }
     case Opcode::kVpuOp: {
       const uint32_t f = bits(w[0], 15, 8);
-      if (f >= VF_COUNT) return range("funct " + std::to_string(f) + " is not a funct (0..23)");
+      if (f >= VF_COUNT) {
+        return range("funct " + std::to_string(f) + " is not a funct (0.." +
+                     std::to_string(VF_COUNT - 1) + ")");
+      }
       i.funct = static_cast<Funct>(f);
       i.vd = static_cast<uint8_t>(bits(w[0], 19, 16));
       i.va = static_cast<uint8_t>(bits(w[0], 23, 20));
@@ -379,6 +398,8 @@ Decoded decode(const Words& w, uint32_t n) {
         return range("bcast lane " + std::to_string(i.imm) +
                      " is not below N = " + std::to_string(n));
       }
+      if (const std::string why = funct_imm_problem(i.funct, i.imm); !why.empty())
+        return range(why);
       break;
     }
     case Opcode::kVpuLi:

@@ -198,6 +198,7 @@ int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ost
         lane.top().a_i = c.a;
         lane.top().b_i = c.b;
         lane.top().c_i = 0;
+        lane.top().imm_i = 0;
         lane.eval();
         got = lane.top().r_o;
         break;

@@ -78,8 +78,7 @@ class Chip : public ::testing::Test {
       EXPECT_EQ(chip_.perf(isa::PERF_MACS), f.macs);
       // HBM row counters against the commands on the device pins during the run
       EXPECT_EQ(chip_.perf(isa::PERF_ROW_MISSES), chip_.acts_seen());
-      EXPECT_EQ(chip_.perf(isa::PERF_ROW_HITS),
-                chip_.column_commands_seen() - chip_.acts_seen());
+      EXPECT_EQ(chip_.perf(isa::PERF_ROW_HITS), chip_.column_commands_seen() - chip_.acts_seen());
       EXPECT_GT(chip_.perf(isa::PERF_CYCLES), 0u);
       EXPECT_GT(chip_.perf(isa::PERF_HBM_RD), 0u);
       EXPECT_TRUE(f.undefined_reads.empty()) << "the program reads memory it never wrote";
@@ -146,26 +145,37 @@ TEST_F(Chip, EveryInstructionMatchesTheFunctionalModel) {
     SCOPED_TRACE("funct " + std::to_string(f));
     std::vector<uint8_t> data(48);
     for (size_t i = 0; i < data.size(); i += 4) {
-      const uint32_t v = (rng_() % 3 == 0) ? specials[rng_() % specials.size()]
-                                           : static_cast<uint32_t>(rng_());
+      const uint32_t v =
+          (rng_() % 3 == 0) ? specials[rng_() % specials.size()] : static_cast<uint32_t>(rng_());
       std::memcpy(&data[i], &v, 4);
     }
     if (f == isa::VF_DIV) std::memset(&data[16], 0, 8);  // two divisors are +0
     load(0x30000, data);
-    const std::string ops[] = {"add", "sub", "mul", "div", "sqrt", "min", "max", "cmpeq",
-                               "cmplt", "cmple", "sel", "i2f", "f2i", "f2bf", "iadd", "iand",
-                               "ior", "ixor", "shl", "shr", "sra", "rsum", "rmax", "bcast"};
     const bool unary = f == isa::VF_SQRT || f == isa::VF_I2F || f == isa::VF_F2I ||
                        f == isa::VF_F2BF || f == isa::VF_RSUM || f == isa::VF_RMAX;
-    std::string op = "vpu.op " + ops[f] + ", v4, v1, ";
-    if (f == isa::VF_SEL) op += "v2, v3";
-    else if (f == isa::VF_BCAST) op += "v0, v0, 2";
-    else if (unary) op += "v0, v0";
-    else op += "v2, v0";
+    const bool select_imm = f == isa::VF_SELEQ || f == isa::VF_SELNE || f == isa::VF_SELLT;
+    std::string op =
+        std::string("vpu.op ") + isa::funct_name(static_cast<isa::Funct>(f)) + ", v4, v1, ";
+    if (f == isa::VF_SEL)
+      op += "v2, v3";
+    else if (select_imm)
+      op += "v2, v3, " + std::to_string(static_cast<uint32_t>(rng_()));
+    else if (f == isa::VF_BCAST)
+      op += "v0, v0, 2";
+    else if (f == isa::VF_BFX)
+      op += "v0, v0, " + std::to_string(rng_() % 1024);
+    else if (f == isa::VF_SHLOR)
+      op += "v2, v0, " + std::to_string(rng_() % 32);
+    else if (unary)
+      op += "v0, v0";
+    else
+      op += "v2, v0";
     const std::string prog =
         "dma.loop src, 0, 12, 4, 1, 0\ndma.loop dst, 0, 12, 4, 1, 0\n"
         "dma.copy hbm, ub, 4, 0x30000, 0x0\nsignal dma, sc0\nwait vpu, sc0, 1\nnop\n"
-        "vpu.ld f32, v1, 0x0\nvpu.ld f32, v2, 0x10\nvpu.ld f32, v3, 0x20\n" + op + "\n"
+        "vpu.ld f32, v1, 0x0\nvpu.ld f32, v2, 0x10\nvpu.ld f32, v3, 0x20\n" +
+        op +
+        "\n"
         "irq 7\nvpu.st f32, v4, 0x100\nvpu.st bf16, v4, 0x110\nvpu.st bf16, v1, 0x118\n"
         "vpu.st acc, v4, 3\n"
         "vpu.li v5, 0x3f800000\nvpu.ld bf16, v6, 0x110\nvpu.ld acc, v7, 3\n"
@@ -201,8 +211,10 @@ TEST_F(Chip, FaultsMatchTheFunctionalModel) {
   {
     SCOPED_TRACE("DMA destination beyond the UB");
     load(0x20000, random_bf16(4096));
-    run_both("dma.loop src, 0, 4096, 2, 1, 0\ndma.loop dst, 0, 4096, 2, 1, 0\n"
-             "dma.copy hbm, ub, 2, 0x20000, 0x1000\nhalt\n", 0, 0);
+    run_both(
+        "dma.loop src, 0, 4096, 2, 1, 0\ndma.loop dst, 0, 4096, 2, 1, 0\n"
+        "dma.copy hbm, ub, 2, 0x20000, 0x1000\nhalt\n",
+        0, 0);
   }
 }
 

@@ -707,14 +707,19 @@ class ProgramGen {
   // A random VPU.OP (any funct, the operands its table uses); its destination becomes live.
   Instruction random_vpu_op() {
     Instruction i = make(Opcode::kVpuOp);
-    i.funct = static_cast<isa::Funct>(rng_() % 24);
+    i.funct = static_cast<isa::Funct>(rng_() % isa::VF_COUNT);
     const isa::FunctOperands o = isa::funct_operands(i.funct);
     i.vd = static_cast<uint8_t>(rng_() % 16);
     if (o.va) i.va = operand();
     if (o.vb) i.vb = operand();
     if (o.vc) i.vc = operand();
     live_regs_ |= 1u << i.vd;
-    if (o.imm) i.imm = static_cast<uint32_t>(rng_() % kN);
+    if (o.imm) i.imm = static_cast<uint32_t>(rng_() % kN);  // bcast: a lane
+    if (i.funct == isa::Funct::kBfx) i.imm = static_cast<uint32_t>(rng_() % 1024);
+    if (i.funct == isa::Funct::kShlOr) i.imm = static_cast<uint32_t>(rng_() % 32);
+    if (i.funct == isa::Funct::kSelEq || i.funct == isa::Funct::kSelNe ||
+        i.funct == isa::Funct::kSelLt)
+      i.imm = static_cast<uint32_t>(rng_());
     return i;
   }
   void vpu_op() {

@@ -45,7 +45,7 @@ Vec reference(uint32_t funct, const Vec& a, const Vec& b, const Vec& c, uint32_t
     return r;
   }
   for (int l = 0; l < kN; ++l) {
-    r[l] = funct == isa::VF_BCAST ? a[imm] : test::vpu_lane_ref(funct, a[l], b[l], c[l]);
+    r[l] = funct == isa::VF_BCAST ? a[imm] : test::vpu_lane_ref(funct, a[l], b[l], c[l], imm);
   }
   return r;
 }
@@ -89,10 +89,12 @@ class Vpu : public ::testing::Test {
       EXPECT_EQ(a % bytes, 0u);
       EXPECT_LE(a + bytes, uint32_t(kUbBytes));
       if (m.ub_we_o) {
-        for (uint32_t k = 0; k < bytes; ++k) ub_[a + k] = uint8_t(m.ub_wdata_o[k / 4] >> (8 * (k % 4)));
+        for (uint32_t k = 0; k < bytes; ++k)
+          ub_[a + k] = uint8_t(m.ub_wdata_o[k / 4] >> (8 * (k % 4)));
       } else {
         ub_read_word_.fill(0);
-        for (uint32_t k = 0; k < bytes; ++k) ub_read_word_[k / 4] |= uint32_t(ub_[a + k]) << (8 * (k % 4));
+        for (uint32_t k = 0; k < bytes; ++k)
+          ub_read_word_[k / 4] |= uint32_t(ub_[a + k]) << (8 * (k % 4));
         ub_read_due_ = true;
       }
     }
@@ -160,10 +162,14 @@ class Vpu : public ::testing::Test {
   uint32_t random_operand() {
     static const std::vector<uint32_t> specials = test::fp32_specials();
     switch (rng_() % 4) {
-      case 0: return specials[rng_() % specials.size()];
-      case 1: return static_cast<uint32_t>(rng_());
-      case 2: return fp::bits(static_cast<float>(static_cast<int32_t>(rng_() % 2001) - 1000) / 8);
-      default: return static_cast<uint32_t>(static_cast<int32_t>(rng_() % 200001) - 100000);
+      case 0:
+        return specials[rng_() % specials.size()];
+      case 1:
+        return static_cast<uint32_t>(rng_());
+      case 2:
+        return fp::bits(static_cast<float>(static_cast<int32_t>(rng_() % 2001) - 1000) / 8);
+      default:
+        return static_cast<uint32_t>(static_cast<int32_t>(rng_() % 200001) - 100000);
     }
   }
 
@@ -184,8 +190,8 @@ TEST_F(Vpu, EveryFunctMatchesTheHostLaneByLane) {
   grant_pct_ = 100;  // back-pressure is the subject of the load/store tests
   for (uint32_t f = 0; f < isa::VF_COUNT; ++f) {
     const bool cross_lane = f == isa::VF_RSUM || f == isa::VF_RMAX || f == isa::VF_BCAST;
-    const uint64_t per_funct = cross_lane ? test::vector_count(1000000)
-                                          : test::vector_count(1000000) / 50 / kN;
+    const uint64_t per_funct =
+        cross_lane ? test::vector_count(1000000) : test::vector_count(1000000) / 50 / kN;
     uint64_t bad = 0;
     for (uint64_t i = 0; i < per_funct && bad < 5; ++i) {
       Vec a, b, c;
@@ -194,7 +200,12 @@ TEST_F(Vpu, EveryFunctMatchesTheHostLaneByLane) {
         b[l] = random_operand();
         c[l] = rng_() % 2 ? 0 : static_cast<uint32_t>(rng_());
       }
-      const uint32_t imm = f == isa::VF_BCAST ? static_cast<uint32_t>(rng_() % kN) : 0;
+      uint32_t imm = 0;  // the funct's legal range (docs/isa.md)
+      if (f == isa::VF_BCAST) imm = static_cast<uint32_t>(rng_() % kN);
+      if (f == isa::VF_SELEQ || f == isa::VF_SELNE || f == isa::VF_SELLT)
+        imm = static_cast<uint32_t>(rng_());
+      if (f == isa::VF_BFX) imm = static_cast<uint32_t>(rng_() % 1024);
+      if (f == isa::VF_SHLOR) imm = static_cast<uint32_t>(rng_() % 32);
       const Vec got = run_op(f, a, b, c, imm);
       const Vec want = reference(f, a, b, c, imm);
       for (int l = 0; l < kN; ++l) {

@@ -15,11 +15,11 @@
 namespace tessera {
 namespace {
 
-const uint32_t kFuncts[] = {isa::VF_ADD,  isa::VF_SUB,   isa::VF_MUL,   isa::VF_MIN,
-                            isa::VF_MAX,  isa::VF_CMPEQ, isa::VF_CMPLT, isa::VF_CMPLE,
-                            isa::VF_SEL,  isa::VF_I2F,   isa::VF_F2I,   isa::VF_F2BF,
-                            isa::VF_IADD, isa::VF_IAND,  isa::VF_IOR,   isa::VF_IXOR,
-                            isa::VF_SHL,  isa::VF_SHR,   isa::VF_SRA};
+const uint32_t kFuncts[] = {
+    isa::VF_ADD,   isa::VF_SUB,   isa::VF_MUL,   isa::VF_MIN,   isa::VF_MAX, isa::VF_CMPEQ,
+    isa::VF_CMPLT, isa::VF_CMPLE, isa::VF_SEL,   isa::VF_I2F,   isa::VF_F2I, isa::VF_F2BF,
+    isa::VF_IADD,  isa::VF_IAND,  isa::VF_IOR,   isa::VF_IXOR,  isa::VF_SHL, isa::VF_SHR,
+    isa::VF_SRA,   isa::VF_SELEQ, isa::VF_SELNE, isa::VF_SELLT, isa::VF_BFX, isa::VF_SHLOR};
 
 class VpuLane : public ::testing::TestWithParam<uint32_t> {};
 
@@ -29,17 +29,25 @@ TEST_P(VpuLane, MatchesTheHost) {
   auto& m = sim.top();
   std::mt19937_64 rng(test::test_seed() + f);
   uint64_t bad = 0, n = 0;
+  // imm: any value for the selects, the legal ranges for bfx (10 bits) and shlor (5 bits).
+  auto draw_imm = [&]() -> uint32_t {
+    if (f == isa::VF_BFX) return static_cast<uint32_t>(rng() % 1024);
+    if (f == isa::VF_SHLOR) return static_cast<uint32_t>(rng() % 32);
+    return static_cast<uint32_t>(rng());
+  };
   auto check = [&](uint32_t a, uint32_t b, uint32_t c) {
+    const uint32_t imm = draw_imm();
     m.funct_i = static_cast<uint8_t>(f);
     m.a_i = a;
     m.b_i = b;
     m.c_i = c;
+    m.imm_i = imm;
     sim.eval();
-    const uint32_t want = test::vpu_lane_ref(f, a, b, c);
+    const uint32_t want = test::vpu_lane_ref(f, a, b, c, imm);
     ++n;
     if (m.r_o != want && bad++ < 5) {
       ADD_FAILURE() << "funct " << f << std::hex << ": a " << a << " b " << b << " c " << c
-                    << " -> got " << m.r_o << ", expected " << want;
+                    << " imm " << imm << " -> got " << m.r_o << ", expected " << want;
     }
   };
   const std::vector<uint32_t> sp = test::fp32_specials();
@@ -64,8 +72,8 @@ TEST_P(VpuLane, MatchesTheHost) {
         b = static_cast<uint32_t>(rng() % 40);
         break;
       default:  // floats around the int32 range and integers (f2i, i2f)
-        a = fp::bits(static_cast<float>(std::ldexp((rng() % 2000000) / 1e6 - 1.0,
-                                                   static_cast<int>(rng() % 34))));
+        a = fp::bits(static_cast<float>(
+            std::ldexp((rng() % 2000000) / 1e6 - 1.0, static_cast<int>(rng() % 34))));
         b = fp::bits(static_cast<float>(static_cast<int32_t>(rng())));
     }
     check(a, b, (rng() % 2) ? 0 : static_cast<uint32_t>(rng()));

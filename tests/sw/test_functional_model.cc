@@ -175,9 +175,12 @@ TEST(FunctionalModel, IllegalInstructionsFault) {
       {isa::OP_ICI_RECV, 0, 0, 0},
       {isa::OP_HALT | 0x100, 0, 0, 0},
       {isa::OP_SIGNAL | 0x300, 0, 0, 0},
-      {isa::OP_VPU_OP | 4u << 8 | 1u << 24, 0, 0, 0},    // sqrt with vb
-      {isa::OP_VPU_OP | 23u << 8 | 1u << 16, 16, 0, 0},  // bcast lane 16 at N = 16
-      {isa::OP_DMA_LOOP, 0, 1, 0},                       // count 0
+      {isa::OP_VPU_OP | 4u << 8 | 1u << 24, 0, 0, 0},      // sqrt with vb
+      {isa::OP_VPU_OP | 23u << 8 | 1u << 16, 16, 0, 0},    // bcast lane 16 at N = 16
+      {isa::OP_VPU_OP | 27u << 8 | 1u << 16, 1024, 0, 0},  // bfx imm bit 10
+      {isa::OP_VPU_OP | 28u << 8 | 1u << 16, 32, 0, 0},    // shlor shift 32
+      {isa::OP_VPU_OP | 29u << 8 | 1u << 16, 0, 0, 0},     // funct 29
+      {isa::OP_DMA_LOOP, 0, 1, 0},                         // count 0
   };
   for (const auto& w : bad) {
     std::vector<uint32_t> words = {isa::OP_NOP,  0, 0, 0, w[0], w[1], w[2], w[3],
@@ -643,7 +646,7 @@ uint32_t canon(float x) { return std::isnan(x) ? 0x7FC00000u : fp::bits(x); }
 float F(uint32_t b) { return fp::f32(b); }
 
 // The expected lane results, from the host's float unit (written independently of the model).
-uint32_t expected_lane(isa::Funct f, uint32_t a, uint32_t b, uint32_t c) {
+uint32_t expected_lane(isa::Funct f, uint32_t a, uint32_t b, uint32_t c, uint32_t imm) {
   using isa::Funct;
   const bool nan = std::isnan(F(a)) || std::isnan(F(b));
   switch (f) {
@@ -700,26 +703,50 @@ uint32_t expected_lane(isa::Funct f, uint32_t a, uint32_t b, uint32_t c) {
       return a >> (b % 32);
     case Funct::kSra:
       return static_cast<uint32_t>(static_cast<int32_t>(a) >> (b % 32));
+    case Funct::kSelEq:
+      return F(a) == F(b) ? c : imm;
+    case Funct::kSelNe:
+      return F(a) == F(b) ? imm : c;
+    case Funct::kSelLt:
+      return F(a) < F(b) ? c : imm;
+    case Funct::kBfx: {  // imm[9:5] + 1 bits from bit imm[4:0]
+      const uint32_t shift = imm % 32, width = (imm / 32) % 32 + 1;
+      uint32_t r = 0;
+      for (uint32_t k = 0; k < width && shift + k < 32; ++k) r |= ((a >> (shift + k)) & 1u) << k;
+      return r;
+    }
+    case Funct::kShlOr:
+      return a | static_cast<uint32_t>(static_cast<uint64_t>(b) << (imm % 32));
     default:
       return 0;
   }
 }
 
 const std::vector<isa::Funct> kLaneFuncts = {
-    isa::Funct::kAdd,  isa::Funct::kSub, isa::Funct::kMul,   isa::Funct::kDiv,   isa::Funct::kSqrt,
-    isa::Funct::kMin,  isa::Funct::kMax, isa::Funct::kCmpEq, isa::Funct::kCmpLt, isa::Funct::kCmpLe,
-    isa::Funct::kSel,  isa::Funct::kI2F, isa::Funct::kF2I,   isa::Funct::kF2Bf,  isa::Funct::kIAdd,
-    isa::Funct::kIAnd, isa::Funct::kIOr, isa::Funct::kIXor,  isa::Funct::kShl,   isa::Funct::kShr,
-    isa::Funct::kSra};
+    isa::Funct::kAdd,   isa::Funct::kSub,   isa::Funct::kMul,   isa::Funct::kDiv,
+    isa::Funct::kSqrt,  isa::Funct::kMin,   isa::Funct::kMax,   isa::Funct::kCmpEq,
+    isa::Funct::kCmpLt, isa::Funct::kCmpLe, isa::Funct::kSel,   isa::Funct::kI2F,
+    isa::Funct::kF2I,   isa::Funct::kF2Bf,  isa::Funct::kIAdd,  isa::Funct::kIAnd,
+    isa::Funct::kIOr,   isa::Funct::kIXor,  isa::Funct::kShl,   isa::Funct::kShr,
+    isa::Funct::kSra,   isa::Funct::kSelEq, isa::Funct::kSelNe, isa::Funct::kSelLt,
+    isa::Funct::kBfx,   isa::Funct::kShlOr};
 
+// One instruction on 16 lanes; its imm (for the functs that read one) is drawn from the
+// operands, within the funct's legal range.
 void check_lanes(isa::Funct f, const std::vector<uint32_t>& a, const std::vector<uint32_t>& b,
                  const std::vector<uint32_t>& c) {
-  const std::vector<uint32_t> got = vpu_op(f, a, b, c);
+  uint32_t imm = 0;
+  if (f == isa::Funct::kSelEq || f == isa::Funct::kSelNe || f == isa::Funct::kSelLt)
+    imm = a[3] ^ 0x9E3779B9u;
+  if (f == isa::Funct::kBfx) imm = (a[0] ^ b[1]) % 1024;
+  if (f == isa::Funct::kShlOr) imm = (a[1] + b[2]) % 32;
+  const std::vector<uint32_t> got = vpu_op(f, a, b, c, imm);
   for (int l = 0; l < 16; ++l) {
-    const uint32_t want = expected_lane(f, a[l], b[l], c[l]);
+    const uint32_t want = expected_lane(f, a[l], b[l], c[l], imm);
     ASSERT_EQ(got[l], want) << isa::funct_name(f) << " a " << fp::hex32(a[l]) << " b "
-                            << fp::hex32(b[l]) << " c " << fp::hex32(c[l]) << ": got "
-                            << fp::hex32(got[l]) << " want " << fp::hex32(want);
+                            << fp::hex32(b[l]) << " c " << fp::hex32(c[l]) << " imm "
+                            << fp::hex32(imm) << ": got " << fp::hex32(got[l]) << " want "
+                            << fp::hex32(want);
   }
 }
 
@@ -841,7 +868,7 @@ uint32_t tree(const std::vector<uint32_t>& v, size_t lo, size_t n, bool is_max) 
   if (n == 1) return v[lo];
   const uint32_t x = tree(v, lo, n / 2, is_max), y = tree(v, lo + n / 2, n / 2, is_max);
   if (!is_max) return canon(F(x) + F(y));
-  return expected_lane(isa::Funct::kMax, x, y, 0);
+  return expected_lane(isa::Funct::kMax, x, y, 0, 0);
 }
 
 TEST(FunctionalModel, VpuReductionsUseThePairwiseTree) {

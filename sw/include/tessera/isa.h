@@ -70,6 +70,11 @@ enum class Funct : uint8_t {
   kRSum = VF_RSUM,
   kRMax = VF_RMAX,
   kBcast = VF_BCAST,
+  kSelEq = VF_SELEQ,
+  kSelNe = VF_SELNE,
+  kSelLt = VF_SELLT,
+  kBfx = VF_BFX,
+  kShlOr = VF_SHLOR,
 };
 
 // Which operands of VPU.OP a funct reads (docs/isa.md, VPU): vd is always written; an operand a
@@ -79,6 +84,10 @@ struct FunctOperands {
 };
 FunctOperands funct_operands(Funct f);
 const char* funct_name(Funct f);  // "add", "sub", ... (the assembly names)
+// Why `imm` is illegal for VPU.OP `f` beyond its operand use ("" if it is legal): bfx takes a
+// shift in imm[4:0] and a width - 1 in imm[9:5], shlor a shift in imm[4:0], nothing above.
+// (bcast's lane limit depends on N: decode and the assembler check it themselves.)
+std::string funct_imm_problem(Funct f, uint32_t imm);
 
 struct Instruction {
   Opcode op = Opcode::kNop;
