@@ -112,6 +112,25 @@ void put16(std::vector<uint8_t>& v, size_t at, uint16_t x) {
   v[at] = static_cast<uint8_t>(x);
   v[at + 1] = static_cast<uint8_t>(x >> 8);
 }
+// The image rows an item's im2col walk reads (pooled row py of image img: rows 2 py .. 2 py +
+// rows_in - 1), staged in the UB as they are in HBM (full bursts). `whole`: two buffers of a
+// whole image each at `stage`, an image loaded by one copy when its first item is (items are
+// loaded in order), so the DMA pays one HBM round trip an image instead of one an item; else
+// the item's rows into `stage`. Returns the UB address of row 2 py.
+uint32_t stage_image_rows(ProgramBuilder& b, bool whole, uint32_t stage, uint64_t images,
+                          uint32_t img, uint32_t py, uint32_t H, uint32_t W, uint32_t rows_in) {
+  const uint64_t image = uint64_t{img} * H * W * 2;
+  if (whole) {
+    const uint32_t buf = stage + (img % 2) * H * W * 2;
+    if (py == 0)
+      copy_linear(b, isa::Space::kHbm, images + image, isa::Space::kUb, buf, uint64_t{H} * W, 2);
+    return buf + 2 * py * W * 2;
+  }
+  copy_linear(b, isa::Space::kHbm, images + image + uint64_t{2 * py} * W * 2, isa::Space::kUb,
+              stage, uint64_t{rows_in} * W, 2);
+  return stage;
+}
+
 uint32_t get32(const std::vector<uint8_t>& v, size_t at) {
   return v[at] | v[at + 1] << 8 | v[at + 2] << 16 | static_cast<uint32_t>(v[at + 3]) << 24;
 }
@@ -335,7 +354,6 @@ void CnnTrainStep::compile() {
     const uint32_t bias = a.take(F * 4);
     const uint32_t im2col_bytes = RW * Kc * row2n, out_bytes = PW * F * 2;
     const uint32_t code_bytes = CWords * F * 4;
-    const uint64_t stage_bytes = uint64_t{1 + K} * W * 2;  // see `stage` below
     // ACC regions of one pooled row (RW rows) each; a unit u = (item, column tile j) uses
     // region u % slots. The MXU runs a group of G items (every column tile of each) back to
     // back while the VPU's epilogues work through the group before it: 2 G items' regions in
@@ -347,10 +365,17 @@ void CnnTrainStep::compile() {
     // queued) and one more the DMA fills (so a load never queues behind the store of the item
     // just before it) — 2 G + 1, fewer when the UB is small (1: no prefetch at all) — and 2
     // output buffers.
+    // The image rows: two whole images where the UB holds them beside the full buffer sets,
+    // else one pooled row's rows (stage_image_rows).
     int nin = static_cast<int>(2 * G + 1), nout = 2;
-    while (nin > 1 && a.free() < uint64_t(nin) * im2col_bytes +
-                                     uint64_t(nout) * (out_bytes + code_bytes) + stage_bytes +
-                                     64 * (2 * nin + 2 * nout + 2)) {
+    const auto fits = [&](uint64_t stage_bytes) {
+      return a.free() >= uint64_t(nin) * im2col_bytes + uint64_t(nout) * (out_bytes + code_bytes) +
+                             stage_bytes + 64 * (2 * nin + 2 * nout + 2);
+    };
+    const uint32_t rows_in = 2 + K - 1;
+    const bool whole = fits(2ull * H * W * 2);
+    const uint64_t stage_bytes = whole ? 2ull * H * W * 2 : uint64_t{rows_in} * W * 2;
+    while (nin > 1 && !fits(stage_bytes)) {
       --nin;
       nout = std::min(nout, nin);
     }
@@ -360,9 +385,9 @@ void CnnTrainStep::compile() {
       feat[i] = a.take(out_bytes);
       code[i] = a.take(code_bytes);
     }
-    // The image rows of one pooled row, as they are in HBM (full bursts); the im2col walk then
-    // runs UB to UB instead of gathering 3-element runs from HBM.
-    const uint32_t rows_in = 2 + K - 1, stage = a.take(uint64_t{rows_in} * W * 2);
+    // The image rows as they are in HBM (full bursts); the im2col walk then runs UB to UB
+    // instead of gathering 3-element runs from HBM.
+    const uint32_t stage = a.take(stage_bytes);
     copy_linear(b, isa::Space::kHbm, L.conv_w16, isa::Space::kUb, w16, uint64_t{Kc} * N * F, 2);
     copy_linear(b, isa::Space::kHbm, L.conv_b, isa::Space::kUb, bias, F, 4);
     // The im2col rows' padding taps stay zero: zero the buffers once, the DMA writes only taps.
@@ -372,10 +397,9 @@ void CnnTrainStep::compile() {
     b.signal(isa::Unit::kVpu);
     const uint32_t items = B * PH;
     auto load = [&](uint32_t i) {
-      const uint32_t img = i / PH, py = i % PH;
-      const uint64_t src = L.images + (uint64_t{img} * H * W + 2 * py * W) * 2;
-      copy_linear(b, isa::Space::kHbm, src, isa::Space::kUb, stage, uint64_t{rows_in} * W, 2);
-      b.dma_copy(ub(stage, {{K, 2}, {K, int32_t(W * 2)}, {CW, 2}, {2, int32_t(W * 2)}}),
+      const uint32_t rows =
+          stage_image_rows(b, whole, stage, L.images, i / PH, i % PH, H, W, rows_in);
+      b.dma_copy(ub(rows, {{K, 2}, {K, int32_t(W * 2)}, {CW, 2}, {2, int32_t(W * 2)}}),
                  ub(col[i % nin], {{K, 2},
                                    {K, int32_t(K * 2)},
                                    {CW, int32_t(Kc * row2n)},
@@ -857,7 +881,6 @@ void CnnTrainStep::compile() {
       UbArena a(phase_base, chip_.ub_bytes, n, "conv_dw");
       const uint32_t at_bytes = (T + 1) * Rpad * 2, row_bytes = PW * F * 2, dz_bytes = Rpad * F * 2;
       const uint32_t code_bytes = CWords * F * 4;
-      const uint64_t stage_bytes = uint64_t{1 + K} * W * 2;  // see `stage` below
       // The MXU takes the items' dz in groups of P (one SIGNAL a group: a SIGNAL waits for the
       // array to drain, so each group's tiles stream back to back), emitted `lag` = 1 item
       // after the group's last dz, so that its WAIT is met when the decoder reaches it (else
@@ -868,12 +891,18 @@ void CnnTrainStep::compile() {
       // P = 2 where the UB holds that, else one item at a time as the MXU's work follows each
       // dz (lag 0) with up to 3 input sets and 2 dz buffers (fewer when the UB is small).
       const uint64_t in_bytes = uint64_t{at_bytes} + row_bytes + code_bytes;
+      // The image rows: two whole images where the UB holds them beside P = 2's buffers, else
+      // one pooled row's rows (stage_image_rows).
+      const uint32_t rows_in = 2 + K - 1;
+      uint64_t stage_bytes = 2ull * H * W * 2;
       auto fits = [&](int sets, int dzs) {
         return a.free() >= uint64_t(sets) * in_bytes + uint64_t(dzs) * dz_bytes + stage_bytes +
                                64 * (3 * sets + dzs + 2);
       };
       uint32_t P = 2, lag = 1;
       int nin = 6, ndz = 6;
+      const bool whole = fits(nin, ndz);
+      if (!whole) stage_bytes = uint64_t{rows_in} * W * 2;
       if (!fits(nin, ndz)) {
         P = 1;
         lag = 0;
@@ -891,7 +920,7 @@ void CnnTrainStep::compile() {
         code[i] = a.take(code_bytes);
       }
       for (int i = 0; i < ndz; ++i) dz[i] = a.take(dz_bytes);
-      const uint32_t rows_in = 2 + K - 1, stage = a.take(uint64_t{rows_in} * W * 2);
+      const uint32_t stage = a.take(stage_bytes);
       // The kernel's Adam state reuses the same UB after each group's gradient pass (the builder
       // orders the reuse): loaded, updated for the group's columns and written back per group.
       UbArena opt(phase_base, chip_.ub_bytes, n, "conv_dw Adam");
@@ -927,9 +956,8 @@ void CnnTrainStep::compile() {
         b.signal(isa::Unit::kVpu);
         auto load = [&](uint32_t i) {
           const uint32_t img = i / PH, py = i % PH, buf = i % nin;
-          const uint64_t src = L.images + (uint64_t{img} * H * W + 2 * py * W) * 2;
-          copy_linear(b, isa::Space::kHbm, src, isa::Space::kUb, stage, uint64_t{rows_in} * W, 2);
-          b.dma_copy(ub(stage, {{CW, 2}, {2, int32_t(W * 2)}, {K, 2}, {K, int32_t(W * 2)}}),
+          const uint32_t rows = stage_image_rows(b, whole, stage, L.images, img, py, H, W, rows_in);
+          b.dma_copy(ub(rows, {{CW, 2}, {2, int32_t(W * 2)}, {K, 2}, {K, int32_t(W * 2)}}),
                      ub(at[buf], {{CW, 2},
                                   {2, int32_t(CW * 2)},
                                   {K, int32_t(Rpad * 2)},
