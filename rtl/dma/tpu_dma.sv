@@ -16,7 +16,8 @@
 // (one HBM pseudo-channel: a burst every two cycles), one element per cycle for gathers; reads
 // run up to ElemDepth chunks / MaxReads words ahead of the writes, which hides HBM latencies up
 // to about ElemDepth cycles. Latency: 1 cycle from acceptance to the checks, 1 more to the first
-// read. done_o pulses when every write has been performed (HBM: all completions received).
+// read. done_o pulses when every write has been performed (HBM: all completions received), or
+// with PostWrites when every HBM write has been issued (wr_pending_o until their completions).
 // Faults: illegal size, unequal element counts and misalignment are checked before anything
 // moves; an out-of-range address is caught by the walk's generator before it is used. On a fault
 // the walks stop, everything in flight drains, the elements before the first faulting element
@@ -30,6 +31,7 @@ module tpu_dma #(
   parameter int unsigned SramWordBytes = 32,                      // SRAM word = 1 HBM burst
   parameter int unsigned MaxReads      = 16,                      // reads in flight, pow2
   parameter int unsigned MaxWrites     = 16,                      // HBM writes uncompleted
+  parameter bit          PostWrites    = 1'b0,                    // done_o before HBM completions
   parameter int unsigned ElemDepth     = 64,                      // chunk queue, pow2
   parameter int unsigned CountW        = 16,                      // loop count width
   localparam int unsigned AddrW        = HbmAddrW,                // both walks' address width
@@ -55,6 +57,7 @@ module tpu_dma #(
   // status
   output logic                     busy_o,            // a descriptor is in progress
   output logic                     done_o,            // one cycle: the descriptor finished
+  output logic                     wr_pending_o,      // HBM writes without their completion
   output logic                     fault_o,           // sticky until the next descriptor
   output logic [3:0]               fault_code_o,      // DMA_FAULT_* (tpu_pkg), when fault_o
   output logic [AddrW:0]           fault_addr_o,      // signed byte address, when fault_o
@@ -591,8 +594,13 @@ module tpu_dma #(
   assign dst_abort = running && src_exhausted && !dst_idle;
 
   logic all_quiet;
+  // With PostWrites a descriptor is done once its HBM writes are issued: their completions
+  // may still be outstanding (wr_pending_o) while the next descriptor runs; this port's later
+  // reads of the same addresses return the written data (tpu_hbm's ordering).
   assign all_quiet = src_idle && dst_idle && !rq_valid_q && (inflight_q == '0) && efifo_empty &&
-                     !wc_valid_q && wq_empty && pend_empty && (wr_out_q == '0) && !sram_rd_pend_q;
+                     !wc_valid_q && wq_empty && pend_empty && (PostWrites || wr_out_q == '0) &&
+                     !sram_rd_pend_q;
+  assign wr_pending_o = wr_out_q != '0;
 
   // The first fault in element order: the source's if it is not later than the destination's.
   logic           run_fault;

@@ -2,7 +2,8 @@
 // instructions from the sequencer in program order. DMA.LOOP writes two loop registers of one
 // walk (count, stride) in the cycle it is taken; DMA.COPY starts tpu_dma with the loop registers
 // and its own bases, spaces and element size, and the unit takes nothing more until that copy
-// has finished (every destination write performed). A copy's fault (range, count mismatch,
+// has finished (every destination write issued: HBM writes are posted, and idle_o waits for
+// their completions, so a SIGNAL, FENCE or HALT still sees every write performed). A copy's fault (range, count mismatch,
 // element size, alignment) is reported to the sequencer as FAULT_DMA for one cycle, with the
 // copy's PC, the DMA fault code as info and the offending address. clear_i (the doorbell)
 // resets the loop registers to count 1, stride 0. A remote copy (w0[11:10] = link, next or
@@ -78,7 +79,7 @@ module tpu_dma_unit #(
   assign instr_ready_o = !copying_q && (is_loop || desc_ready);
   assign take          = instr_valid_i && instr_ready_o;
 
-  logic        busy, done, dma_fault;
+  logic        busy, done, dma_fault, wr_pending;
   logic [3:0]  dma_code;
   logic [32:0] dma_addr;
   logic [31:0] unused_moved;
@@ -114,7 +115,7 @@ module tpu_dma_unit #(
     end
   end
 
-  assign idle_o       = !copying_q;
+  assign idle_o       = !copying_q && !wr_pending;  // every HBM write completed
   assign fault_o      = done && dma_fault;
   assign fault_code_o = tpu_isa_pkg::FAULT_DMA;
   assign fault_pc_o   = pc_q;
@@ -137,6 +138,7 @@ module tpu_dma_unit #(
     .SramBytes (UbBytes),
     .MaxReads  (64),
     .MaxWrites (32),                   // tpu_hbm's write tracker per port (WtDepth)
+    .PostWrites(1'b1),                 // the next copy starts while HBM completions come back
     .ElemDepth (256)
   ) u_dma (
     .clk_i               (clk_i),
@@ -155,6 +157,7 @@ module tpu_dma_unit #(
     .dst_stride_i        (stride_q[4*33 +: 4*33]),
     .busy_o              (busy),
     .done_o              (done),
+    .wr_pending_o        (wr_pending),
     .fault_o             (dma_fault),
     .fault_code_o        (dma_code),
     .fault_addr_o        (dma_addr),

@@ -63,8 +63,8 @@ class DmaUnit : public ::testing::Test {
     sim_.tick();
   }
 
-  // Hands one instruction to the unit (waiting for ready), then runs until it is idle.
-  void issue(std::array<uint32_t, 4> w, uint32_t pc) {
+  // Hands one instruction to the unit (waiting for ready); returns the cycle it was taken.
+  uint64_t take(std::array<uint32_t, 4> w, uint32_t pc) {
     auto& m = sim_.top();
     m.instr_valid_i = 1;
     for (int i = 0; i < 4; ++i) m.instr_i[i] = w[i];
@@ -72,11 +72,23 @@ class DmaUnit : public ::testing::Test {
     for (int g = 0;; ++g) {
       sim_.eval();
       const bool taken = m.instr_ready_o;
+      const uint64_t at = sim_.cycle();
       step();
-      if (taken) break;
-      ASSERT_LT(g, 100000) << "instruction not taken";
+      if (taken) {
+        m.instr_valid_i = 0;
+        return at;
+      }
+      if (g >= 100000) {
+        ADD_FAILURE() << "instruction not taken";
+        m.instr_valid_i = 0;
+        return at;
+      }
     }
-    m.instr_valid_i = 0;
+  }
+  // Hands one instruction to the unit (waiting for ready), then runs until it is idle.
+  void issue(std::array<uint32_t, 4> w, uint32_t pc) {
+    auto& m = sim_.top();
+    take(w, pc);
     for (int g = 0; g < 2'000'000; ++g) {
       sim_.eval();
       if (m.idle_o) return;
@@ -158,6 +170,41 @@ TEST_F(DmaUnit, LoopRegistersPersistUntilClear) {
   issue(copy(kHbm, kHbm, 4, 0x800, 0xB000), 0x220);  // one element now
   for (int k = 0; k < 4; ++k) EXPECT_EQ(hbm_.read_byte(0xB000 + k), hbm_.read_byte(0x800 + k));
   EXPECT_EQ(hbm_.read_byte(0xB004), b40) << "only one element after clear";
+}
+
+// HBM writes are posted: the unit takes the next copy once a copy's writes are issued, while
+// their completions are still on the way, and idle_o (which SIGNAL, FENCE and HALT wait for)
+// stays low until every completion is back. A later copy reading the same HBM bytes through the
+// port gets the written data.
+TEST_F(DmaUnit, HbmWritesArePostedAndIdleWaitsForTheirCompletions) {
+  auto& c = hbm_.config();
+  c.req_ready_pct = c.wd_ready_pct = 100;
+  c.min_latency = c.max_latency = 300;  // completions 300 cycles after each write
+  ub_.rgnt_pct = ub_.wgnt_pct = 100;
+  auto& m = sim_.top();
+  for (int k = 0; k < 256; ++k) ub_.mem_[0x100 + k] = static_cast<uint8_t>(rng_());
+  issue(loop(0, 0, {64, 4}, {1, 0}), 0x10);  // 64 fp32 elements, contiguous, both walks
+  issue(loop(1, 0, {64, 4}, {1, 0}), 0x20);
+  const uint64_t t1 = take(copy(kUb, kHbm, 4, 0x100, 0x4000), 0x30);
+  const uint64_t t2 = take(copy(kUb, kHbm, 4, 0x100, 0x8000), 0x40);
+  EXPECT_LT(t2 - t1, 150u) << "the second copy waited for the first one's completions";
+  uint64_t idle_at = 0;
+  for (int g = 0; g < 5000 && !idle_at; ++g) {
+    sim_.eval();
+    if (m.idle_o) idle_at = sim_.cycle();
+    step();
+  }
+  ASSERT_NE(idle_at, 0u) << "never idle";
+  EXPECT_GE(idle_at, t2 + 300) << "idle before the second copy's completions";
+  for (int k = 0; k < 256; ++k) {
+    ASSERT_EQ(hbm_.read_byte(0x4000 + k), ub_.mem_[0x100 + k]) << k;
+    ASSERT_EQ(hbm_.read_byte(0x8000 + k), ub_.mem_[0x100 + k]) << k;
+  }
+  // Read-after-write through the port: a copy of what was just written, posted again.
+  take(copy(kUb, kHbm, 4, 0x100, 0xC000), 0x50);
+  issue(copy(kHbm, kUb, 4, 0xC000, 0x2000), 0x60);
+  for (int k = 0; k < 256; ++k) ASSERT_EQ(ub_.mem_[0x2000 + k], ub_.mem_[0x100 + k]) << k;
+  EXPECT_EQ(faults_, 0);
 }
 
 TEST_F(DmaUnit, FaultsReportCodePcAndAddress) {
