@@ -914,10 +914,13 @@ void CnnTrainStep::compile() {
         ndz = std::min(ndz, nin);
       }
       uint32_t at[6], dp[6], code[6], dz[6];
+      for (int i = 0; i < nin; ++i) at[i] = a.take(at_bytes);
+      // d features and codes: one block each, the sets back to back (`load` fills two at once)
+      const uint32_t dp0 = a.take(uint64_t(nin) * row_bytes);
+      const uint32_t code0 = a.take(uint64_t(nin) * code_bytes);
       for (int i = 0; i < nin; ++i) {
-        at[i] = a.take(at_bytes);
-        dp[i] = a.take(row_bytes);
-        code[i] = a.take(code_bytes);
+        dp[i] = dp0 + i * row_bytes;
+        code[i] = code0 + i * code_bytes;
       }
       for (int i = 0; i < ndz; ++i) dz[i] = a.take(dz_bytes);
       const uint32_t stage = a.take(stage_bytes);
@@ -963,10 +966,21 @@ void CnnTrainStep::compile() {
                                   {K, int32_t(Rpad * 2)},
                                   {K, int32_t(K * Rpad * 2)}}),
                      2);
-          const uint64_t off = (uint64_t{img} * D + uint64_t{py} * PW * F) * 2;
-          copy_linear(b, isa::Space::kHbm, L.dfeatures + off, isa::Space::kUb, dp[buf], PW * F, 2);
-          copy_linear(b, isa::Space::kHbm, L.argmax + (uint64_t{img} * PH + py) * CWords * F * 4,
-                      isa::Space::kUb, code[buf], CWords * F, 4);
+          // d features and codes: an even item with its odd successor of the same image in one
+          // copy each (consecutive in HBM and, with an even number of sets, in the UB), which
+          // halves the HBM round trips the single DMA engine waits for. The successor's set
+          // must be free when the pair loads: loads at most nin - 2 items ahead.
+          const bool pairs = nin % 2 == 0 && static_cast<int>(nin - P - lag) + 2 <= nin;
+          const bool pair_first = pairs && i % 2 == 0 && i + 1 < items && py + 1 < PH;
+          const bool pair_second = pairs && i % 2 == 1 && py > 0;
+          if (!pair_second) {
+            const uint32_t k = pair_first ? 2 : 1;
+            const uint64_t off = (uint64_t{img} * D + uint64_t{py} * PW * F) * 2;
+            copy_linear(b, isa::Space::kHbm, L.dfeatures + off, isa::Space::kUb, dp[buf],
+                        k * PW * F, 2);
+            copy_linear(b, isa::Space::kHbm, L.argmax + (uint64_t{img} * PH + py) * CWords * F * 4,
+                        isa::Space::kUb, code[buf], k * CWords * F, 4);
+          }
           b.signal(isa::Unit::kDma);
         };
         // Loads run nin - P - lag items ahead (one set: none, it would overwrite the data in
