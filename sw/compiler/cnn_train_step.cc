@@ -357,8 +357,9 @@ void CnnTrainStep::compile() {
     // ACC regions of one pooled row (RW rows) each; a unit u = (item, column tile j) uses
     // region u % slots. The MXU runs a group of G items (every column tile of each) back to
     // back while the VPU's epilogues work through the group before it: 2 G items' regions in
-    // flight, G as large as the ACC allows up to 4 (a group streams its tiles without the
-    // array's fill and drain in between: the MXU's busy time approaches its shape bound).
+    // flight, G as large as the ACC allows up to 4 (a group waits once and signals once, so its
+    // tiles stream without the array's drain in between: the MXU's busy time approaches its
+    // shape bound; docs/compiler.md, "MXU bursts").
     const uint32_t slots = chip_.acc_rows / RW;
     const uint32_t G = std::max<uint32_t>(1, std::min<uint32_t>(4, slots / (2 * Fc)));
     // Buffer sets: im2col buffers for the items the MXU may read (the group running, the group
@@ -420,8 +421,8 @@ void CnnTrainStep::compile() {
     // With room for two groups' regions the MXU gets a group of g whole items (every column
     // tile) at a time, a group ahead of the VPU: its tiles stream back to back and the array
     // fills and drains once per group instead of once per tile (the MXU waits for the VPU's
-    // epilogues either way: the phase is VPU-bound). The group's inputs are loaded 2 g - 1
-    // items ahead of the epilogue that emits it.
+    // epilogues either way: the phase is VPU- and DMA-bound). The group's inputs are loaded
+    // 2 g - 1 items ahead of the epilogue that emits it.
     uint32_t g = G;
     while (g > 1 && ahead < 2 * g - 1) --g;
     const bool by_item = pipelined && slots >= 2 * g * Fc;
