@@ -24,7 +24,7 @@ module tpu_dma_unit #(
   output logic                instr_ready_o,
   input  logic [127:0]        instr_i,
   input  logic [31:0]         pc_i,
-  output logic                idle_o,               // no copy in progress
+  output logic                idle_o,               // no copy in progress, HBM writes completed
   output logic                fault_o,              // one cycle: the copy at fault_pc_o faulted
   output logic [3:0]          fault_code_o,         // tpu_isa_pkg::FAULT_DMA
   output logic [31:0]         fault_pc_o,

@@ -411,7 +411,7 @@ void CnnTrainStep::compile() {
     // Loads run nin - 1 items ahead (one buffer: none, it would overwrite the data in use).
     const uint32_t ahead = nin - 1;
     for (uint32_t k = 0; k < ahead && k < items; ++k) load(k);
-    // Work units u = (item, column tile j): the MXU's convolution into ACC region u % slots, then
+    // Work units u = (item, column tile j): the MXU's convolution into ACC region u % ring, then
     // the VPU's epilogue. With two or more regions the MXU work of unit u + 1 is emitted before
     // the epilogue of unit u, so the in-order decode hands the MXU its next unit while the VPU
     // works (otherwise the VPU would wait for each unit's matmul in turn). Numerics are
@@ -426,8 +426,8 @@ void CnnTrainStep::compile() {
     uint32_t g = G;
     while (g > 1 && ahead < 2 * g - 1) --g;
     const bool by_item = pipelined && slots >= 2 * g * Fc;
-    // By groups the regions form a ring of whole groups, so a group reuses exactly the regions
-    // of the group two before it (whose epilogues are all emitted before it).
+    // By groups the regions form a ring of whole groups, so a group reuses the regions of a
+    // group at least two before it (whose epilogues are all emitted before it).
     const uint32_t ring = by_item ? slots / (2 * g * Fc) * (2 * g * Fc) : slots;
     auto region = [&](uint32_t u) { return (u % ring) * RW; };
     // (A SIGNAL leaves the MXU's queue only once the MXU is idle — its array drained, ~2N
@@ -463,8 +463,8 @@ void CnnTrainStep::compile() {
       // reads 2 words per channel instead of 13 bf16 codes: the DMA moves fewer elements.
       // The pooled columns go from the last to the first, so a word's codes are packed by one
       // shift-or a column (code | word << 3: the word's first column lands in bits 2:0): the
-      // per-column sequence is the same for every column but the stepped addresses, and loop
-      // compression (below) folds it.
+      // per-column sequence is the same for the columns of a word but the stepped addresses (a
+      // word's first shifts in v0, its last stores), and loop compression folds it.
       b.vpu_ld(kF32, 7, bias + j * row4n);
       for (uint32_t px = PW; px-- > 0;) {
         const uint32_t r0 = acc0 + 2 * px, r1 = acc0 + CW + 2 * px;

@@ -199,13 +199,19 @@ struct StepCase {
   uint64_t ub;
   uint32_t acc;
   uint32_t batch;
+  bool small = false;  // the 8x8-image, 4-filter, 5-class model (test_data_parallel's)
 };
 
 class TrainStep : public ::testing::TestWithParam<StepCase> {};
 
 TEST_P(TrainStep, OneStepMatchesTheHostReference) {
   const StepCase tc = GetParam();
-  const CnnSpec spec;
+  CnnSpec spec;
+  if (tc.small) {
+    spec.height = spec.width = 8;
+    spec.filters = 4;
+    spec.classes = 5;
+  }
   const AdamSpec adam;
   CnnTrainStep step(spec, adam, {tc.n, tc.ub, tc.acc}, tc.batch, 0x100000);
   functional::ChipConfig cfg;
@@ -216,9 +222,9 @@ TEST_P(TrainStep, OneStepMatchesTheHostReference) {
 
   const CnnParams p = glorot_init(spec, 7);
   std::mt19937 rng(tc.batch);
-  std::vector<uint8_t> img(tc.batch * 784), lbl(tc.batch);
+  std::vector<uint8_t> img(tc.batch * spec.height * spec.width), lbl(tc.batch);
   for (auto& v : img) v = static_cast<uint8_t>(rng() % 3 == 0 ? 0 : rng() % 256);
-  for (auto& v : lbl) v = static_cast<uint8_t>(rng() % 10);
+  for (auto& v : lbl) v = static_cast<uint8_t>(rng() % spec.classes);
   std::vector<uint16_t> img16(img.size());
   for (size_t i = 0; i < img.size(); ++i)
     img16[i] = fp::fp32_to_bf16(fp::bits(static_cast<float>(img[i]) / 255.0f));
@@ -275,10 +281,14 @@ TEST_P(TrainStep, OneStepMatchesTheHostReference) {
 
 INSTANTIATE_TEST_SUITE_P(Chips, TrainStep,
                          ::testing::Values(StepCase{4, 8192, 64, 5}, StepCase{16, 65536, 256, 8},
-                                           StepCase{16, 65536, 512, 20}),
+                                           StepCase{16, 65536, 512, 20},
+                                           StepCase{16, 65536, 1024, 11},
+                                           StepCase{4, 8192, 64, 6, true}),
                          [](const auto& info) {
-                           return "N" + std::to_string(info.param.n) + "_B" +
-                                  std::to_string(info.param.batch);
+                           return "N" + std::to_string(info.param.n) + "_Acc" +
+                                  std::to_string(info.param.acc) + "_B" +
+                                  std::to_string(info.param.batch) +
+                                  (info.param.small ? "_small" : "");
                          });
 
 TEST(GraphPasses, AutodiffCastsFuseAndLowerTheExampleStep) {
