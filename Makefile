@@ -19,7 +19,8 @@ help:
 	@echo "  make train        train the example CNN on the cycle-accurate chip (rtl backend, N = 16,"
 	@echo "                    a few minutes); writes runs/<timestamp>/. TRAIN_ARGS overrides the"
 	@echo "                    flags (see build/bin/tessera train --help)"
-	@echo "  make train-accuracy  1 and 3 epochs at batch 128 on the functional backend (long)"
+	@echo "  make train-accuracy  1 and 3 epochs at batch 128 on the functional backend, seeds 0-4,"
+	@echo "                    with the median (long: ~40 minutes; runs/accuracy/summary.txt)"
 	@echo "  make sim          the regression: installs what is missing, lints the RTL, builds"
 	@echo "                    every Verilator model and test, runs them all through ctest"
 	@echo "  make lint         verilator --lint-only -Wall on every RTL top (waivers: rtl/lint.vlt)"
@@ -67,8 +68,7 @@ train: configure
 
 train-accuracy: configure
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
-	$(BUILD)/bin/tessera train --backend functional --epochs 1 --batch 128 --seed 0 --out runs/accuracy-1epoch
-	$(BUILD)/bin/tessera train --backend functional --epochs 3 --batch 128 --seed 0 --out runs/accuracy-3epochs
+	TESSERA=$(BUILD)/bin/tessera scripts/accuracy_seeds.sh "0 1 2 3 4" runs/accuracy
 
 lint: deps
 	@scripts/lint.sh
