@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "Vtpu_top_n16.h"
+#include "Vtpu_top_n16___024root.h"  // ChipSim: one evaluation a cycle
 #include "Vtpu_top_n16_c2.h"
+#include "Vtpu_top_n16_c2___024root.h"  // ChipSim: one evaluation a cycle
 #include "harness/chip/ring_sim.h"
 #include "harness/fp_ref.h"
 #include "tessera/allreduce.h"

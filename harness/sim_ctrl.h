@@ -133,6 +133,19 @@ class SimCtrl : public SimBase<Model> {
   // every eval(): docs/performance.md).
   void tick() {
     Model& m = *this->top_;
+    if (clk_prev_ && !this->trace_) {
+      // One evaluation: the inputs and the rising edge together. Verilator finds a rising
+      // edge by comparing clk_i with its value at the last evaluation; clearing that copy
+      // stands for the falling edge without evaluating it (nothing uses the falling edge, and
+      // the input-driven logic settles before the edge within the same evaluation, as above).
+      this->ctx_->time(kPsPerCycle * (cycle_ + 1));
+      m.clk_i = 1;
+      *clk_prev_ = 0;
+      m.eval();
+      for (auto& hook : hooks_) hook(cycle_);
+      ++cycle_;
+      return;
+    }
     m.clk_i = 0;
     m.eval();
     this->dump(kPsPerCycle * cycle_ + kPsPerCycle / 2);  // inputs, before the edge
@@ -147,12 +160,22 @@ class SimCtrl : public SimBase<Model> {
   uint64_t cycle() const { return cycle_; }
   void add_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
 
+  // One evaluation a cycle instead of two (docs/performance.md, "Simulation speed of the
+  // chip"): the caller passes the model's copy of clk_i from its last evaluation (Verilator
+  // 5.006 names it rootp->__Vtrigrprev__TOP__clk_i; the model's root header must be included),
+  // or nullptr for the two evaluations. Waveform dumps always take two (inputs are drawn
+  // changing at the falling edge). Every input-driven process then runs once a cycle, not
+  // twice: Verilator re-runs all of them on every eval().
+  void set_clock_prev(uint8_t* clk_prev) { clk_prev_ = clk_prev; }
+  bool single_eval() const { return clk_prev_ && !this->trace_; }
+
   // The core clock is nominally 1 GHz: a cycle is 1 ns in waveforms (which count in ps).
   static constexpr uint64_t kPsPerCycle = 1000;
 
  private:
   uint64_t cycle_ = 0;
   std::vector<Hook> hooks_;
+  uint8_t* clk_prev_ = nullptr;
 };
 
 // A purely combinational top: set inputs, eval(), read outputs. Each eval is one time step

@@ -63,8 +63,15 @@ class ChipSim {
     m.ici_credit_i = 0;
     m.ici_rx_valid_i = 0;
     m.ici_rx_flit_i = {};
+    // One evaluation a cycle (SimCtrl::set_clock_prev): a translation unit that instantiates
+    // ChipSim includes the model's root header ("Vtpu_top_n16___024root.h") as well.
+    sim_.set_clock_prev(&m.rootp->__Vtrigrprev__TOP__clk_i);
     sim_.reset();
   }
+
+  // Back to two evaluations a cycle (the equivalence test of the one-evaluation cycle).
+  void use_two_evals() { sim_.set_clock_prev(nullptr); }
+  bool single_eval() const { return sim_.single_eval(); }
 
   Model& top() { return sim_.top(); }
   uint64_t cycle() const { return sim_.cycle(); }

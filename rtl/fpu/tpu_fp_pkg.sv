@@ -210,9 +210,35 @@ package tpu_fp_pkg;
 
   // One processing-element step: psum + a * w, the product rounded first (it is exact in
   // range), then the sum. Two roundings, never fused: the architectural MAC.
+  // Zero operands take a short path with the same result (operand gating, as a real PE gates
+  // its multiplier on a zero input to save power): a zero times a finite value is an exact
+  // signed zero, and x + (+-0) = x for every x other than a zero or a NaN, so the multiplier and
+  // adder are not needed then; zero and NaN partial sums still go through fp32_add (signed-zero
+  // rules, canonical NaN). In the verilated model this skips both functions for the MACs the
+  // data makes trivial — padded weight rows and columns, zero pixels, relu and max-pool zeros
+  // (docs/performance.md, "Simulation speed of the chip").
   function automatic tpu_pkg::fp32_t mac(input tpu_pkg::fp32_t psum, input tpu_pkg::bf16_t act,
                                          input tpu_pkg::bf16_t weight);
-    mac = fp32_add(psum, bf16_mul(act, weight));
+    logic           zero_prod;
+    tpu_pkg::fp32_t prod, sum, res;
+    zero_prod = ((act[14:0] == 15'd0) && (weight[14:7] != 8'hFF)) ||
+                ((weight[14:0] == 15'd0) && (act[14:7] != 8'hFF));
+    // Two statements in the long branch: Verilator turns an if/else of single assignments
+    // into a ?: and would then evaluate both functions every time.
+    if (zero_prod && (psum[30:0] != 31'd0) && !fp32_is_nan(psum[30:0])) begin
+      res = psum;
+    end else begin
+      prod = bf16_mul(act, weight);
+      // (+-0) + x = x for every x other than a zero (NaN products are already canonical):
+      // the top row's partial sum is always +0.
+      if ((psum[30:0] == 31'd0) && (prod[30:0] != 31'd0)) begin
+        res = prod;
+      end else begin
+        sum = fp32_add(psum, prod);
+        res = sum;
+      end
+    end
+    mac = res;
   endfunction
 
 endpackage

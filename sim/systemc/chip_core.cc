@@ -5,7 +5,9 @@
 #include <stdexcept>
 
 #include "Vtpu_top_n16.h"
+#include "Vtpu_top_n16___024root.h"  // ChipSim: one evaluation a cycle
 #include "Vtpu_top_n4.h"
+#include "Vtpu_top_n4___024root.h"  // ChipSim: one evaluation a cycle
 #include "harness/chip/chip_sim.h"
 #include "harness/hbm/hbm_system.h"
 

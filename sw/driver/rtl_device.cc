@@ -3,8 +3,11 @@
 #include <sstream>
 
 #include "Vtpu_top_n16.h"
+#include "Vtpu_top_n16___024root.h"  // ChipSim: one evaluation a cycle
 #include "Vtpu_top_n16_c2.h"
+#include "Vtpu_top_n16_c2___024root.h"  // ChipSim: one evaluation a cycle
 #include "Vtpu_top_n4.h"
+#include "Vtpu_top_n4___024root.h"  // ChipSim: one evaluation a cycle
 #include "harness/chip/chip_sim.h"
 #include "harness/chip/ring_sim.h"
 #include "tessera/driver.h"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "Vtpu_top_n4.h"
+#include "Vtpu_top_n4___024root.h"  // ChipSim: one evaluation a cycle
 #include "harness/chip/chip_sim.h"
 #include "harness/fp_ref.h"
 #include "tessera/asm.h"
@@ -105,9 +106,7 @@ TEST_F(Chip, IdentityAndConfiguration) {
 }
 
 // A = 6 x 4 bf16 at 0x10000, W = 4 x 4 at 0x11000; relu(A W) as bf16 to 0x12000.
-TEST_F(Chip, MatmulReluThroughEveryUnitMatchesTheFunctionalModel) {
-  load(0x10000, random_bf16(24));
-  load(0x11000, random_bf16(16));
+std::string matmul_relu_program() {
   std::string prog = R"(
     dma.loop  src, 0, 24, 2, 1, 0
     dma.loop  dst, 0, 24, 2, 1, 0
@@ -133,7 +132,46 @@ TEST_F(Chip, MatmulReluThroughEveryUnitMatchesTheFunctionalModel) {
     dma.copy  ub, hbm, 2, 0x200, 0x12000
     halt
   )";
-  run_both(prog, 0x12000, 48);
+  return prog;
+}
+
+TEST_F(Chip, MatmulReluThroughEveryUnitMatchesTheFunctionalModel) {
+  load(0x10000, random_bf16(24));
+  load(0x11000, random_bf16(16));
+  run_both(matmul_relu_program(), 0x12000, 48);
+}
+
+// The harness's one evaluation a cycle (SimCtrl::set_clock_prev) against the two evaluations
+// (falling edge with the inputs, then rising edge) it replaces: the same program on two chips
+// takes the same cycles and leaves the same counters, commands on the HBM pins and results.
+TEST_F(Chip, OneEvaluationACycleMatchesTwo) {
+  chip::ChipSim<Vtpu_top_n4> two(1, hbm::HbmTiming{});
+  two.use_two_evals();
+  ASSERT_FALSE(two.single_eval());
+  if (!waves_requested()) ASSERT_TRUE(chip_.single_eval()) << "the fast path is not in use";
+  const std::vector<uint8_t> a = random_bf16(24), w = random_bf16(16);
+  const std::vector<uint8_t> prog = assemble(matmul_relu_program());
+  for (auto* c : {&chip_, &two}) {
+    c->hbm_write(0x10000, a);
+    c->hbm_write(0x11000, w);
+    c->hbm_write(kProg, prog);
+  }
+  EXPECT_EQ(chip_.cycle(), two.cycle()) << "loading took different cycles";
+  const chip::ChipRun r1 = chip_.run(kProg, 200'000);
+  const chip::ChipRun r2 = two.run(kProg, 200'000);
+  ASSERT_FALSE(r1.timed_out);
+  ASSERT_FALSE(r2.timed_out);
+  EXPECT_EQ(r1.status, uint32_t(isa::STATUS_HALTED));
+  EXPECT_EQ(r1.status, r2.status);
+  EXPECT_EQ(r1.cycles, r2.cycles);
+  EXPECT_EQ(chip_.cycle(), two.cycle());
+  for (uint32_t k = 0; k < isa::PERF_COUNT; ++k) {
+    EXPECT_EQ(chip_.perf(static_cast<int>(k)), two.perf(static_cast<int>(k)))
+        << "performance counter " << k;
+  }
+  EXPECT_EQ(chip_.acts_seen(), two.acts_seen());
+  EXPECT_EQ(chip_.column_commands_seen(), two.column_commands_seen());
+  EXPECT_EQ(chip_.hbm_read(0x12000, 48), two.hbm_read(0x12000, 48));
 }
 
 // One program per VPU.OP funct (and the load/store kinds, LI, NOP, FENCE, IRQ around them): random

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "Vtpu_top_n4.h"
+#include "Vtpu_top_n4___024root.h"  // ChipSim: one evaluation a cycle
 #include "harness/chip/chip_sim.h"
 #include "tessera/asm.h"
 #include "tessera/functional_model.h"

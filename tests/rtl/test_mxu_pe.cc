@@ -51,6 +51,31 @@ TEST_F(MxuPe, MacMatchesReferenceOnBothBanks) {
   }
 }
 
+// Every pair of special bf16 operands against every special partial sum: the MAC's short
+// paths (a zero product leaves a non-zero, non-NaN sum as it is; a zero sum passes a non-zero
+// product through) must give what the two IEEE roundings give — signed zeros, 0 * inf = NaN,
+// NaN sums, subnormal sums and products.
+TEST_F(MxuPe, MacSpecialClassesCrossedIncludingZeroShortPaths) {
+  const std::vector<uint16_t> bf = test::bf16_specials();
+  const std::vector<uint32_t> f32 = test::fp32_specials();
+  for (uint16_t w : bf) {
+    load(0, w);
+    for (uint16_t a : bf) {
+      for (uint32_t psum : f32) {
+        sim_->en_i = 1;
+        sim_->act_i = a;
+        sim_->act_bank_i = 0;
+        sim_->psum_i = psum;
+        sim_.tick();
+        const uint32_t want = fp::mac(psum, a, w);
+        ASSERT_EQ(sim_->psum_o, want)
+            << "psum " << fp::hex32(psum) << " + " << fp::hex16(a) << " * " << fp::hex16(w);
+      }
+    }
+  }
+  sim_->en_i = 0;
+}
+
 TEST_F(MxuPe, WeightWrittenThisCycleIsUsedFromTheNext) {
   load(0, 0x3F80);  // 1.0
   // Same cycle: MAC with bank 0 while a token overwrites bank 0 with 2.0.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "Vtpu_top_n4.h"
+#include "Vtpu_top_n4___024root.h"  // ChipSim: one evaluation a cycle
 #include "harness/chip/ring_sim.h"
 #include "harness/fp_ref.h"
 #include "tessera/allreduce.h"
