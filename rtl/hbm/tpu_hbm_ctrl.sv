@@ -236,6 +236,7 @@ module tpu_hbm_ctrl #(
   logic [QW-1:0]            scnt;
   logic [QueueDepth-1:0]    hit_v, blk_v;
   logic [NB-1:0]            pend_hit, cap_blk;
+  logic [NB-1:0]            col_rdy, act_rdy, pre_rdy;      // per bank: legal now (timing)
   logic                     faw_ok;
   logic                     col_found, row_found;
   logic [QIW-1:0]           col_idx, row_idx;
@@ -266,6 +267,9 @@ module tpu_hbm_ctrl #(
     blk_v    = '0;
     pend_hit = '0;
     cap_blk  = '0;
+    col_rdy  = '0;
+    act_rdy  = '0;
+    pre_rdy  = '0;
     col_found  = 1'b0;
     row_found  = 1'b0;
     col_idx    = '0;
@@ -286,26 +290,36 @@ module tpu_hbm_ctrl #(
       b = sq[0][3:0];
       if (!hit_v[0] && open_q[b] && hits_q[HW*b +: HW] >= HW'(RowHitCap)) cap_blk[b] = 1'b1;
 
+      // What each bank allows now, once per bank (16) rather than once per entry (32).
+      for (int k = 0; k < NB; k++) begin
+        g = 2'(k);
+        col_rdy[k] = !cap_blk[k] && col_cnt_q[TW*k +: TW] == '0 &&
+                     !(ref_pend_q && (ref_late || ref_col_q[k])) &&
+                     (wmode_q ? (wr_cnt_q[TW*g +: TW] == '0 && wr_room)
+                              : (rd_cnt_q[TW*g +: TW] == '0 && rd_credit));
+        act_rdy[k] = !open_q[k] && act_cnt_q[TW*k +: TW] == '0 && rrd_cnt_q[TW*g +: TW] == '0 &&
+                     faw_ok && gact_cnt_q == '0;
+        pre_rdy[k] = open_q[k] && pre_cnt_q[TW*k +: TW] == '0;
+      end
+
+      // The oldest legal column command and the oldest legal ACT/PRE; once both are found the
+      // later entries cannot change the choice (and are not examined).
       for (int i = 0; i < QueueDepth; i++) begin
-        b = sq[i][3:0];
-        g = b[1:0];
-        v = QW'(i) < scnt;
-        col_ok = hit_v[i] && !blk_v[i] && !cap_blk[b] && col_cnt_q[TW*b +: TW] == '0 &&
-                 !(ref_pend_q && (ref_late || ref_col_q[b])) &&
-                 (wmode_q ? (wr_cnt_q[TW*g +: TW] == '0 && wr_room)
-                          : (rd_cnt_q[TW*g +: TW] == '0 && rd_credit));
-        act_ok = v && !open_q[b] && act_cnt_q[TW*b +: TW] == '0 && rrd_cnt_q[TW*g +: TW] == '0 &&
-                 faw_ok && gact_cnt_q == '0;
-        pre_ok = v && open_q[b] && !hit_v[i] && pre_cnt_q[TW*b +: TW] == '0 &&
-                 (i == 0 || !pend_hit[b]);
-        if (col_ok && !col_found) begin
-          col_found = 1'b1;
-          col_idx   = QIW'(i);
-        end
-        if ((act_ok || pre_ok) && !row_found) begin
-          row_found  = 1'b1;
-          row_idx    = QIW'(i);
-          row_is_act = act_ok;
+        if (!(col_found && row_found)) begin
+          b = sq[i][3:0];
+          v = QW'(i) < scnt;
+          col_ok = hit_v[i] && !blk_v[i] && col_rdy[b];
+          act_ok = v && act_rdy[b];
+          pre_ok = v && !hit_v[i] && pre_rdy[b] && (i == 0 || !pend_hit[b]);
+          if (col_ok && !col_found) begin
+            col_found = 1'b1;
+            col_idx   = QIW'(i);
+          end
+          if ((act_ok || pre_ok) && !row_found) begin
+            row_found  = 1'b1;
+            row_idx    = QIW'(i);
+            row_is_act = act_ok;
+          end
         end
       end
     end
@@ -365,8 +379,6 @@ module tpu_hbm_ctrl #(
   always_comb begin
     logic          rm_r, rm_w;
     logic [QW-1:0] after;
-    logic [1:0]    g;
-    logic [TW-1:0] gap;
     // queues: remove the issued entry (the rest shift down, keeping age order), append new
     rm_r = issue_rd;
     rm_w = issue_wr;
@@ -428,26 +440,6 @@ module tpu_hbm_ctrl #(
       hits_d[HW*cmd_bank +: HW] = hits_q[HW*cmd_bank +: HW] + HW'(1);
     end
 
-    for (int k = 0; k < NB; k++) begin
-      gap = '0;
-      if (4'(k) == cmd_bank) gap = issue_act ? GapRc : issue_pre ? GapRp : '0;
-      act_cnt_d[TW*k +: TW] = bump(act_cnt_q[TW*k +: TW], gap);
-      gap = (4'(k) == cmd_bank && issue_act) ? GapRcd : '0;
-      col_cnt_d[TW*k +: TW] = bump(col_cnt_q[TW*k +: TW], gap);
-      gap = '0;
-      if (4'(k) == cmd_bank) gap = issue_act ? GapRas : issue_rd ? GapRtp : issue_wr ? GapWr : '0;
-      pre_cnt_d[TW*k +: TW] = bump(pre_cnt_q[TW*k +: TW], gap);
-    end
-    for (int k = 0; k < 4; k++) begin
-      g = 2'(k);
-      gap = issue_act ? ((g == sel[1:0]) ? GapRrdL : GapRrdS) : '0;
-      rrd_cnt_d[TW*k +: TW] = bump(rrd_cnt_q[TW*k +: TW], gap);
-      gap = issue_rd ? ((g == sel[1:0]) ? GapCcdL : GapCcdS) :
-            issue_wr ? ((g == sel[1:0]) ? GapWtrL : GapWtrS) : '0;
-      rd_cnt_d[TW*k +: TW] = bump(rd_cnt_q[TW*k +: TW], gap);
-      gap = issue_wr ? ((g == sel[1:0]) ? GapCcdL : GapCcdS) : issue_rd ? GapRdWr : '0;
-      wr_cnt_d[TW*k +: TW] = bump(wr_cnt_q[TW*k +: TW], gap);
-    end
     // tFAW: a shift register of the last four ACTs' remaining windows (newest at 0).
     for (int k = 0; k < 4; k++) faw_d[TW*k +: TW] = bump(faw_q[TW*k +: TW], '0);
     if (issue_act) begin
@@ -457,6 +449,31 @@ module tpu_hbm_ctrl #(
     end
     ref_cnt_d  = bump(ref_cnt_q, issue_pre ? GapRp : issue_ref ? GapRfc : '0);
     gact_cnt_d = bump(gact_cnt_q, issue_ref ? GapRfc : '0);
+  end
+
+  // Per-bank and per-bank-group timing counters: one set of assigns per bank (constant slices;
+  // in the verilated model a loop over the banks wrote computed slices of 256-bit vectors).
+  for (genvar k = 0; k < NB; k++) begin : g_bank_cnt
+    logic here;                                           // this cycle's command is for bank k
+    assign here = cmd_bank == 4'(k);
+    assign act_cnt_d[TW*k +: TW] = bump(act_cnt_q[TW*k +: TW],
+                                        !here ? '0 : issue_act ? GapRc : issue_pre ? GapRp : '0);
+    assign col_cnt_d[TW*k +: TW] = bump(col_cnt_q[TW*k +: TW], (here && issue_act) ? GapRcd : '0);
+    assign pre_cnt_d[TW*k +: TW] = bump(pre_cnt_q[TW*k +: TW],
+                                        !here ? '0 : issue_act ? GapRas : issue_rd ? GapRtp :
+                                        issue_wr ? GapWr : '0);
+  end
+  for (genvar k = 0; k < 4; k++) begin : g_group_cnt
+    logic same;                                           // this cycle's command is in group k
+    assign same = sel[1:0] == 2'(k);
+    assign rrd_cnt_d[TW*k +: TW] = bump(rrd_cnt_q[TW*k +: TW],
+                                        issue_act ? (same ? GapRrdL : GapRrdS) : '0);
+    assign rd_cnt_d[TW*k +: TW]  = bump(rd_cnt_q[TW*k +: TW],
+                                        issue_rd ? (same ? GapCcdL : GapCcdS) :
+                                        issue_wr ? (same ? GapWtrL : GapWtrS) : '0);
+    assign wr_cnt_d[TW*k +: TW]  = bump(wr_cnt_q[TW*k +: TW],
+                                        issue_wr ? (same ? GapCcdL : GapCcdS) :
+                                        issue_rd ? GapRdWr : '0);
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin

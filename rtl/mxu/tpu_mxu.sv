@@ -159,12 +159,18 @@ module tpu_mxu #(
   assign wr_en       = meta_valid_q[Latency - 1];
   assign wr_addr     = meta_addr_q[AccAddrW*(Latency - 1) +: AccAddrW];
 
+  // wr_row is used only with wr_en (the write and the bypass register), so the N adders are
+  // evaluated only for an accumulating row being written (in the verilated model a ?: would
+  // run all N fp32_adds whenever the array's output changes).
   always_comb begin
-    for (int c = 0; c < N; c++) begin
-      wr_row[32*c +: 32] = meta_accum_q[Latency - 1]
-          ? tpu_fp_pkg::fp32_add(bypass_q ? bypass_row_q[32*c +: 32] : mem_rd_row[32*c +: 32],
-                                 array_out[32*c +: 32])
-          : array_out[32*c +: 32];
+    tpu_pkg::fp32_t acc_in;
+    acc_in = '0;
+    wr_row = array_out;
+    if (wr_en && meta_accum_q[Latency - 1]) begin
+      for (int c = 0; c < N; c++) begin
+        acc_in = bypass_q ? bypass_row_q[32*c +: 32] : mem_rd_row[32*c +: 32];
+        wr_row[32*c +: 32] = tpu_fp_pkg::fp32_add(acc_in, array_out[32*c +: 32]);
+      end
     end
   end
 
