@@ -2,7 +2,9 @@
 // an FST waveform when asked (WAVES=1 in the environment, or enable_waves()), and calls the
 // per-cycle hooks components plug in (monitors, scoreboards, device models). One cycle is
 // tick(): the falling edge with the inputs set by the caller, then the rising edge (the clock
-// stays high between cycles); the waveform shows inputs changing on the falling edge. final()
+// stays high between cycles); the waveform shows inputs changing on the falling edge. Without
+// a waveform, a model whose clock trigger is known (set_clock_prev: the chip) evaluates both
+// in one eval() with the same results. final()
 // is called on destruction. CombSim is the same for a purely combinational top (no clock).
 #pragma once
 

@@ -8,6 +8,10 @@
 # model that changes a cycle is a different chip; with ALLOW_CYCLE_CHANGE=1 a change that alters
 # the cycle counts on purpose is compared by median wall seconds too, and does not fail). This
 # tree's build/bin/systemc_cost must be built. docs/performance.md, "Simulation speed of the chip", quotes one such run.
+# With INSTRUCTIONS=1 it instead counts the host instructions of one batch-8 step (BATCH=...)
+# for both binaries under valgrind's cachegrind (apt-get install valgrind), side by side: a
+# count is the same on a loaded or a quiet machine, where wall times on these shared 2-core
+# hosts spread by +-20% (it does not see branch mispredictions or cache misses; ~2-3 minutes).
 set -euo pipefail
 old_rev=${1:?usage: scripts/compare_sim_speed.sh OLD_REV [REPS]}
 reps=${2:-5}
@@ -20,6 +24,27 @@ trap cleanup EXIT
 git worktree add --detach -f "$tree" "$old_rev" > /dev/null
 cmake -S "$tree" -B "$tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$tree/build" -j "$(nproc)" --target systemc_cost > /dev/null
+if [ "${INSTRUCTIONS:-0}" = 1 ]; then
+  command -v valgrind > /dev/null || { echo "compare_sim_speed: valgrind not installed" >&2; exit 1; }
+  batch=${BATCH:-8}
+  for tag in old new; do
+    bin=$new_bin
+    [ "$tag" = old ] && bin=$tree/build/bin/systemc_cost
+    valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+      "$bin" plain step 16 "$batch" > "$tree/$tag.log" 2>&1 &
+  done
+  wait
+  for tag in old new; do
+    ir=$(grep -E 'I +refs:' "$tree/$tag.log" | sed 's/.*refs: *//; s/,//g')
+    cycles=$(grep -o '"cycles": [0-9]*' "$tree/$tag.log" | grep -o '[0-9]*$')
+    echo "$tag: $ir instructions, $cycles chip cycles, $((ir / cycles)) instructions a cycle"
+    eval "ir_$tag=$ir; cycles_$tag=$cycles"
+  done
+  /usr/bin/python3 -c "print(f'ratio old/new {$ir_old / $ir_new:.3f}x')"
+  [ "$cycles_old" = "$cycles_new" ] || [ "${ALLOW_CYCLE_CHANGE:-0}" = 1 ] ||
+    { echo "compare_sim_speed: the cycle counts differ" >&2; exit 1; }
+  exit 0
+fi
 raw=$(mktemp)
 for _ in $(seq "$reps"); do
   for tag in old new; do

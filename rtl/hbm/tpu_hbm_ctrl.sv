@@ -237,6 +237,9 @@ module tpu_hbm_ctrl #(
   logic [QueueDepth-1:0]    hit_v, blk_v;
   logic [NB-1:0]            pend_hit, cap_blk;
   logic [NB-1:0]            col_rdy, act_rdy, pre_rdy;      // per bank: legal now (timing)
+  logic [NB*QueueDepth-1:0] in_bank;                        // [QueueDepth*b + i]: entry i is
+                                                            // valid and for bank b
+  logic [QueueDepth-1:0]    col_v, act_v, pre_v;            // per entry: legal now
   logic                     faw_ok;
   logic                     col_found, row_found;
   logic [QIW-1:0]           col_idx, row_idx;
@@ -255,21 +258,17 @@ module tpu_hbm_ctrl #(
 
   always_comb begin
     logic [3:0]    b;
-    logic [1:0]    g;
-    logic          v, col_ok, act_ok, pre_ok;
+    logic          v;
     b        = '0;
-    g        = '0;
     v        = 1'b0;
-    col_ok   = 1'b0;
-    act_ok   = 1'b0;
-    pre_ok   = 1'b0;
     hit_v    = '0;
     blk_v    = '0;
     pend_hit = '0;
     cap_blk  = '0;
-    col_rdy  = '0;
-    act_rdy  = '0;
-    pre_rdy  = '0;
+    in_bank  = '0;
+    col_v    = '0;
+    act_v    = '0;
+    pre_v    = '0;
     col_found  = 1'b0;
     row_found  = 1'b0;
     col_idx    = '0;
@@ -282,6 +281,7 @@ module tpu_hbm_ctrl #(
         v = QW'(i) < scnt;
         hit_v[i] = v && open_q[b] && orow_q[14*b +: 14] == sq[i][22:9];
         if (hit_v[i]) pend_hit[b] = 1'b1;
+        if (v) in_bank[QueueDepth*32'(b) + i] = 1'b1;
         for (int j = 0; j < QueueDepth; j++) begin
           if (OrderById && j < i && sq[j][EW-1:23] == sq[i][EW-1:23]) blk_v[i] = 1'b1;
         end
@@ -290,36 +290,26 @@ module tpu_hbm_ctrl #(
       b = sq[0][3:0];
       if (!hit_v[0] && open_q[b] && hits_q[HW*b +: HW] >= HW'(RowHitCap)) cap_blk[b] = 1'b1;
 
-      // What each bank allows now, once per bank (16) rather than once per entry (32).
+      // Each entry's legal commands from its bank's (col_rdy, act_rdy, pre_rdy: once per bank,
+      // not per entry) as bit masks; then the oldest of each kind.
       for (int k = 0; k < NB; k++) begin
-        g = 2'(k);
-        col_rdy[k] = !cap_blk[k] && col_cnt_q[TW*k +: TW] == '0 &&
-                     !(ref_pend_q && (ref_late || ref_col_q[k])) &&
-                     (wmode_q ? (wr_cnt_q[TW*g +: TW] == '0 && wr_room)
-                              : (rd_cnt_q[TW*g +: TW] == '0 && rd_credit));
-        act_rdy[k] = !open_q[k] && act_cnt_q[TW*k +: TW] == '0 && rrd_cnt_q[TW*g +: TW] == '0 &&
-                     faw_ok && gact_cnt_q == '0;
-        pre_rdy[k] = open_q[k] && pre_cnt_q[TW*k +: TW] == '0;
+        if (col_rdy[k] && !cap_blk[k]) col_v = col_v | in_bank[QueueDepth*k +: QueueDepth];
+        if (act_rdy[k]) act_v = act_v | in_bank[QueueDepth*k +: QueueDepth];
+        if (pre_rdy[k] && !pend_hit[k]) pre_v = pre_v | in_bank[QueueDepth*k +: QueueDepth];
       end
-
-      // The oldest legal column command and the oldest legal ACT/PRE; once both are found the
-      // later entries cannot change the choice (and are not examined).
-      for (int i = 0; i < QueueDepth; i++) begin
-        if (!(col_found && row_found)) begin
-          b = sq[i][3:0];
-          v = QW'(i) < scnt;
-          col_ok = hit_v[i] && !blk_v[i] && col_rdy[b];
-          act_ok = v && act_rdy[b];
-          pre_ok = v && !hit_v[i] && pre_rdy[b] && (i == 0 || !pend_hit[b]);
-          if (col_ok && !col_found) begin
-            col_found = 1'b1;
-            col_idx   = QIW'(i);
-          end
-          if ((act_ok || pre_ok) && !row_found) begin
-            row_found  = 1'b1;
-            row_idx    = QIW'(i);
-            row_is_act = act_ok;
-          end
+      // The oldest request may precharge its bank even with hits pending there.
+      if (pre_rdy[sq[0][3:0]]) pre_v[0] = 1'b1;
+      col_v = col_v & hit_v & ~blk_v;
+      pre_v = pre_v & ~hit_v;
+      for (int i = QueueDepth - 1; i >= 0; i--) begin
+        if (col_v[i]) begin
+          col_found = 1'b1;
+          col_idx   = QIW'(i);
+        end
+        if (act_v[i] || pre_v[i]) begin
+          row_found  = 1'b1;
+          row_idx    = QIW'(i);
+          row_is_act = act_v[i];
         end
       end
     end
@@ -335,6 +325,16 @@ module tpu_hbm_ctrl #(
         end
       end
     end
+  end
+
+  // What each bank allows now (timing, refresh, the data bus), constant slices per bank.
+  for (genvar k = 0; k < NB; k++) begin : g_bank_rdy
+    assign col_rdy[k] = col_cnt_q[TW*k +: TW] == '0 && !(ref_pend_q && (ref_late || ref_col_q[k])) &&
+                        (wmode_q ? (wr_cnt_q[TW*(k % 4) +: TW] == '0 && wr_room)
+                                 : (rd_cnt_q[TW*(k % 4) +: TW] == '0 && rd_credit));
+    assign act_rdy[k] = !open_q[k] && act_cnt_q[TW*k +: TW] == '0 &&
+                        rrd_cnt_q[TW*(k % 4) +: TW] == '0 && faw_ok && gact_cnt_q == '0;
+    assign pre_rdy[k] = open_q[k] && pre_cnt_q[TW*k +: TW] == '0;
   end
 
   // The command of this cycle.
