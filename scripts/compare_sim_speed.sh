@@ -25,7 +25,8 @@ git worktree add --detach -f "$tree" "$old_rev" > /dev/null
 cmake -S "$tree" -B "$tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$tree/build" -j "$(nproc)" --target systemc_cost > /dev/null
 if [ "${INSTRUCTIONS:-0}" = 1 ]; then
-  command -v valgrind > /dev/null || { echo "compare_sim_speed: valgrind not installed" >&2; exit 1; }
+  command -v valgrind > /dev/null ||
+    { echo "compare_sim_speed: valgrind not installed" >&2; exit 1; }
   batch=${BATCH:-8}
   for tag in old new; do
     bin=$new_bin

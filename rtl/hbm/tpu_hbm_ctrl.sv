@@ -329,7 +329,8 @@ module tpu_hbm_ctrl #(
 
   // What each bank allows now (timing, refresh, the data bus), constant slices per bank.
   for (genvar k = 0; k < NB; k++) begin : g_bank_rdy
-    assign col_rdy[k] = col_cnt_q[TW*k +: TW] == '0 && !(ref_pend_q && (ref_late || ref_col_q[k])) &&
+    assign col_rdy[k] = col_cnt_q[TW*k +: TW] == '0 &&
+                        !(ref_pend_q && (ref_late || ref_col_q[k])) &&
                         (wmode_q ? (wr_cnt_q[TW*(k % 4) +: TW] == '0 && wr_room)
                                  : (rd_cnt_q[TW*(k % 4) +: TW] == '0 && rd_credit));
     assign act_rdy[k] = !open_q[k] && act_cnt_q[TW*k +: TW] == '0 &&
