@@ -132,10 +132,10 @@ class SimCtrl : public SimBase<Model> {
   // rising edge. The clock stays high between cycles; outputs read after tick() are those of
   // the new state, as with a separate falling-edge evaluation (no logic here uses the falling
   // edge), at a third less cost per cycle (Verilator re-evaluates all input-driven logic on
-  // every eval(): docs/performance.md).
+  // every eval(): docs/performance.md). With set_clock_prev and no waveform, one evaluation.
   void tick() {
     Model& m = *this->top_;
-    if (clk_prev_ && !this->trace_) {
+    if (single_eval()) {
       // One evaluation: the inputs and the rising edge together. Verilator finds a rising
       // edge by comparing clk_i with its value at the last evaluation; clearing that copy
       // stands for the falling edge without evaluating it (nothing uses the falling edge, and
@@ -144,17 +144,15 @@ class SimCtrl : public SimBase<Model> {
       m.clk_i = 1;
       *clk_prev_ = 0;
       m.eval();
-      for (auto& hook : hooks_) hook(cycle_);
-      ++cycle_;
-      return;
+    } else {
+      m.clk_i = 0;
+      m.eval();
+      this->dump(kPsPerCycle * cycle_ + kPsPerCycle / 2);  // inputs, before the edge
+      this->ctx_->time(kPsPerCycle * (cycle_ + 1));        // $time in RTL messages, in ps
+      m.clk_i = 1;
+      m.eval();
+      this->dump(kPsPerCycle * (cycle_ + 1));
     }
-    m.clk_i = 0;
-    m.eval();
-    this->dump(kPsPerCycle * cycle_ + kPsPerCycle / 2);  // inputs, before the edge
-    this->ctx_->time(kPsPerCycle * (cycle_ + 1));        // $time in RTL messages, in ps
-    m.clk_i = 1;
-    m.eval();
-    this->dump(kPsPerCycle * (cycle_ + 1));
     for (auto& hook : hooks_) hook(cycle_);
     ++cycle_;
   }

@@ -3,11 +3,12 @@
 #   scripts/compare_sim_speed.sh OLD_REV [REPS]
 # builds OLD_REV's build/bin/systemc_cost in a temporary git worktree (ccache makes the models
 # that did not change cheap), then runs `systemc_cost plain idle 16` and `systemc_cost plain
-# step 16 4` from both trees alternately, REPS times each (default 5), and prints the medians of
-# chip cycles per wall second, the ratio, and the cycle counts (which must be equal: a faster
-# model that changes a cycle is a different chip; with ALLOW_CYCLE_CHANGE=1 a change that alters
-# the cycle counts on purpose is compared by median wall seconds too, and does not fail). This
-# tree's build/bin/systemc_cost must be built. docs/performance.md, "Simulation speed of the chip", quotes one such run.
+# step 16 4` (BATCH=... for another batch) from both trees alternately, REPS times each
+# (default 5), and prints the medians of chip cycles per wall second, the ratio, and the cycle
+# counts (which must be equal: a faster model that changes a cycle is a different chip; with
+# ALLOW_CYCLE_CHANGE=1 a change that alters the cycle counts on purpose is compared by median
+# wall seconds too, and does not fail). This tree's build/bin/systemc_cost must be built.
+# docs/performance.md, "Simulation speed of the chip", quotes such runs.
 # With INSTRUCTIONS=1 it instead counts the host instructions of one batch-8 step (BATCH=...)
 # for both binaries under valgrind's cachegrind (apt-get install valgrind), side by side: a
 # count is the same on a loaded or a quiet machine, where wall times on these shared 2-core
@@ -51,7 +52,7 @@ for _ in $(seq "$reps"); do
   for tag in old new; do
     bin=$new_bin
     [ "$tag" = old ] && bin=$tree/build/bin/systemc_cost
-    for work in "idle 16" "step 16 4"; do
+    for work in "idle 16" "step 16 ${BATCH:-4}"; do
       # shellcheck disable=SC2086
       "$bin" plain $work 2>/dev/null | grep '^{' | sed "s/^{/{\"tag\": \"$tag\", /" >> "$raw"
     done

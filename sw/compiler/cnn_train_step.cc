@@ -958,6 +958,13 @@ void CnnTrainStep::compile() {
             for (uint32_t j = 0; j < Fc; ++j) b.vpu_st(kBf16, 0, dz[i] + (r * F + j * N) * 2);
         for (uint32_t k = 1; k <= 3; ++k) b.vpu_li(k, k);  // v0..v3: the window codes 0..3
         b.signal(isa::Unit::kVpu);
+        // Loads run nin - P - lag items ahead (one set: none, it would overwrite the data in
+        // use): the set a load overwrites is that of an item whose MXU group is already emitted
+        // (in program order the load comes after the group's reads, so it waits for them).
+        const uint32_t ahead = nin - P - lag;
+        // A pair's two items are consecutive in HBM and, with an even number of sets, in the
+        // UB; the successor's set must be free when the pair loads: at most nin - 2 ahead.
+        const bool pairs = nin % 2 == 0 && static_cast<int>(ahead) + 2 <= nin;
         auto load = [&](uint32_t i) {
           const uint32_t img = i / PH, py = i % PH, buf = i % nin;
           const uint32_t rows = stage_image_rows(b, whole, stage, L.images, img, py, H, W, rows_in);
@@ -968,10 +975,8 @@ void CnnTrainStep::compile() {
                                   {K, int32_t(K * Rpad * 2)}}),
                      2);
           // d features and codes: an even item with its odd successor of the same image in one
-          // copy each (consecutive in HBM and, with an even number of sets, in the UB), which
-          // halves the HBM round trips the single DMA engine waits for. The successor's set
-          // must be free when the pair loads: loads at most nin - 2 items ahead.
-          const bool pairs = nin % 2 == 0 && static_cast<int>(nin - P - lag) + 2 <= nin;
+          // copy each (`pairs`, below), which halves the HBM round trips the single DMA engine
+          // waits for.
           const bool pair_first = pairs && i % 2 == 0 && i + 1 < items && py + 1 < PH;
           const bool pair_second = pairs && i % 2 == 1 && py > 0;
           if (!pair_second) {
@@ -984,10 +989,6 @@ void CnnTrainStep::compile() {
           }
           b.signal(isa::Unit::kDma);
         };
-        // Loads run nin - P - lag items ahead (one set: none, it would overwrite the data in
-        // use): the set a load overwrites is that of an item whose MXU group is already emitted
-        // (in program order the load comes after the group's reads, so it waits for them).
-        const uint32_t ahead = nin - P - lag;
         for (uint32_t k = 0; k < ahead && k < items; ++k) load(k);
         // The MXU's group: items first .. last - 1, waiting once for all of their inputs.
         uint32_t next_group = 0;
