@@ -29,4 +29,5 @@ rtl/vpu/tpu_vpu.sv
 rtl/vpu/tpu_vpu_lane.sv
 rtl/ici/tpu_ici_port.sv
 rtl/ici/tpu_ici_rx.sv
+rtl/top/tpu_reg_slice.sv
 rtl/top/tpu_top.sv

@@ -228,17 +228,24 @@ const HbmCommand* HbmTimingChecker::earlier(const HbmSpacingRule& rule,
     case HbmRuleLevel::kBankGroup:
       return group_history_[cmd.bg][from].nth(rule.nth);
     case HbmRuleLevel::kOtherBankGroups: {
-      std::vector<const HbmCommand*> candidates;
+      // The nth latest among the other groups' histories, kept newest first in a small array
+      // (this runs for every command the device sees: no allocation).
+      std::array<const HbmCommand*, kHistoryDepth> best{};
+      int found = 0;
       for (int bg = 0; bg < timing_.bank_groups; ++bg) {
         if (bg == cmd.bg) continue;
         const History& h = group_history_[bg][from];
-        for (int n = 1; n <= h.size(); ++n) candidates.push_back(h.nth(n));
+        for (int n = 1; n <= h.size(); ++n) {
+          const HbmCommand* c = h.nth(n);
+          int at = std::min(found, rule.nth);
+          while (at > 0 && best[at - 1]->cycle < c->cycle) --at;
+          if (at >= rule.nth) break;  // older than the nth latest so far; so is the rest of h
+          for (int k = std::min(found, rule.nth - 1); k > at; --k) best[k] = best[k - 1];
+          best[at] = c;
+          found = std::min(found + 1, rule.nth);
+        }
       }
-      if (static_cast<int>(candidates.size()) < rule.nth) return nullptr;
-      std::nth_element(
-          candidates.begin(), candidates.begin() + (rule.nth - 1), candidates.end(),
-          [](const HbmCommand* a, const HbmCommand* b) { return a->cycle > b->cycle; });
-      return candidates[rule.nth - 1];
+      return found < rule.nth ? nullptr : best[rule.nth - 1];
     }
     case HbmRuleLevel::kPseudoChannel:
       break;

@@ -33,68 +33,141 @@ module tpu_fp_divsqrt (
   localparam int unsigned Steps = 4;
   localparam int unsigned Iters = 7;
 
-  // ---------------------------------------------------------------------------------------------
-  // Operand set-up (combinational from the inputs, registered when the operation starts)
-  // ---------------------------------------------------------------------------------------------
-  logic               a_nan, b_nan, a_inf, b_inf, a_zero, b_zero, a_lt_b;
-  logic [4:0]         lza, lzb;
-  logic [23:0]        ma, mb;                   // significands, leading one at bit 23
-  logic signed [10:0] ea, eb, e_sqrt;           // biased exponents of ma, mb; unbiased a / 2
-  logic signed [10:0] exp_start;                // biased exponent of the result's leading bit
-  logic               special_start;
-  tpu_pkg::fp32_t     special_res_start;
-  logic [31:0]        rem_start;
-  logic [51:0]        rad_start;
+  // The three steps below are functions evaluated inside the clocked block, each only in the
+  // cycles it is used (a start, a recurrence cycle, the finish): the same logic as combinational
+  // blocks feeding the registers' enables, but a simulator evaluates nothing while the unit is
+  // idle (docs/performance.md, "Simulation speed of the chip").
+  localparam int unsigned SetupW = 1 + 32 + 11 + 32 + 24 + 52;
 
-  // Computed only for a start (what a simulator evaluates; the registers take it only then).
-  always_comb begin
-    {a_nan, b_nan, a_inf, b_inf, a_zero, b_zero, a_lt_b} = '0;
-    {lza, lzb, ma, mb, ea, eb, e_sqrt, exp_start} = '0;
-    {special_start, special_res_start, rem_start, rad_start} = '0;
-    if (start_i) begin
-      a_nan  = tpu_fp_pkg::fp32_is_nan(a_i[30:0]);
-      b_nan  = tpu_fp_pkg::fp32_is_nan(b_i[30:0]);
-      a_inf  = tpu_fp_pkg::fp32_is_inf(a_i[30:0]);
-      b_inf  = tpu_fp_pkg::fp32_is_inf(b_i[30:0]);
-      a_zero = a_i[30:0] == 31'd0;
-      b_zero = b_i[30:0] == 31'd0;
-      // Normalise: a subnormal's leading one moves to bit 23 and its exponent (1) drops to match.
-      lza    = tpu_fp_pkg::lzc32({a_i[30:23] != 8'd0, a_i[22:0], 8'd0});
-      lzb    = tpu_fp_pkg::lzc32({b_i[30:23] != 8'd0, b_i[22:0], 8'd0});
-      ma     = {a_i[30:23] != 8'd0, a_i[22:0]} << lza;
-      mb     = {b_i[30:23] != 8'd0, b_i[22:0]} << lzb;
-      ea     = $signed({3'd0, (a_i[30:23] == 8'd0) ? 8'd1 : a_i[30:23]}) - $signed({6'd0, lza});
-      eb     = $signed({3'd0, (b_i[30:23] == 8'd0) ? 8'd1 : b_i[30:23]}) - $signed({6'd0, lzb});
-      a_lt_b = ma < mb;
-      e_sqrt = (ea - 11'sd127) >>> 1;             // floor((ea - 127) / 2)
-      if (!op_i) begin
-        // ma / mb lies in (1/2, 2): start from 2 ma when ma < mb, so the quotient is in [1, 2).
-        exp_start = ea - eb + 11'sd127 - (a_lt_b ? 11'sd1 : 11'sd0);
-        rem_start = a_lt_b ? {7'd0, ma, 1'b0} : {8'd0, ma};
-        rad_start = '0;
-        special_start = a_nan || b_nan || a_inf || b_inf || a_zero || b_zero;
-        if (a_nan || b_nan || (a_inf && b_inf) || (a_zero && b_zero)) begin
-          special_res_start = tpu_pkg::FP32_CANON_NAN;
-        end else if (a_inf || b_zero) begin
-          special_res_start = {a_i[31] ^ b_i[31], 8'hFF, 23'd0};
-        end else begin  // 0 / x, x / inf
-          special_res_start = {a_i[31] ^ b_i[31], 31'd0};
-        end
-      end else begin
-        // sqrt(ma * 2^e): for even e the radicand is ma, for odd e it is 2 ma, so the root of
-        // rad = ma << 27 (or << 28) is a 26-bit integer with its leading one at bit 25.
-        exp_start = e_sqrt + 11'sd127;
-        rem_start = '0;
-        rad_start = (ea[0] == 1'b1) ? {1'b0, ma, 27'd0} : {ma, 28'd0};  // ea odd <=> e even
-        special_start = a_nan || a_inf || a_zero || a_i[31];
-        if (a_nan || (a_i[31] && !a_zero)) begin
-          special_res_start = tpu_pkg::FP32_CANON_NAN;
-        end else begin  // +-0 -> itself, +inf -> +inf
-          special_res_start = a_i;
-        end
+  // ---------------------------------------------------------------------------------------------
+  // Operand set-up: {special, special result, exponent, remainder, divisor, radicand}
+  // ---------------------------------------------------------------------------------------------
+  function automatic logic [SetupW-1:0] setup(input logic op, input tpu_pkg::fp32_t a,
+                                              input tpu_pkg::fp32_t b);
+    logic               a_nan, b_nan, a_inf, b_inf, a_zero, b_zero, a_lt_b;
+    logic [4:0]         lza, lzb;
+    logic [23:0]        ma, mb;                 // significands, leading one at bit 23
+    logic signed [10:0] ea, eb, e_sqrt;         // biased exponents of ma, mb; unbiased a / 2
+    logic signed [10:0] exp_start;              // biased exponent of the result's leading bit
+    logic               special;
+    tpu_pkg::fp32_t     special_res;
+    logic [31:0]        rem_start;
+    logic [51:0]        rad_start;
+    a_nan  = tpu_fp_pkg::fp32_is_nan(a[30:0]);
+    b_nan  = tpu_fp_pkg::fp32_is_nan(b[30:0]);
+    a_inf  = tpu_fp_pkg::fp32_is_inf(a[30:0]);
+    b_inf  = tpu_fp_pkg::fp32_is_inf(b[30:0]);
+    a_zero = a[30:0] == 31'd0;
+    b_zero = b[30:0] == 31'd0;
+    // Normalise: a subnormal's leading one moves to bit 23 and its exponent (1) drops to match.
+    lza    = tpu_fp_pkg::lzc32({a[30:23] != 8'd0, a[22:0], 8'd0});
+    lzb    = tpu_fp_pkg::lzc32({b[30:23] != 8'd0, b[22:0], 8'd0});
+    ma     = {a[30:23] != 8'd0, a[22:0]} << lza;
+    mb     = {b[30:23] != 8'd0, b[22:0]} << lzb;
+    ea     = $signed({3'd0, (a[30:23] == 8'd0) ? 8'd1 : a[30:23]}) - $signed({6'd0, lza});
+    eb     = $signed({3'd0, (b[30:23] == 8'd0) ? 8'd1 : b[30:23]}) - $signed({6'd0, lzb});
+    a_lt_b = ma < mb;
+    e_sqrt = (ea - 11'sd127) >>> 1;               // floor((ea - 127) / 2)
+    if (!op) begin
+      // ma / mb lies in (1/2, 2): start from 2 ma when ma < mb, so the quotient is in [1, 2).
+      exp_start = ea - eb + 11'sd127 - (a_lt_b ? 11'sd1 : 11'sd0);
+      rem_start = a_lt_b ? {7'd0, ma, 1'b0} : {8'd0, ma};
+      rad_start = '0;
+      special   = a_nan || b_nan || a_inf || b_inf || a_zero || b_zero;
+      if (a_nan || b_nan || (a_inf && b_inf) || (a_zero && b_zero)) begin
+        special_res = tpu_pkg::FP32_CANON_NAN;
+      end else if (a_inf || b_zero) begin
+        special_res = {a[31] ^ b[31], 8'hFF, 23'd0};
+      end else begin  // 0 / x, x / inf
+        special_res = {a[31] ^ b[31], 31'd0};
+      end
+    end else begin
+      // sqrt(ma * 2^e): for even e the radicand is ma, for odd e it is 2 ma, so the root of
+      // rad = ma << 27 (or << 28) is a 26-bit integer with its leading one at bit 25.
+      exp_start = e_sqrt + 11'sd127;
+      rem_start = '0;
+      rad_start = (ea[0] == 1'b1) ? {1'b0, ma, 27'd0} : {ma, 28'd0};  // ea odd <=> e even
+      special   = a_nan || a_inf || a_zero || a[31];
+      if (a_nan || (a[31] && !a_zero)) begin
+        special_res = tpu_pkg::FP32_CANON_NAN;
+      end else begin  // +-0 -> itself, +inf -> +inf
+        special_res = a;
       end
     end
-  end
+    setup = {special, special_res, exp_start, rem_start, mb, rad_start};
+  endfunction
+
+  // ---------------------------------------------------------------------------------------------
+  // Recurrence: Steps restoring steps a cycle -> {remainder, radicand, quotient}
+  // ---------------------------------------------------------------------------------------------
+  function automatic logic [32+52+28-1:0] recur(input logic op, input logic [31:0] rem,
+                                                input logic [51:0] rad, input logic [27:0] quo,
+                                                input logic [23:0] div);
+    logic [31:0] rem_step, rem_sh;
+    logic [29:0] trial;
+    logic [27:0] quo_step;
+    logic [51:0] rad_step;
+    logic        bit_q;
+    rem_step = rem;
+    quo_step = quo;
+    rad_step = rad;
+    for (int i = 0; i < Steps; i++) begin
+      if (op) begin
+        // Root digit: bring down two radicand bits; subtract 4q + 1 when it fits.
+        rem_sh   = {rem_step[29:0], rad_step[51:50]};
+        trial    = {quo_step, 2'b01};
+        bit_q    = rem_sh >= {2'd0, trial};
+        rem_step = bit_q ? rem_sh - {2'd0, trial} : rem_sh;
+        rad_step = {rad_step[49:0], 2'b00};
+      end else begin
+        // Quotient digit: subtract the divisor when it fits, then double the remainder.
+        // The remainder stays below twice the divisor (< 2^25), so the doubling cannot overflow.
+        trial    = {6'd0, div};
+        bit_q    = rem_step >= {2'd0, trial};
+        rem_sh   = bit_q ? rem_step - {2'd0, trial} : rem_step;
+        rem_step = {rem_sh[30:0], 1'b0};
+      end
+      quo_step = {quo_step[26:0], bit_q};
+    end
+    recur = {rem_step, rad_step, quo_step};
+  endfunction
+
+  // ---------------------------------------------------------------------------------------------
+  // Rounding: the single RNE rounding, after the subnormal shift
+  // ---------------------------------------------------------------------------------------------
+  function automatic tpu_pkg::fp32_t round_result(input logic sign, input logic special,
+                                                  input tpu_pkg::fp32_t special_res,
+                                                  input logic signed [10:0] exp,
+                                                  input logic [27:0] quo,
+                                                  input logic [31:0] rem);
+    logic [10:0]    shamt;
+    logic [7:0]     exp_eff;                    // 1 for a subnormal result
+    logic [53:0]    wide;                       // {significand[23:0], guard, 29 sticky bits}
+    logic           sticky, round_up;
+    logic [30:0]    rounded;
+    tpu_pkg::fp32_t res;
+    if (exp >= 11'sd1) begin
+      shamt   = 11'd0;
+      exp_eff = exp[7:0];                       // >= 255 is overflow, handled below
+    end else begin
+      // A shift of 28 leaves the quotient entirely in the sticky (the value is under a quarter
+      // of the smallest subnormal from a shift of 26 on): the result is +-0.
+      shamt   = (11'sd1 - exp > 11'sd28) ? 11'd28 : 11'(11'sd1 - exp);
+      exp_eff = 8'd1;
+    end
+    wide     = {quo[27:2], 28'd0} >> shamt;
+    sticky   = (wide[28:0] != 29'd0) || (quo[1:0] != 2'd0) || (rem != 32'd0);
+    round_up = wide[29] & (sticky | wide[30]);
+    rounded  = {exp_eff - 8'd1, 23'd0} + {7'd0, wide[53:30]} + {30'd0, round_up};
+    if (special) begin
+      res = special_res;
+    end else if (exp >= 11'sd255) begin
+      res = {sign, 8'hFF, 23'd0};
+    end else begin
+      res = {sign, rounded};                    // a carry out of 0x7F7FFFFF lands on inf
+    end
+    round_result = res;
+  endfunction
 
   // ---------------------------------------------------------------------------------------------
   // State
@@ -116,81 +189,6 @@ module tpu_fp_divsqrt (
   assign finish  = busy_q && (cnt_q == 4'(Iters));
 
   // ---------------------------------------------------------------------------------------------
-  // Recurrence: Steps restoring steps per cycle
-  // ---------------------------------------------------------------------------------------------
-  logic [31:0] rem_step, rem_sh;
-  logic [29:0] trial;
-  logic [27:0] quo_step;
-  logic [51:0] rad_step;
-  logic        bit_q;
-
-  always_comb begin
-    rem_step = rem_q;
-    quo_step = quo_q;
-    rad_step = rad_q;
-    rem_sh   = '0;
-    trial    = '0;
-    bit_q    = 1'b0;
-    if (busy_q) begin  // (the recurrence is used only while busy: saves simulation time)
-      for (int i = 0; i < Steps; i++) begin
-        if (op_q) begin
-          // Root digit: bring down two radicand bits; subtract 4q + 1 when it fits.
-          rem_sh   = {rem_step[29:0], rad_step[51:50]};
-          trial    = {quo_step, 2'b01};
-          bit_q    = rem_sh >= {2'd0, trial};
-          rem_step = bit_q ? rem_sh - {2'd0, trial} : rem_sh;
-          rad_step = {rad_step[49:0], 2'b00};
-        end else begin
-          // Quotient digit: subtract the divisor when it fits, then double the remainder.
-          // The remainder stays below twice the divisor (< 2^25), so the doubling cannot overflow.
-          trial    = {6'd0, div_q};
-          bit_q    = rem_step >= {2'd0, trial};
-          rem_sh   = bit_q ? rem_step - {2'd0, trial} : rem_step;
-          rem_step = {rem_sh[30:0], 1'b0};
-          rad_step = rad_step;
-        end
-        quo_step = {quo_step[26:0], bit_q};
-      end
-    end
-  end
-
-  // ---------------------------------------------------------------------------------------------
-  // Rounding: the single RNE rounding, after the subnormal shift
-  // ---------------------------------------------------------------------------------------------
-  logic [10:0]    shamt;
-  logic [7:0]     exp_eff;                      // 1 for a subnormal result
-  logic [53:0]    wide;                         // {significand[23:0], guard, 29 sticky bits}
-  logic           sticky, round_up;
-  logic [30:0]    rounded;
-  tpu_pkg::fp32_t result_d;
-
-  always_comb begin
-    {shamt, exp_eff, wide, sticky, round_up, rounded, result_d} = '0;
-    if (finish) begin  // (used only then: saves simulation time)
-      if (exp_q >= 11'sd1) begin
-        shamt   = 11'd0;
-        exp_eff = exp_q[7:0];                     // >= 255 is overflow, handled below
-      end else begin
-        // A shift of 28 leaves the quotient entirely in the sticky (the value is under a quarter
-        // of the smallest subnormal from a shift of 26 on): the result is +-0.
-        shamt   = (11'sd1 - exp_q > 11'sd28) ? 11'd28 : 11'(11'sd1 - exp_q);
-        exp_eff = 8'd1;
-      end
-      wide     = {quo_q[27:2], 28'd0} >> shamt;
-      sticky   = (wide[28:0] != 29'd0) || (quo_q[1:0] != 2'd0) || (rem_q != 32'd0);
-      round_up = wide[29] & (sticky | wide[30]);
-      rounded  = {exp_eff - 8'd1, 23'd0} + {7'd0, wide[53:30]} + {30'd0, round_up};
-      if (special_q) begin
-        result_d = special_res_q;
-      end else if (exp_q >= 11'sd255) begin
-        result_d = {sign_q, 8'hFF, 23'd0};
-      end else begin
-        result_d = {sign_q, rounded};             // a carry out of 0x7F7FFFFF lands on inf
-      end
-    end
-  end
-
-  // ---------------------------------------------------------------------------------------------
   // Registers
   // ---------------------------------------------------------------------------------------------
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -208,7 +206,7 @@ module tpu_fp_divsqrt (
         cnt_q  <= cnt_q + 4'd1;
       end else if (finish) begin
         busy_q   <= 1'b0;
-        result_q <= result_d;
+        result_q <= round_result(sign_q, special_q, special_res_q, exp_q, quo_q, rem_q);
       end
     end
   end
@@ -216,19 +214,12 @@ module tpu_fp_divsqrt (
   // Datapath registers need no reset: they are loaded by every accepted start.
   always_ff @(posedge clk_i) begin
     if (accept) begin
-      op_q          <= op_i;
-      sign_q        <= a_i[31] ^ (b_i[31] & !op_i);
-      special_q     <= special_start;
-      special_res_q <= special_res_start;
-      exp_q         <= exp_start;
-      rem_q         <= rem_start;
-      div_q         <= mb;
-      rad_q         <= rad_start;
-      quo_q         <= '0;
+      op_q   <= op_i;
+      sign_q <= a_i[31] ^ (b_i[31] & !op_i);
+      {special_q, special_res_q, exp_q, rem_q, div_q, rad_q} <= setup(op_i, a_i, b_i);
+      quo_q  <= '0;
     end else if (iterate) begin
-      rem_q <= rem_step;
-      rad_q <= rad_step;
-      quo_q <= quo_step;
+      {rem_q, rad_q, quo_q} <= recur(op_q, rem_q, rad_q, quo_q, div_q);
     end
   end
 

@@ -1,6 +1,7 @@
 // tpu_top: the Tessera chip. The host reaches it through two ports: the CSR port (doorbell,
 // status, faults, interrupts, performance counters: tpu_csr) and a memory port into HBM (port 2
-// of tpu_hbm, for loading programs and data). A program runs as docs/isa.md defines: the
+// of tpu_hbm, for loading programs and data, behind a register slice per channel: one cycle
+// each way, no combinational path from a host pin inward). A program runs as docs/isa.md defines: the
 // sequencer (tpu_seq) fetches it through HBM port 0 and hands instructions to the DMA unit
 // (tpu_dma_unit, HBM port 1 and two unified-buffer ports), the MXU unit (tpu_mxu_unit: weight and
 // activation rows from the unified buffer, results in its accumulator memory) and the VPU
@@ -12,7 +13,8 @@
 // and prev ring neighbours) leave the chip as wires: remote DMA copies and remote SIGNALs go
 // out on them (tpu_dma_unit, tpu_seq), and what the neighbours send arrives through
 // tpu_ici_rx into this chip's UB (a fifth UB port), HBM (a fourth memory port) and remote
-// counters. link_up_i tells the sequencer which links have a chip at the other end.
+// counters. link_up_i tells the sequencer which links have a chip at the other end (through a
+// two-flop synchronizer).
 module tpu_top #(
   parameter int unsigned N        = 16,             // MXU size = VPU lanes
   parameter int unsigned UbBytes  = 262144,         // unified buffer
@@ -127,27 +129,51 @@ module tpu_top #(
     .busy_o          (hbm_busy)
   );
 
-  // Port 2: the host.
-  assign m_req_valid[2]        = host_req_valid_i;
-  assign host_req_ready_o      = m_req_ready[2];
-  assign m_req_write[2]        = host_req_write_i;
-  assign m_req_addr[64 +: 32]  = host_req_addr_i;
-  assign m_req_len[8 +: 4]     = host_req_len_i;
-  assign m_req_id[8 +: 4]      = host_req_id_i;
-  assign m_wd_valid[2]         = host_wd_valid_i;
-  assign host_wd_ready_o       = m_wd_ready[2];
-  assign m_wd_data[512 +: 256] = host_wd_data_i;
-  assign m_wd_strb[64 +: 32]   = host_wd_strb_i;
-  assign host_rd_valid_o       = m_rd_valid[2];
-  assign m_rd_ready[2]         = host_rd_ready_i;
-  assign host_rd_id_o          = m_rd_id[8 +: 4];
-  assign host_rd_data_o        = m_rd_data[512 +: 256];
-  assign host_rd_last_o        = m_rd_last[2];
-  assign host_rd_err_o         = m_rd_err[2];
-  assign host_wr_done_valid_o  = m_wr_done_valid[2];
-  assign m_wr_done_ready[2]    = host_wr_done_ready_i;
-  assign host_wr_done_id_o     = m_wr_done_id[8 +: 4];
-  assign host_wr_done_err_o    = m_wr_done_err[2];
+  // Port 2: the host, behind a register slice on each of its four channels (one cycle each
+  // way): no path from a host pin into the memory system within a cycle. The verilated model
+  // gains most: Verilator re-evaluates all logic that depends on a top input on every eval(),
+  // and without the slices that was the crossbar's arbitration and the controller's hazard
+  // check (docs/performance.md, "Simulation speed of the chip").
+  tpu_reg_slice #(.Width(41)) u_host_req (
+    .clk_i       (clk_i),
+    .rst_ni      (rst_ni),
+    .in_valid_i  (host_req_valid_i),
+    .in_ready_o  (host_req_ready_o),
+    .in_data_i   ({host_req_write_i, host_req_addr_i, host_req_len_i, host_req_id_i}),
+    .out_valid_o (m_req_valid[2]),
+    .out_ready_i (m_req_ready[2]),
+    .out_data_o  ({m_req_write[2], m_req_addr[64 +: 32], m_req_len[8 +: 4], m_req_id[8 +: 4]})
+  );
+  tpu_reg_slice #(.Width(288)) u_host_wd (
+    .clk_i       (clk_i),
+    .rst_ni      (rst_ni),
+    .in_valid_i  (host_wd_valid_i),
+    .in_ready_o  (host_wd_ready_o),
+    .in_data_i   ({host_wd_data_i, host_wd_strb_i}),
+    .out_valid_o (m_wd_valid[2]),
+    .out_ready_i (m_wd_ready[2]),
+    .out_data_o  ({m_wd_data[512 +: 256], m_wd_strb[64 +: 32]})
+  );
+  tpu_reg_slice #(.Width(262)) u_host_rd (
+    .clk_i       (clk_i),
+    .rst_ni      (rst_ni),
+    .in_valid_i  (m_rd_valid[2]),
+    .in_ready_o  (m_rd_ready[2]),
+    .in_data_i   ({m_rd_id[8 +: 4], m_rd_data[512 +: 256], m_rd_last[2], m_rd_err[2]}),
+    .out_valid_o (host_rd_valid_o),
+    .out_ready_i (host_rd_ready_i),
+    .out_data_o  ({host_rd_id_o, host_rd_data_o, host_rd_last_o, host_rd_err_o})
+  );
+  tpu_reg_slice #(.Width(5)) u_host_wr_done (
+    .clk_i       (clk_i),
+    .rst_ni      (rst_ni),
+    .in_valid_i  (m_wr_done_valid[2]),
+    .in_ready_o  (m_wr_done_ready[2]),
+    .in_data_i   ({m_wr_done_id[8 +: 4], m_wr_done_err[2]}),
+    .out_valid_o (host_wr_done_valid_o),
+    .out_ready_i (host_wr_done_ready_i),
+    .out_data_o  ({host_wr_done_id_o, host_wr_done_err_o})
+  );
 
   // ---------------------------------------------------------------- control
   logic        start;
@@ -167,6 +193,20 @@ module tpu_top #(
   logic [11:0] unit_state;
   logic [31:0] seq_pc;
   logic [31:0] fetch_req_addr;
+
+  // link_up_i is the links' status from outside the chip (asynchronous to clk_i): a two-flop
+  // synchronizer before the sequencer's decode reads it (which also keeps the decode out of
+  // the logic a verilated model re-evaluates whenever a top input may have changed).
+  logic [1:0] link_up_meta_q, link_up_q;
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      link_up_meta_q <= '0;
+      link_up_q      <= '0;
+    end else begin
+      link_up_meta_q <= link_up_i;
+      link_up_q      <= link_up_meta_q;
+    end
+  end
 
   // A deep fetch buffer: a compiled training step is ~10^6 straight-line instructions, and with
   // 8 entries (3 bursts in flight) the fetch, not the units, set the pace (docs/performance.md).
@@ -202,7 +242,7 @@ module tpu_top #(
     .unit_fault_pc_i   (u_fault_pc),
     .unit_fault_addr_i (u_fault_addr),
     .unit_fault_info_i (u_fault_info),
-    .link_up_i         (link_up_i),
+    .link_up_i         (link_up_q),
     .rsig_valid_o      (rsig_valid),
     .rsig_link_o       (rsig_link),
     .rsig_sc_o         (rsig_sc),
