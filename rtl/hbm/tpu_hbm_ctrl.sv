@@ -163,8 +163,10 @@ module tpu_hbm_ctrl #(
   logic [15:0]               wage_q;                    // cycles writes waited in read mode
   logic                      wdone1_q;                  // a WR issued in this write drain
   logic [NB-1:0]             open_q, open_d;
-  logic [NB*14-1:0]          orow_q, orow_d;
-  logic [NB*HW-1:0]          hits_q, hits_d;            // column commands since the ACT
+  // Per bank, as arrays written at the command's bank (a bank's entry is read by index; in the
+  // verilated model a computed slice of a packed vector costs a wide-vector helper call).
+  logic [13:0]               orow_q [NB];               // the open row (valid while open)
+  logic [HW-1:0]             hits_q [NB];               // column commands since the ACT
   logic [NB*TW-1:0]          act_cnt_q, act_cnt_d;      // per bank: until ACT legal
   logic [NB*TW-1:0]          col_cnt_q, col_cnt_d;      //           until RD/WR legal
   logic [NB*TW-1:0]          pre_cnt_q, pre_cnt_d;      //           until PRE legal
@@ -237,8 +239,8 @@ module tpu_hbm_ctrl #(
   logic [QueueDepth-1:0]    hit_v, blk_v;
   logic [NB-1:0]            pend_hit, cap_blk;
   logic [NB-1:0]            col_rdy, act_rdy, pre_rdy;      // per bank: legal now (timing)
-  logic [NB*QueueDepth-1:0] in_bank;                        // [QueueDepth*b + i]: entry i is
-                                                            // valid and for bank b
+  logic [QueueDepth-1:0]    in_bank [NB];                   // [b][i]: entry i is valid and
+                                                            // for bank b
   logic [QueueDepth-1:0]    col_v, act_v, pre_v;            // per entry: legal now
   logic                     faw_ok;
   logic                     col_found, row_found;
@@ -265,7 +267,7 @@ module tpu_hbm_ctrl #(
     blk_v    = '0;
     pend_hit = '0;
     cap_blk  = '0;
-    in_bank  = '0;
+    for (int k = 0; k < NB; k++) in_bank[k] = '0;
     col_v    = '0;
     act_v    = '0;
     pre_v    = '0;
@@ -279,23 +281,23 @@ module tpu_hbm_ctrl #(
       for (int i = 0; i < QueueDepth; i++) begin
         b = sq[i][3:0];
         v = QW'(i) < scnt;
-        hit_v[i] = v && open_q[b] && orow_q[14*b +: 14] == sq[i][22:9];
+        hit_v[i] = v && open_q[b] && orow_q[b] == sq[i][22:9];
         if (hit_v[i]) pend_hit[b] = 1'b1;
-        if (v) in_bank[QueueDepth*32'(b) + i] = 1'b1;
+        if (v) in_bank[b][i] = 1'b1;
         for (int j = 0; j < QueueDepth; j++) begin
           if (OrderById && j < i && sq[j][EW-1:23] == sq[i][EW-1:23]) blk_v[i] = 1'b1;
         end
       end
       // The oldest request misses in a bank that has served RowHitCap hits: no more hits there.
       b = sq[0][3:0];
-      if (!hit_v[0] && open_q[b] && hits_q[HW*b +: HW] >= HW'(RowHitCap)) cap_blk[b] = 1'b1;
+      if (!hit_v[0] && open_q[b] && hits_q[b] >= HW'(RowHitCap)) cap_blk[b] = 1'b1;
 
       // Each entry's legal commands from its bank's (col_rdy, act_rdy, pre_rdy: once per bank,
       // not per entry) as bit masks; then the oldest of each kind.
       for (int k = 0; k < NB; k++) begin
-        if (col_rdy[k] && !cap_blk[k]) col_v = col_v | in_bank[QueueDepth*k +: QueueDepth];
-        if (act_rdy[k]) act_v = act_v | in_bank[QueueDepth*k +: QueueDepth];
-        if (pre_rdy[k] && !pend_hit[k]) pre_v = pre_v | in_bank[QueueDepth*k +: QueueDepth];
+        if (col_rdy[k] && !cap_blk[k]) col_v = col_v | in_bank[k];
+        if (act_rdy[k]) act_v = act_v | in_bank[k];
+        if (pre_rdy[k] && !pend_hit[k]) pre_v = pre_v | in_bank[k];
       end
       // The oldest request may precharge its bank even with hits pending there.
       if (pre_rdy[sq[0][3:0]]) pre_v[0] = 1'b1;
@@ -429,17 +431,8 @@ module tpu_hbm_ctrl #(
 
     // banks
     open_d = open_q;
-    orow_d = orow_q;
-    hits_d = hits_q;
-    if (issue_act) begin
-      open_d[cmd_bank]             = 1'b1;
-      orow_d[14*cmd_bank +: 14]    = sel[22:9];
-      hits_d[HW*cmd_bank +: HW]    = '0;
-    end
+    if (issue_act) open_d[cmd_bank] = 1'b1;
     if (issue_pre) open_d[cmd_bank] = 1'b0;
-    if ((issue_rd || issue_wr) && hits_d[HW*cmd_bank +: HW] != HW'(RowHitCap)) begin
-      hits_d[HW*cmd_bank +: HW] = hits_q[HW*cmd_bank +: HW] + HW'(1);
-    end
 
     // tFAW: a shift register of the last four ACTs' remaining windows (newest at 0).
     for (int k = 0; k < 4; k++) faw_d[TW*k +: TW] = bump(faw_q[TW*k +: TW], '0);
@@ -477,6 +470,18 @@ module tpu_hbm_ctrl #(
                                         issue_rd ? GapRdWr : '0);
   end
 
+  // Per-bank row state at the command's bank: an ACT opens a row and restarts its hit count,
+  // each column command counts one hit up to RowHitCap (one command a cycle: never both). No
+  // reset: both are read only while their bank is open (open_q), and the ACT sets both.
+  always_ff @(posedge clk_i) begin
+    if (issue_act) begin
+      orow_q[cmd_bank] <= sel[22:9];
+      hits_q[cmd_bank] <= '0;
+    end else if ((issue_rd || issue_wr) && hits_q[cmd_bank] != HW'(RowHitCap)) begin
+      hits_q[cmd_bank] <= hits_q[cmd_bank] + HW'(1);
+    end
+  end
+
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       rq_cnt_q   <= '0;
@@ -485,8 +490,6 @@ module tpu_hbm_ctrl #(
       wage_q     <= '0;
       wdone1_q   <= 1'b0;
       open_q     <= '0;
-      orow_q     <= '0;
-      hits_q     <= '0;
       act_cnt_q  <= '0;
       col_cnt_q  <= '0;
       pre_cnt_q  <= '0;
@@ -508,8 +511,6 @@ module tpu_hbm_ctrl #(
       wage_q     <= (wmode_q || wq_cnt_q == '0) ? '0 :
                     (wage_q == 16'hFFFF) ? wage_q : wage_q + 16'(1);
       open_q     <= open_d;
-      orow_q     <= orow_d;
-      hits_q     <= hits_d;
       act_cnt_q  <= act_cnt_d;
       col_cnt_q  <= col_cnt_d;
       pre_cnt_q  <= pre_cnt_d;
