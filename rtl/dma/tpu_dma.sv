@@ -420,7 +420,7 @@ module tpu_dma #(
   logic                 wc_hit, src_exhausted, no_more, wc_flush;
   logic [WordBytes-1:0] new_strb;
   logic [6:0]           move_bytes;
-  logic [WordW-1:0]     new_data, new_bits;
+  logic [WordW-1:0]     new_data;
   assign dst_word   = dst_addr[AddrW-1:OffW];
   assign dst_off    = dst_addr[OffW-1:0];
   assign wc_hit     = wc_valid_q && (dst_word == wc_word_q);
@@ -428,11 +428,12 @@ module tpu_dma #(
   assign new_strb   = (~({WordBytes{1'b1}} << move_bytes)) << dst_off;
   // The moved bytes, from their offset in the source word to theirs in the destination word.
   assign new_data   = (ex_word >> {ex_off, 3'b000}) << {dst_off, 3'b000};
-  always_comb begin
-    for (int k = 0; k < WordBytes; k++) begin
-      new_bits[8*k +: 8] = {8{new_strb[k]}};
-    end
-  end
+  // A byte of ones for each strobe bit of new_strb (the same shifts on bits), computed where it
+  // is used: only for a move (a loop inserting 32 bytes at computed offsets ran every cycle).
+  function automatic logic [WordW-1:0] byte_mask(input logic [6:0] bytes,
+                                                 input logic [OffW-1:0] off);
+    byte_mask = (~({WordW{1'b1}} << {bytes, 3'b000})) << {off, 3'b000};
+  endfunction
 
   // The source has no more elements to give: its walk ended (or faulted) and its queue is empty.
   assign src_exhausted = src_idle && efifo_empty;
@@ -474,10 +475,11 @@ module tpu_dma #(
       wc_valid_q <= 1'b1;
       wc_word_q  <= dst_word;
       if (wc_hit) begin
-        wc_data_q <= (wc_data_q & ~new_bits) | (new_data & new_bits);
+        wc_data_q <= (wc_data_q & ~byte_mask(move_bytes, dst_off)) |
+                     (new_data & byte_mask(move_bytes, dst_off));
         wc_strb_q <= wc_strb_q | new_strb;
       end else begin
-        wc_data_q <= new_data & new_bits;
+        wc_data_q <= new_data & byte_mask(move_bytes, dst_off);
         wc_strb_q <= new_strb;
       end
     end else if (wc_flush) begin

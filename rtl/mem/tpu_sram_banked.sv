@@ -77,16 +77,26 @@ module tpu_sram_banked #(
         end
       end
     end
+    // A bank's row, write mask and data only for a request (its write mask and data only for
+    // a write): idle banks see zeros, and a simulator moves no wide data for them.
+    bank_we    = '0;
+    bank_row   = '0;
+    bank_wmask = '0;
+    bank_wdata = '0;
     for (int b = 0; b < Banks; b++) begin
       logic [PortW-1:0]  p;
       logic [AddrW-1:0]  a;
       p = bank_sel[PortW*b +: PortW];
       a = addr_i[AddrW*p +: AddrW];
-      if (bank_req[b]) gnt_o[p] = 1'b1;
-      bank_we[b]                    = we_i[p];
-      bank_row[RowW*b +: RowW]      = RowW'(a >> BankBits);
-      bank_wmask[Elems*b +: Elems]  = wmask_i[Elems*p +: Elems];
-      bank_wdata[Width*b +: Width]  = wdata_i[Width*p +: Width];
+      if (bank_req[b]) begin
+        gnt_o[p]                 = 1'b1;
+        bank_we[b]               = we_i[p];
+        bank_row[RowW*b +: RowW] = RowW'(a >> BankBits);
+        if (we_i[p]) begin
+          bank_wmask[Elems*b +: Elems] = wmask_i[Elems*p +: Elems];
+          bank_wdata[Width*b +: Width] = wdata_i[Width*p +: Width];
+        end
+      end
     end
   end
 

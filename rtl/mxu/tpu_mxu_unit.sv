@@ -179,7 +179,10 @@ module tpu_mxu_unit #(
   logic               mxu_w_valid, mxu_w_ready, t_take;
 
   always_comb begin
-    for (int n = 0; n < N; n++) t_row[16*n +: 16] = tbuf_q[16*(N*n + 32'(t_k_q)) +: 16];
+    t_row = '0;
+    if (t_full_q) begin  // (used only then: a simulator gathers nothing otherwise)
+      for (int n = 0; n < N; n++) t_row[16*n +: 16] = tbuf_q[16*(N*n + 32'(t_k_q)) +: 16];
+    end
   end
   assign t_take      = w_row_valid && w_row_tag[0] && !t_full_q;
   assign mxu_w_valid = t_full_q || (w_row_valid && !w_row_tag[0]);
