@@ -345,7 +345,8 @@ module tpu_seq #(
   always_comb begin
     for (int u = 0; u < Units; u++) begin
       logic [EntW-1:0] e;
-      e = q_q[EntW*(QDepth*u + 32'(q_rp_q[QW*u +: QW])) +: EntW];
+      // (an empty queue's head is zero: a simulator selects no entry for an idle unit)
+      e = q_empty[u] ? '0 : q_q[EntW*(QDepth*u + 32'(q_rp_q[QW*u +: QW])) +: EntW];
       unit_instr_o[128*u +: 128] = e[127:0];
       unit_pc_o[32*u +: 32]      = e[159:128];
     end

@@ -178,7 +178,8 @@ module tpu_hbm #(
       pc_req_addr[28*c +: 28]        = local_addr(head_burst_q[27*p +: 27]);
       pc_req_tag[TagW*c +: TagW]     = {p, head_w_q[p] ? SlotW'(head_wslot_q[WtW*p +: WtW])
                                                        : SlotW'(rob_wp_q[RobW*p +: RobW])};
-      pc_req_wdata[256*c +: 256]     = wd_data_i[256*p +: 256];
+      // (write data only for a write request: no 256-bit word moved otherwise)
+      pc_req_wdata[256*c +: 256]     = (req_any[c] && head_w_q[p]) ? wd_data_i[256*p +: 256] : '0;
       pc_req_wstrb[32*c +: 32]       = wd_strb_i[32*p +: 32];
     end
   end
@@ -236,7 +237,8 @@ module tpu_hbm #(
       w = wt_rp_q[WtW*p +: WtW];
       meta = rob_meta_q[p][r];
       rd_valid_o[p]         = rob_vld_q[RobDepth*p + 32'(r)];
-      rd_data_o[256*p +: 256] = rob_data_q[p][r];
+      // (the data only with valid: a simulator moves no 256-bit word for an idle port)
+      rd_data_o[256*p +: 256] = rd_valid_o[p] ? rob_data_q[p][r] : '0;
       rd_id_o[4*p +: 4]     = meta[3:0];
       rd_last_o[p]          = meta[4];
       rd_err_o[p]           = meta[5];

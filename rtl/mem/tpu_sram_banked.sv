@@ -123,7 +123,9 @@ module tpu_sram_banked #(
   always_comb begin
     for (int p = 0; p < Ports; p++) begin
       rvalid_o[p]              = rd_q[p];
-      rdata_o[Width*p +: Width] = bank_rdata[Width*rd_bank_q[BankW*p +: BankW] +: Width];
+      // (the data only with rvalid: no wide word moved for a port that read nothing)
+      rdata_o[Width*p +: Width] = rd_q[p] ? bank_rdata[Width*rd_bank_q[BankW*p +: BankW] +: Width]
+                                          : '0;
     end
   end
 

@@ -534,7 +534,9 @@ module tpu_top #(
       dma_here = dma_ici_valid && dma_ici_link == 2'(l + 1);
       sig_here = rsig_valid && rsig_link == 2'(l + 1);
       tx_valid[l]               = dma_here || sig_here;
-      tx_flit[FlitW*l +: FlitW] = dma_here ? dma_ici_flit : tpu_ici_pkg::signal_flit(rsig_sc);
+      // (a flit only with valid: an idle link costs a simulator nothing here)
+      tx_flit[FlitW*l +: FlitW] = dma_here ? dma_ici_flit :
+                                  sig_here ? tpu_ici_pkg::signal_flit(rsig_sc) : '0;
     end
   end
   assign txq_push = tx_valid & tx_ready;
