@@ -420,19 +420,23 @@ module tpu_dma #(
   logic                 wc_hit, src_exhausted, no_more, wc_flush;
   logic [WordBytes-1:0] new_strb;
   logic [6:0]           move_bytes;
-  logic [WordW-1:0]     new_data;
   assign dst_word   = dst_addr[AddrW-1:OffW];
   assign dst_off    = dst_addr[OffW-1:0];
   assign wc_hit     = wc_valid_q && (dst_word == wc_word_q);
   assign move_bytes = (elem_bytes_q == 4'd4) ? {ex_m, 2'b00} : {1'b0, ex_m, 1'b0};
   assign new_strb   = (~({WordBytes{1'b1}} << move_bytes)) << dst_off;
-  // The moved bytes, from their offset in the source word to theirs in the destination word.
-  assign new_data   = (ex_word >> {ex_off, 3'b000}) << {dst_off, 3'b000};
-  // A byte of ones for each strobe bit of new_strb (the same shifts on bits), computed where it
-  // is used: only for a move (a loop inserting 32 bytes at computed offsets ran every cycle).
-  function automatic logic [WordW-1:0] byte_mask(input logic [6:0] bytes,
-                                                 input logic [OffW-1:0] off);
-    byte_mask = (~({WordW{1'b1}} << {bytes, 3'b000})) << {off, 3'b000};
+  // The held word after a move: the moved bytes, from their offset in the source word to theirs
+  // in the destination word, over `held` (the byte mask is new_strb's shifts on bits). Called
+  // only for a move, so the 256-bit shifts are not evaluated on other cycles.
+  function automatic logic [WordW-1:0] merge(input logic [WordW-1:0] held,
+                                             input logic [WordW-1:0] from,
+                                             input logic [OffW-1:0]  from_off,
+                                             input logic [6:0]       bytes,
+                                             input logic [OffW-1:0]  off);
+    logic [WordW-1:0] data, mask;
+    data  = (from >> {from_off, 3'b000}) << {off, 3'b000};
+    mask  = (~({WordW{1'b1}} << {bytes, 3'b000})) << {off, 3'b000};
+    merge = (held & ~mask) | (data & mask);
   endfunction
 
   // The source has no more elements to give: its walk ended (or faulted) and its queue is empty.
@@ -475,11 +479,10 @@ module tpu_dma #(
       wc_valid_q <= 1'b1;
       wc_word_q  <= dst_word;
       if (wc_hit) begin
-        wc_data_q <= (wc_data_q & ~byte_mask(move_bytes, dst_off)) |
-                     (new_data & byte_mask(move_bytes, dst_off));
+        wc_data_q <= merge(wc_data_q, ex_word, ex_off, move_bytes, dst_off);
         wc_strb_q <= wc_strb_q | new_strb;
       end else begin
-        wc_data_q <= new_data & byte_mask(move_bytes, dst_off);
+        wc_data_q <= merge('0, ex_word, ex_off, move_bytes, dst_off);
         wc_strb_q <= new_strb;
       end
     end else if (wc_flush) begin
