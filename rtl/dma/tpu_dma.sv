@@ -690,18 +690,18 @@ module tpu_dma #(
   // ---------------------------------------------------------------------------------------------
   `TPU_ASSERT(SramWordIsOneHbmBurst, SramWordBytes == 32)
   `TPU_ASSERT(CreditsBounded, inflight_q <= CreditW'(MaxReads))
-  `TPU_ASSERT(ReadDataOnlyWhenExpected, dfifo_push |-> (inflight_q != '0) && !dfifo_full)
+  `TPU_ASSERT_IMPLIES(ReadDataOnlyWhenExpected, dfifo_push, (inflight_q != '0) && !dfifo_full)
   `TPU_ASSERT(OneReadSourceAtATime, !(sram_rd_pend_q && hbm_rd_valid_i))
-  `TPU_ASSERT(ReadIdsInOrder, (hbm_rd_valid_i && hbm_rd_ready_o) |-> hbm_rd_id_i == rd_rsp_id_q)
-  `TPU_ASSERT(SingleBurstReads, (hbm_rd_valid_i && hbm_rd_ready_o) |-> hbm_rd_last_i)
-  `TPU_ASSERT(PendOnlyWhileRunning, !pend_empty |-> running)
-  `TPU_ASSERT(CompletionOnlyWhenExpected, hbm_wr_done_valid_i |-> wr_out_q != '0)
-  `TPU_ASSERT(CompletionIdsInOrder, hbm_wr_done_valid_i |-> hbm_wr_done_id_i == wr_rsp_id_q)
-  `TPU_ASSERT(WriteQueueOnlyWhileRunning, !wq_empty |-> running)
-  `TPU_ASSERT(MovesOnlyWhileRunning, ex_move |-> running)
-  `TPU_ASSERT(RequestHeldUntilTaken, (hbm_req_valid_o && !hbm_req_ready_i) |=>
+  `TPU_ASSERT_IMPLIES(ReadIdsInOrder, (hbm_rd_valid_i && hbm_rd_ready_o), hbm_rd_id_i == rd_rsp_id_q)
+  `TPU_ASSERT_IMPLIES(SingleBurstReads, (hbm_rd_valid_i && hbm_rd_ready_o), hbm_rd_last_i)
+  `TPU_ASSERT_IMPLIES(PendOnlyWhileRunning, !pend_empty, running)
+  `TPU_ASSERT_IMPLIES(CompletionOnlyWhenExpected, hbm_wr_done_valid_i, wr_out_q != '0)
+  `TPU_ASSERT_IMPLIES(CompletionIdsInOrder, hbm_wr_done_valid_i, hbm_wr_done_id_i == wr_rsp_id_q)
+  `TPU_ASSERT_IMPLIES(WriteQueueOnlyWhileRunning, !wq_empty, running)
+  `TPU_ASSERT_IMPLIES(MovesOnlyWhileRunning, ex_move, running)
+  `TPU_ASSERT_SEQ(RequestHeldUntilTaken, (hbm_req_valid_o && !hbm_req_ready_i) |=>
       (hbm_req_valid_o && (hbm_req_write_o == $past(hbm_req_write_o)) &&
        (hbm_req_addr_o == $past(hbm_req_addr_o))))
-  `TPU_ASSERT(WriteDataHeldUntilTaken, (hbm_wd_valid_o && !hbm_wd_ready_i) |=>
+  `TPU_ASSERT_SEQ(WriteDataHeldUntilTaken, (hbm_wd_valid_o && !hbm_wd_ready_i) |=>
       (hbm_wd_valid_o && (hbm_wd_strb_o == $past(hbm_wd_strb_o))))
 endmodule

@@ -168,5 +168,5 @@ module tpu_dma_agen #(
   end
 
   // take_i is 1 .. run_o whenever an address is taken.
-  `TPU_ASSERT(TakeWithinRun, (addr_valid_o && addr_ready_i) |-> (take_i != '0) && (take_i <= run_o))
+  `TPU_ASSERT_IMPLIES(TakeWithinRun, (addr_valid_o && addr_ready_i), (take_i != '0) && (take_i <= run_o))
 endmodule

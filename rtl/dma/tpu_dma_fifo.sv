@@ -45,6 +45,6 @@ module tpu_dma_fifo #(
   assign full_o  = count_o == CntW'(Depth);
   assign data_o  = mem_q[rptr_q[PtrW-1:0]];
 
-  `TPU_ASSERT(NoPushWhenFull, push_i |-> !full_o)
-  `TPU_ASSERT(NoPopWhenEmpty, pop_i |-> !empty_o)
+  `TPU_ASSERT_IMPLIES(NoPushWhenFull, push_i, !full_o)
+  `TPU_ASSERT_IMPLIES(NoPopWhenEmpty, pop_i, !empty_o)
 endmodule

@@ -227,6 +227,6 @@ module tpu_fp_divsqrt (
   assign valid_o  = valid_q;
   assign result_o = result_q;
 
-  `TPU_ASSERT(CountInRange, busy_q |-> (cnt_q <= 4'(Iters)))
-  `TPU_ASSERT(ValidOnlyWhenIdle, valid_q |-> !busy_q)
+  `TPU_ASSERT_IMPLIES(CountInRange, busy_q, (cnt_q <= 4'(Iters)))
+  `TPU_ASSERT_IMPLIES(ValidOnlyWhenIdle, valid_q, !busy_q)
 endmodule

@@ -635,9 +635,9 @@ module tpu_hbm_ctrl #(
                   wd_cnt_q != '0 || wf_cnt_q != '0;
 
   // ---------------------------------------------------------------- invariants
-  `TPU_ASSERT(ReadDataOnlyWhenExpected, rdata_valid_i |-> inf_cnt_q != '0)
+  `TPU_ASSERT_IMPLIES(ReadDataOnlyWhenExpected, rdata_valid_i, inf_cnt_q != '0)
   `TPU_ASSERT(ResponseFifoNeverOverflows, resp_cnt_q <= RW'(RespDepth))
-  `TPU_ASSERT(NoCommandToOpenBankAct, issue_act |-> !open_q[cmd_bank])
-  `TPU_ASSERT(ColumnOnlyToOpenBank, (issue_rd || issue_wr) |-> open_q[cmd_bank])
-  `TPU_ASSERT(RefOnlyWithAllClosed, issue_ref |-> open_q == '0)
+  `TPU_ASSERT_IMPLIES(NoCommandToOpenBankAct, issue_act, !open_q[cmd_bank])
+  `TPU_ASSERT_IMPLIES(ColumnOnlyToOpenBank, (issue_rd || issue_wr), open_q[cmd_bank])
+  `TPU_ASSERT_IMPLIES(RefOnlyWithAllClosed, issue_ref, open_q == '0)
 endmodule

@@ -100,5 +100,5 @@ module tpu_ici_port #(
   // ---------------------------------------------------------------------------------------------
   `TPU_ASSERT(CreditsArePowerOfTwo, (Credits & (Credits - 1)) == 0)
   `TPU_ASSERT(NeverMoreCreditsThanSlots, credits_q <= CrW'(Credits))
-  `TPU_ASSERT(ArrivalsFitTheBuffer, link_valid_i |-> !rx_full)
+  `TPU_ASSERT_IMPLIES(ArrivalsFitTheBuffer, link_valid_i, !rx_full)
 endmodule

@@ -212,7 +212,7 @@ module tpu_mxu #(
 
   assign busy_o = (inflight_q != '0) || (wload_cycles_q != '0);
 
-  `TPU_ASSERT(FirstTileNeedsFirstFlag, a_valid_i |-> (a_first_i || weights_valid_q))
+  `TPU_ASSERT_IMPLIES(FirstTileNeedsFirstFlag, a_valid_i, (a_first_i || weights_valid_q))
   `TPU_ASSERT(InflightBounded, inflight_q <= CntW'(Latency))
-  `TPU_ASSERT(ExtWriteYieldsToResults, wr_en |-> !ext_wr_fire)
+  `TPU_ASSERT_IMPLIES(ExtWriteYieldsToResults, wr_en, !ext_wr_fire)
 endmodule

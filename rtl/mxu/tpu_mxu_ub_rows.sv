@@ -174,12 +174,12 @@ module tpu_mxu_ub_rows #(
 
   assign idle_o = cmd_empty && (rows_q == '0);
 
-  `TPU_ASSERT(GrantOnlyOnRequest, rd_gnt_i |-> rd_req_o)
+  `TPU_ASSERT_IMPLIES(GrantOnlyOnRequest, rd_gnt_i, rd_req_o)
   `TPU_ASSERT(RowsReservedBounded, rows_q <= RowCntW'(RowDepth))
   `TPU_ASSERT(FifoHoldsOnlyReservedRows, fifo_count <= rows_q)
-  `TPU_ASSERT(IdleMeansNoCommand, idle_o |-> (cmd_count == '0))
-  `TPU_ASSERT(ReturnedRowHasRoom, (rd_valid_i && ret_last_q) |-> !fifo_full)
-  `TPU_ASSERT(CommandHasRows, !cmd_empty |-> (h_rows != '0))
-  `TPU_ASSERT(RequestHeldUntilGranted,
+  `TPU_ASSERT_IMPLIES(IdleMeansNoCommand, idle_o, (cmd_count == '0))
+  `TPU_ASSERT_IMPLIES(ReturnedRowHasRoom, (rd_valid_i && ret_last_q), !fifo_full)
+  `TPU_ASSERT_IMPLIES(CommandHasRows, !cmd_empty, (h_rows != '0))
+  `TPU_ASSERT_SEQ(RequestHeldUntilGranted,
               (rd_req_o && !rd_gnt_i) |=> (rd_req_o && $stable(rd_addr_o)))
 endmodule

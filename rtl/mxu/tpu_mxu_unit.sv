@@ -251,9 +251,9 @@ module tpu_mxu_unit #(
   assign unused_fields = ^{w0[31:9], w1[31:UbAddrW], w2[31:UbAddrW], w3[31:16+AccAddrW],
                            w_row_idx[15:RowIdxW]};
 
-  `TPU_ASSERT(OnlyMxuInstructions, instr_valid_i |-> (is_ldw || is_mm))
-  `TPU_ASSERT(ClearOnlyWhenIdle, clear_i |-> idle_o)
+  `TPU_ASSERT_IMPLIES(OnlyMxuInstructions, instr_valid_i, (is_ldw || is_mm))
+  `TPU_ASSERT_IMPLIES(ClearOnlyWhenIdle, clear_i, idle_o)
   `TPU_ASSERT(ReadDataOnlyAfterGrant, ub_rvalid_i == gnt_q)
-  `TPU_ASSERT(HeldRequestKeepsPort, hold_q |-> (sel ? a_req : w_req))
-  `TPU_ASSERT(MacRowMeansArrayBusy, mac_row_o |=> !idle_o)
+  `TPU_ASSERT_IMPLIES(HeldRequestKeepsPort, hold_q, (sel ? a_req : w_req))
+  `TPU_ASSERT_SEQ(MacRowMeansArrayBusy, mac_row_o |=> !idle_o)
 endmodule
