@@ -32,6 +32,10 @@ package tpu_fp_pkg;
 
   // fp32 + fp32. The larger magnitude operand x keeps its exponent; the smaller y is aligned
   // with guard, round and sticky bits, which is enough for correct RNE (Goldberg 1991).
+  // Written as branches whose logic feeds only their own result (infinities and NaNs, a carry
+  // out, no cancellation, cancellation with its leading-zero count): the same multiplexed
+  // datapath in synthesis, while a simulator evaluates only the branch taken
+  // (docs/performance.md, "Simulation speed of the chip").
   function automatic tpu_pkg::fp32_t fp32_add(input tpu_pkg::fp32_t a, input tpu_pkg::fp32_t b);
     logic           swap, eff_sub, sticky, round_up;
     tpu_pkg::fp32_t x, y, res;
@@ -41,98 +45,122 @@ package tpu_fp_pkg;
     logic [4:0]     lz;
     logic [8:0]     exp_res;
     logic [30:0]    rounded;
-    swap  = b[30:0] > a[30:0];
-    x     = swap ? b : a;
-    y     = swap ? a : b;
-    // Subnormals carry exponent 1 and no hidden bit.
-    ex    = (x[30:23] == 8'd0) ? 8'd1 : x[30:23];
-    ey    = (y[30:23] == 8'd0) ? 8'd1 : y[30:23];
-    sig_x = {x[30:23] != 8'd0, x[22:0], 3'b000};
-    sig_y = {y[30:23] != 8'd0, y[22:0], 3'b000};
-    align = ex - ey;
-    if (align >= 8'd27) begin
-      sig_y_al = {26'd0, sig_y != 27'd0};
+    if (a[30:23] == 8'hFF || b[30:23] == 8'hFF) begin
+      if (fp32_is_nan(a[30:0]) || fp32_is_nan(b[30:0]) ||
+          (fp32_is_inf(a[30:0]) && fp32_is_inf(b[30:0]) && (a[31] != b[31]))) begin
+        res = tpu_pkg::FP32_CANON_NAN;
+      end else if (fp32_is_inf(a[30:0])) begin
+        res = a;
+      end else begin
+        res = b;
+      end
     end else begin
-      sticky   = (sig_y & ((27'd1 << align) - 27'd1)) != 27'd0;
-      sig_y_al = sig_y >> align;
-      sig_y_al[0] = sig_y_al[0] | sticky;
-    end
-    eff_sub = x[31] ^ y[31];
-    sum = eff_sub ? ({1'b0, sig_x} - {1'b0, sig_y_al}) : ({1'b0, sig_x} + {1'b0, sig_y_al});
-    if (sum[27]) begin
-      norm    = {sum[27:2], sum[1] | sum[0]};
-      exp_res = {1'b0, ex} + 9'd1;
-    end else begin
-      lz      = lzc32({sum[26:0], 5'd0});
-      // Never shift below exponent 1: the result then stays subnormal (hidden bit 0).
-      shamt   = ({3'd0, lz} > (ex - 8'd1)) ? (ex - 8'd1) : {3'd0, lz};
-      norm    = sum[26:0] << shamt;
-      exp_res = {1'b0, ex - shamt};
-    end
-    // The hidden bit adds one to the exponent field, so (exp - 1) + {hidden, fraction} packs
-    // normals and subnormals alike; a rounding carry ripples into the exponent (and to inf).
-    round_up = norm[2] & (norm[1] | norm[0] | norm[3]);
-    rounded  = {exp_res[7:0] - 8'd1, 23'd0} + {7'd0, norm[26:3]} + {30'd0, round_up};
-    if (fp32_is_nan(a[30:0]) || fp32_is_nan(b[30:0]) ||
-        (fp32_is_inf(a[30:0]) && fp32_is_inf(b[30:0]) && (a[31] != b[31]))) begin
-      res = tpu_pkg::FP32_CANON_NAN;
-    end else if (fp32_is_inf(a[30:0])) begin
-      res = a;
-    end else if (fp32_is_inf(b[30:0])) begin
-      res = b;
-    end else if (sum == 28'd0) begin
-      // Exact zero: +0 for a difference (RNE), otherwise the common sign (-0 + -0 = -0).
-      res = {eff_sub ? 1'b0 : x[31], 31'd0};
-    end else if (exp_res >= 9'd255) begin
-      res = {x[31], 8'hFF, 23'd0};
-    end else begin
-      res = {x[31], rounded};
+      swap  = b[30:0] > a[30:0];
+      x     = swap ? b : a;
+      y     = swap ? a : b;
+      // Subnormals carry exponent 1 and no hidden bit.
+      ex    = (x[30:23] == 8'd0) ? 8'd1 : x[30:23];
+      ey    = (y[30:23] == 8'd0) ? 8'd1 : y[30:23];
+      sig_x = {x[30:23] != 8'd0, x[22:0], 3'b000};
+      sig_y = {y[30:23] != 8'd0, y[22:0], 3'b000};
+      align = ex - ey;
+      if (align >= 8'd27) begin
+        sig_y_al = {26'd0, sig_y != 27'd0};
+      end else begin
+        sticky   = (sig_y & ((27'd1 << align) - 27'd1)) != 27'd0;
+        sig_y_al = sig_y >> align;
+        sig_y_al[0] = sig_y_al[0] | sticky;
+      end
+      eff_sub = x[31] ^ y[31];
+      sum = eff_sub ? ({1'b0, sig_x} - {1'b0, sig_y_al}) : ({1'b0, sig_x} + {1'b0, sig_y_al});
+      if (sum[27]) begin
+        norm    = {sum[27:2], sum[1] | sum[0]};
+        exp_res = {1'b0, ex} + 9'd1;
+      end else if (sum[26]) begin
+        norm    = sum[26:0];  // already normalised: a shift of 0
+        exp_res = {1'b0, ex};
+      end else begin
+        lz      = lzc32({sum[26:0], 5'd0});
+        // Never shift below exponent 1: the result then stays subnormal (hidden bit 0).
+        shamt   = ({3'd0, lz} > (ex - 8'd1)) ? (ex - 8'd1) : {3'd0, lz};
+        norm    = sum[26:0] << shamt;
+        exp_res = {1'b0, ex - shamt};
+      end
+      // The hidden bit adds one to the exponent field, so (exp - 1) + {hidden, fraction} packs
+      // normals and subnormals alike; a rounding carry ripples into the exponent (and to inf).
+      round_up = norm[2] & (norm[1] | norm[0] | norm[3]);
+      rounded  = {exp_res[7:0] - 8'd1, 23'd0} + {7'd0, norm[26:3]} + {30'd0, round_up};
+      if (sum == 28'd0) begin
+        // Exact zero: +0 for a difference (RNE), otherwise the common sign (-0 + -0 = -0).
+        res = {eff_sub ? 1'b0 : x[31], 31'd0};
+      end else if (exp_res >= 9'd255) begin
+        res = {x[31], 8'hFF, 23'd0};
+      end else begin
+        res = {x[31], rounded};
+      end
     end
     fp32_add = res;
   endfunction
 
   // bf16 x bf16 -> fp32. The 8x8-bit significand product always fits fp32's 24 bits, so the
   // result is exact unless it overflows (-> inf) or falls below fp32's normal range, where it
-  // is shifted into a subnormal and rounded to nearest even.
+  // is shifted into a subnormal and rounded to nearest even. Branches as in fp32_add: special
+  // operands, then the finite product (its leading-zero count only for a subnormal operand, its
+  // denormalising shift only for a result below the normal range).
   function automatic tpu_pkg::fp32_t bf16_mul(input tpu_pkg::bf16_t a, input tpu_pkg::bf16_t b);
     logic               sign, a_nan, b_nan, a_inf, b_inf, a_zero, b_zero, round_up;
-    logic [7:0]         ea, eb, sa, sb;
+    logic [7:0]         sa, sb;
     logic [15:0]        prod, prod_n;
     logic [4:0]         lz;
-    logic signed [10:0] exp_res;
-    logic [10:0]        shamt;
+    logic [9:0]         esum;   // exponent of prod_n + 142 (subnormal operands count 1): > 0
+    logic [9:0]         shamt;
     logic [54:0]        wide;   // {significand[22:0] after shift, 32 bits below}
     tpu_pkg::fp32_t     res;
     sign   = a[15] ^ b[15];
-    a_nan  = (a[14:7] == 8'hFF) && (a[6:0] != 7'd0);
-    b_nan  = (b[14:7] == 8'hFF) && (b[6:0] != 7'd0);
-    a_inf  = (a[14:7] == 8'hFF) && (a[6:0] == 7'd0);
-    b_inf  = (b[14:7] == 8'hFF) && (b[6:0] == 7'd0);
     a_zero = a[14:0] == 15'd0;
     b_zero = b[14:0] == 15'd0;
-    ea     = (a[14:7] == 8'd0) ? 8'd1 : a[14:7];
-    eb     = (b[14:7] == 8'd0) ? 8'd1 : b[14:7];
-    sa     = {a[14:7] != 8'd0, a[6:0]};
-    sb     = {b[14:7] != 8'd0, b[6:0]};
-    prod   = 16'(sa * sb);
-    lz     = lzc32({prod, 16'd0});
-    prod_n = prod << lz;                          // leading one at bit 15
-    exp_res = $signed({3'd0, ea}) + $signed({3'd0, eb}) - 11'sd126 - $signed({6'd0, lz});
-    // Below the normal range: shift the 24-bit significand right by 1 - exp and round; a shift
-    // of 26 or more leaves less than a quarter ulp of the smallest subnormal.
-    shamt    = 11'(11'sd1 - exp_res);
-    wide     = 55'({prod_n, 8'd0, 32'd0} >> shamt);  // bit 55 is always shifted out
-    round_up = wide[31] & ((wide[30:0] != 31'd0) | wide[32]);
-    if (a_nan || b_nan || (a_inf && b_zero) || (a_zero && b_inf)) begin
-      res = tpu_pkg::FP32_CANON_NAN;
-    end else if (a_inf || b_inf || (exp_res >= 11'sd255)) begin
-      res = {sign, 8'hFF, 23'd0};
-    end else if (a_zero || b_zero || (exp_res < 11'sd1 && shamt >= 11'd26)) begin
-      res = {sign, 31'd0};
-    end else if (exp_res >= 11'sd1) begin
-      res = {sign, exp_res[7:0], prod_n[14:0], 8'd0};   // exact
+    if (a[14:7] == 8'hFF || b[14:7] == 8'hFF || a_zero || b_zero) begin
+      a_nan = (a[14:7] == 8'hFF) && (a[6:0] != 7'd0);
+      b_nan = (b[14:7] == 8'hFF) && (b[6:0] != 7'd0);
+      a_inf = (a[14:7] == 8'hFF) && (a[6:0] == 7'd0);
+      b_inf = (b[14:7] == 8'hFF) && (b[6:0] == 7'd0);
+      if (a_nan || b_nan || (a_inf && b_zero) || (a_zero && b_inf)) begin
+        res = tpu_pkg::FP32_CANON_NAN;
+      end else if (a_inf || b_inf) begin
+        res = {sign, 8'hFF, 23'd0};
+      end else begin
+        res = {sign, 31'd0};
+      end
     end else begin
-      res = {sign, 31'({8'd0, wide[54:32]}) + {30'd0, round_up}};
+      sa   = {a[14:7] != 8'd0, a[6:0]};
+      sb   = {b[14:7] != 8'd0, b[6:0]};
+      prod = 16'(sa * sb);
+      if (prod[15]) begin
+        lz = 5'd0;
+        prod_n = prod;
+      end else if (prod[14]) begin
+        lz = 5'd1;
+        prod_n = {prod[14:0], 1'b0};
+      end else begin
+        lz = lzc32({prod, 16'd0});              // a subnormal operand
+        prod_n = prod << lz;                      // leading one at bit 15
+      end
+      // The biased exponent is ea + eb - 126 - lz; with 142 added it stays positive (lz <= 15).
+      esum = 10'((a[14:7] == 8'd0) ? 8'd1 : a[14:7]) + 10'((b[14:7] == 8'd0) ? 8'd1 : b[14:7]) +
+             10'd16 - 10'(lz);
+      if (esum >= 10'd397) begin                 // exponent >= 255: overflow
+        res = {sign, 8'hFF, 23'd0};
+      end else if (esum >= 10'd143) begin        // exponent >= 1: exact
+        res = {sign, 8'(esum - 10'd142), prod_n[14:0], 8'd0};
+      end else if (esum <= 10'd117) begin        // a shift of 26 or more: +-0
+        res = {sign, 31'd0};
+      end else begin
+        // Below the normal range: shift the 24-bit significand right by 1 - exponent and round.
+        shamt    = 10'd143 - esum;
+        wide     = 55'({prod_n, 8'd0, 32'd0} >> shamt);  // bit 55 is always shifted out
+        round_up = wide[31] & ((wide[30:0] != 31'd0) | wide[32]);
+        res = {sign, 31'({8'd0, wide[54:32]}) + {30'd0, round_up}};
+      end
     end
     bf16_mul = res;
   endfunction

@@ -165,6 +165,31 @@ TEST_F(Fpu, Bf16MulUnderflowRangeExhaustiveExponents) {
   expect_no_mismatch(cases);
 }
 
+TEST_F(Fpu, Bf16MulAllSignificandsAtTheRangeEdges) {
+  // Every significand pair (both signs of the result) for exponent pairs whose sum sits at an
+  // edge of the product's range: both operands subnormal or nearly (the deepest leading-zero
+  // counts), the edge below which the product rounds to zero, the edge of the normal range and
+  // overflow to infinity.
+  uint64_t cases = 0;
+  for (int sum : {0, 1, 2, 3, 100, 101, 102, 103, 125, 126, 127, 128, 379, 380, 381, 382}) {
+    for (int ea : {0, 1, sum / 2, sum - 1, sum}) {
+      const int eb = sum - ea;
+      if (ea < 0 || eb < 0 || ea > 254 || eb > 254) continue;
+      for (int ma = 0; ma < 128; ++ma) {
+        for (int mb = 0; mb < 128; ++mb) {
+          const uint16_t a = static_cast<uint16_t>((ea << 7) | ma);
+          const uint16_t b = static_cast<uint16_t>(((ma & 1) << 15) | (eb << 7) | mb);
+          const uint32_t want = fp::bf16_mul(a, b), got = mul(a, b);
+          ++cases;
+          if (want != got)
+            mismatch(hex16(a) + " * " + hex16(b) + ": want " + hex32(want) + " got " + hex32(got));
+        }
+      }
+    }
+  }
+  expect_no_mismatch(cases);
+}
+
 TEST_F(Fpu, Fp32MulSpecialClassesPairwise) {
   const auto s = test::fp32_specials();
   for (uint32_t a : s) {
