@@ -70,6 +70,8 @@ module tpu_mxu_array #(
     logic               b_in, v_in, k_in;
     logic [RowIdxW-1:0] row_in;
     tpu_pkg::fp32_t     p_in;
+    tpu_pkg::bf16_t     a0 [N];                   // column 0's input, per row
+    logic               b0 [N];
     logic [32*N-1:0]    out_next;
     if (!rst_ni) begin
       act_ptr_q   = '0;
@@ -84,20 +86,20 @@ module tpu_mxu_array #(
           deskew_ring_q[c][act_ptr_q] = psum_q[N - 1][c];
           out_next[32*c +: 32] = deskew_ring_q[c][ring_back(act_ptr_q, N - 2 - c)];
         end
+        // Each row's input this cycle: row r's element of the row that entered r cycles ago
+        // (row 0: the row entering now).
+        a0[0] = act_row_i[15:0];
+        b0[0] = act_bank_i;
+        for (int r = 1; r < N; r++) begin
+          a0[r] = act_ring_q[r][ring_back(act_ptr_q, r)];
+          b0[r] = bank_ring_q[r][ring_back(act_ptr_q, r)];
+        end
         // Bottom row first, rightmost column first: psum_q[r - 1] and act_q[r][c - 1] are
-        // still last cycle's values when PE (r, c) reads them.
+        // still last cycle's values when PE (r, c) reads them. Column 0 takes the row's input.
         for (int r = N - 1; r >= 0; r--) begin
           for (int c = N - 1; c >= 0; c--) begin
-            if (c > 0) begin
-              a_in = act_q[r][c - 1];
-              b_in = bank_q[r][c - 1];
-            end else if (r > 0) begin
-              a_in = act_ring_q[r][ring_back(act_ptr_q, r)];
-              b_in = bank_ring_q[r][ring_back(act_ptr_q, r)];
-            end else begin
-              a_in = act_row_i[15:0];
-              b_in = act_bank_i;
-            end
+            a_in = (c == 0) ? a0[r] : act_q[r][c - 1];
+            b_in = (c == 0) ? b0[r] : bank_q[r][c - 1];
             p_in = (r == 0) ? 32'h0000_0000 : psum_q[r - 1][c];
             psum_q[r][c] = tpu_fp_pkg::mac(p_in, a_in, b_in ? weight1_q[r][c] : weight0_q[r][c]);
             act_q[r][c]  = a_in;
