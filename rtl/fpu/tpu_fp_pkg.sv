@@ -247,13 +247,19 @@ package tpu_fp_pkg;
   // (docs/performance.md, "Simulation speed of the chip").
   function automatic tpu_pkg::fp32_t mac(input tpu_pkg::fp32_t psum, input tpu_pkg::bf16_t act,
                                          input tpu_pkg::bf16_t weight);
-    logic           zero_prod;
+    logic           pass;     // the product is a zero that leaves psum as it is
     tpu_pkg::fp32_t prod, sum, res;
-    zero_prod = ((act[14:0] == 15'd0) && (weight[14:7] != 8'hFF)) ||
-                ((weight[14:0] == 15'd0) && (act[14:7] != 8'hFF));
+    // A zero operand times a finite one: (a == 0 || w == 0) && neither is inf or NaN (a zero
+    // is neither). Tested in two steps so that the usual case, no zero operand, costs the
+    // simulator one comparison.
+    pass = 1'b0;
+    if ((act[14:0] == 15'd0) || (weight[14:0] == 15'd0)) begin
+      pass = (act[14:7] != 8'hFF) && (weight[14:7] != 8'hFF) && (psum[30:0] != 31'd0) &&
+             !fp32_is_nan(psum[30:0]);
+    end
     // Two statements in the long branch: Verilator turns an if/else of single assignments
     // into a ?: and would then evaluate both functions every time.
-    if (zero_prod && (psum[30:0] != 31'd0) && !fp32_is_nan(psum[30:0])) begin
+    if (pass) begin
       res = psum;
     end else begin
       prod = bf16_mul(act, weight);
