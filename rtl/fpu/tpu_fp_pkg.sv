@@ -238,29 +238,33 @@ package tpu_fp_pkg;
 
   // One processing-element step: psum + a * w, the product rounded first (it is exact in
   // range), then the sum. Two roundings, never fused: the architectural MAC.
-  // Zero operands take a short path with the same result (operand gating, as a real PE gates
-  // its multiplier on a zero input to save power): a zero times a finite value is an exact
-  // signed zero, and x + (+-0) = x for every x other than a zero or a NaN, so the multiplier and
-  // adder are not needed then; zero and NaN partial sums still go through fp32_add (signed-zero
-  // rules, canonical NaN). In the verilated model this skips both functions for the MACs the
-  // data makes trivial — padded weight rows and columns, zero pixels, relu and max-pool zeros
-  // (docs/performance.md, "Simulation speed of the chip").
+  // A zero operand takes a short path with the same result (operand gating, as a real PE gates
+  // its multiplier and adder on a zero input to save power): a zero times a finite value is an
+  // exact signed zero z, and psum + z is psum for every psum other than a zero (the sum of two
+  // zeros: -0 only when both are -0, RNE) or a NaN (the canonical NaN). In the verilated model
+  // this skips both functions for the MACs the data makes trivial — padded weight rows and
+  // columns, zero pixels, relu and max-pool zeros, pipeline bubbles (docs/performance.md,
+  // "Simulation speed of the chip").
   function automatic tpu_pkg::fp32_t mac(input tpu_pkg::fp32_t psum, input tpu_pkg::bf16_t act,
                                          input tpu_pkg::bf16_t weight);
-    logic           pass;     // the product is a zero that leaves psum as it is
+    logic           zero_prod;  // the product is an exact signed zero
     tpu_pkg::fp32_t prod, sum, res;
-    // A zero operand times a finite one: (a == 0 || w == 0) && neither is inf or NaN (a zero
-    // is neither). Tested in two steps so that the usual case, no zero operand, costs the
-    // simulator one comparison.
-    pass = 1'b0;
+    // (a == 0 || w == 0) && neither is inf or NaN (a zero is neither), tested in two steps so
+    // that the usual case, no zero operand, costs the simulator one comparison.
+    zero_prod = 1'b0;
     if ((act[14:0] == 15'd0) || (weight[14:0] == 15'd0)) begin
-      pass = (act[14:7] != 8'hFF) && (weight[14:7] != 8'hFF) && (psum[30:0] != 31'd0) &&
-             !fp32_is_nan(psum[30:0]);
+      zero_prod = (act[14:7] != 8'hFF) && (weight[14:7] != 8'hFF);
     end
     // Two statements in the long branch: Verilator turns an if/else of single assignments
     // into a ?: and would then evaluate both functions every time.
-    if (pass) begin
-      res = psum;
+    if (zero_prod) begin
+      if (psum[30:0] == 31'd0) begin
+        res = {psum[31] & (act[15] ^ weight[15]), 31'd0};
+      end else if (fp32_is_nan(psum[30:0])) begin
+        res = tpu_pkg::FP32_CANON_NAN;
+      end else begin
+        res = psum;
+      end
     end else begin
       prod = bf16_mul(act, weight);
       // (+-0) + x = x for every x other than a zero (NaN products are already canonical):
