@@ -341,15 +341,15 @@ module tpu_seq #(
   logic [Units*QDepth*EntW-1:0] q_q;
   logic [Units*QW-1:0]          q_wp_q, q_rp_q;
   logic [Units-1:0]             head_pop, head_hand;
-  // The head of each queue (a block of its own: what a unit sees must not depend on its ready).
-  always_comb begin
-    for (int u = 0; u < Units; u++) begin
-      logic [EntW-1:0] e;
-      // (an empty queue's head is zero: a simulator selects no entry for an idle unit)
-      e = q_empty[u] ? '0 : q_q[EntW*(QDepth*u + 32'(q_rp_q[QW*u +: QW])) +: EntW];
-      unit_instr_o[128*u +: 128] = e[127:0];
-      unit_pc_o[32*u +: 32]      = e[159:128];
-    end
+  // The head of each queue (what a unit sees must not depend on its ready), per unit on
+  // constant slices of the outputs (a loop wrote computed slices: a wide insert per unit a cycle
+  // in the verilated model).
+  for (genvar u = 0; u < Units; u++) begin : g_head
+    logic [EntW-1:0] e;
+    // (an empty queue's head is zero: a simulator selects no entry for an idle unit)
+    assign e = q_empty[u] ? '0 : q_q[EntW*(QDepth*u + 32'(q_rp_q[QW*u +: QW])) +: EntW];
+    assign unit_instr_o[128*u +: 128] = e[127:0];
+    assign unit_pc_o[32*u +: 32]      = e[159:128];
   end
   always_comb begin
     head_pop     = '0;

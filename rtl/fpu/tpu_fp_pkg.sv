@@ -146,8 +146,8 @@ package tpu_fp_pkg;
         prod_n = prod << lz;                      // leading one at bit 15
       end
       // The biased exponent is ea + eb - 126 - lz; with 142 added it stays positive (lz <= 15).
-      esum = 10'((a[14:7] == 8'd0) ? 8'd1 : a[14:7]) + 10'((b[14:7] == 8'd0) ? 8'd1 : b[14:7]) +
-             10'd16 - 10'(lz);
+      esum = {2'd0, (a[14:7] == 8'd0) ? 8'd1 : a[14:7]} +
+             {2'd0, (b[14:7] == 8'd0) ? 8'd1 : b[14:7]} + 10'd16 - {5'd0, lz};
       if (esum >= 10'd397) begin                 // exponent >= 255: overflow
         res = {sign, 8'hFF, 23'd0};
       end else if (esum >= 10'd143) begin        // exponent >= 1: exact

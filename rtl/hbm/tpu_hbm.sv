@@ -178,10 +178,15 @@ module tpu_hbm #(
       pc_req_addr[28*c +: 28]        = local_addr(head_burst_q[27*p +: 27]);
       pc_req_tag[TagW*c +: TagW]     = {p, head_w_q[p] ? SlotW'(head_wslot_q[WtW*p +: WtW])
                                                        : SlotW'(rob_wp_q[RobW*p +: RobW])};
-      // (write data only for a write request: no 256-bit word moved otherwise)
-      pc_req_wdata[256*c +: 256]     = (req_any[c] && head_w_q[p]) ? wd_data_i[256*p +: 256] : '0;
       pc_req_wstrb[32*c +: 32]       = wd_strb_i[32*p +: 32];
     end
+  end
+  // The write data only for a write request (no 256-bit word moved otherwise), per channel on
+  // constant slices.
+  for (genvar c = 0; c < Channels; c++) begin : g_pc_wdata
+    logic [PortW-1:0] p;
+    assign p = req_sel[PortW*c +: PortW];
+    assign pc_req_wdata[256*c +: 256] = (req_any[c] && head_w_q[p]) ? wd_data_i[256*p +: 256] : '0;
   end
 
   // What each port sends this cycle (after the controllers' answers).
@@ -228,26 +233,27 @@ module tpu_hbm #(
 
   // ---------------------------------------------------------------- port outputs
   logic [Ports-1:0] rd_pop, wd_pop;
-  always_comb begin
-    for (int p = 0; p < Ports; p++) begin
-      logic [RobW-1:0]  r;
-      logic [WtW-1:0]   w;
-      logic [RobMW-1:0] meta;
-      r = rob_rp_q[RobW*p +: RobW];
-      w = wt_rp_q[WtW*p +: WtW];
-      meta = rob_meta_q[p][r];
-      rd_valid_o[p]         = rob_vld_q[RobDepth*p + 32'(r)];
-      // (the data only with valid: a simulator moves no 256-bit word for an idle port)
-      rd_data_o[256*p +: 256] = rd_valid_o[p] ? rob_data_q[p][r] : '0;
-      rd_id_o[4*p +: 4]     = meta[3:0];
-      rd_last_o[p]          = meta[4];
-      rd_err_o[p]           = meta[5];
-      rd_pop[p]             = rd_valid_o[p] && rd_ready_i[p];
-      wr_done_valid_o[p]    = wt_cnt_q[(WtW+1)*p +: WtW+1] != '0 && wt_rem_q[p][5*w +: 5] == '0;
-      wr_done_id_o[4*p +: 4] = wt_id_q[p][w];
-      wr_done_err_o[p]      = wt_err_q[WtDepth*p + 32'(w)];
-      wd_pop[p]             = wr_done_valid_o[p] && wr_done_ready_i[p];
-    end
+  // Per port on constant slices (a loop wrote computed slices: a wide insert of the read data
+  // per port a cycle in the verilated model).
+  for (genvar p = 0; p < Ports; p++) begin : g_port_out
+    logic [RobW-1:0]  r;
+    logic [WtW-1:0]   w;
+    logic [RobMW-1:0] meta;
+    assign r    = rob_rp_q[RobW*p +: RobW];
+    assign w    = wt_rp_q[WtW*p +: WtW];
+    assign meta = rob_meta_q[p][r];
+    assign rd_valid_o[p]          = rob_vld_q[RobDepth*p + 32'(r)];
+    // (the data only with valid: a simulator moves no 256-bit word for an idle port)
+    assign rd_data_o[256*p +: 256] = rd_valid_o[p] ? rob_data_q[p][r] : '0;
+    assign rd_id_o[4*p +: 4]      = meta[3:0];
+    assign rd_last_o[p]           = meta[4];
+    assign rd_err_o[p]            = meta[5];
+    assign rd_pop[p]              = rd_valid_o[p] && rd_ready_i[p];
+    assign wr_done_valid_o[p]     = wt_cnt_q[(WtW+1)*p +: WtW+1] != '0 &&
+                                    wt_rem_q[p][5*w +: 5] == '0;
+    assign wr_done_id_o[4*p +: 4] = wt_id_q[p][w];
+    assign wr_done_err_o[p]       = wt_err_q[WtDepth*p + 32'(w)];
+    assign wd_pop[p]              = wr_done_valid_o[p] && wr_done_ready_i[p];
   end
 
   // Write-tracker events this cycle: per port, a write request accepted (an entry allocated)

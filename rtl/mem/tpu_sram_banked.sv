@@ -120,13 +120,12 @@ module tpu_sram_banked #(
     end
   end
 
-  always_comb begin
-    for (int p = 0; p < Ports; p++) begin
-      rvalid_o[p]              = rd_q[p];
-      // (the data only with rvalid: no wide word moved for a port that read nothing)
-      rdata_o[Width*p +: Width] = rd_q[p] ? bank_rdata[Width*rd_bank_q[BankW*p +: BankW] +: Width]
-                                          : '0;
-    end
+  // Per port on constant slices (a loop wrote computed slices: a wide insert per port a cycle
+  // in the verilated model); the data only with rvalid.
+  for (genvar p = 0; p < Ports; p++) begin : g_rdata
+    assign rvalid_o[p]               = rd_q[p];
+    assign rdata_o[Width*p +: Width] = rd_q[p] ? bank_rdata[Width*rd_bank_q[BankW*p +: BankW] +: Width]
+                                               : '0;
   end
 
   for (genvar b = 0; b < Banks; b++) begin : g_bank

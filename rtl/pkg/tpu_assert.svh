@@ -13,7 +13,7 @@
 `define TPU_ASSERT_SVH
 `ifndef SYNTHESIS
 `define TPU_ASSERT(__name, __prop) \
-  always_ff @(posedge clk_i) begin \
+  always_ff @(posedge clk_i or negedge rst_ni) begin \
     if (rst_ni) begin \
       __name: assert (__prop) else $error("assertion %s failed", `"__name`"); \
     end \
