@@ -146,6 +146,25 @@ module tpu_hbm_ctrl #(
     bump = (g > dec) ? g : dec;
   endfunction
 
+  // The index of the lowest set bit of a non-zero mask (a priority encoder, by binary search:
+  // five compare-and-shift steps, so the simulator runs straight-line code instead of a loop
+  // over the entries); 0 for a zero mask.
+  function automatic logic [QIW-1:0] lowest_set(input logic [QueueDepth-1:0] m);
+    logic [31:0] x;
+    logic [4:0]  n;
+    x = 32'(m);
+    n = 5'd0;
+    if (x[15:0] == 16'd0) begin n = n + 5'd16; x = x >> 16; end
+    if (x[7:0] == 8'd0)   begin n = n + 5'd8;  x = x >> 8;  end
+    if (x[3:0] == 4'd0)   begin n = n + 5'd4;  x = x >> 4;  end
+    if (x[1:0] == 2'd0)   begin n = n + 5'd2;  x = x >> 2;  end
+    if (x[0] == 1'b0)     begin n = n + 5'd1;  end
+    lowest_set = (m == '0) ? '0 : QIW'(n);
+  endfunction
+  if (QueueDepth > 32) begin : g_queue_too_deep
+    $error("tpu_hbm_ctrl: QueueDepth %0d > 32 (lowest_set searches 32 entries)", QueueDepth);
+  end
+
   // ---------------------------------------------------------------- state
   logic [EW-1:0]             rq_q [QueueDepth];         // entry i older than entry i + 1
   logic [EW-1:0]             rq_d [QueueDepth];
@@ -278,14 +297,17 @@ module tpu_hbm_ctrl #(
     row_is_act = 1'b0;
     // An empty queue finds nothing: the per-entry search is skipped (saves simulation time).
     if (scnt != '0) begin
+      // Entries at or beyond the count are skipped (the simulator does no work for them).
       for (int i = 0; i < QueueDepth; i++) begin
-        b = sq[i][3:0];
         v = QW'(i) < scnt;
-        hit_v[i] = v && open_q[b] && orow_q[b] == sq[i][22:9];
-        if (hit_v[i]) pend_hit[b] = 1'b1;
-        if (v) in_bank[b][i] = 1'b1;
-        for (int j = 0; j < QueueDepth; j++) begin
-          if (OrderById && j < i && sq[j][EW-1:23] == sq[i][EW-1:23]) blk_v[i] = 1'b1;
+        if (v) begin
+          b = sq[i][3:0];
+          hit_v[i] = open_q[b] && orow_q[b] == sq[i][22:9];
+          if (hit_v[i]) pend_hit[b] = 1'b1;
+          in_bank[b][i] = 1'b1;
+          for (int j = 0; j < QueueDepth; j++) begin
+            if (OrderById && j < i && sq[j][EW-1:23] == sq[i][EW-1:23]) blk_v[i] = 1'b1;
+          end
         end
       end
       // The oldest request misses in a bank that has served RowHitCap hits: no more hits there.
@@ -303,17 +325,12 @@ module tpu_hbm_ctrl #(
       if (pre_rdy[sq[0][3:0]]) pre_v[0] = 1'b1;
       col_v = col_v & hit_v & ~blk_v;
       pre_v = pre_v & ~hit_v;
-      for (int i = QueueDepth - 1; i >= 0; i--) begin
-        if (col_v[i]) begin
-          col_found = 1'b1;
-          col_idx   = QIW'(i);
-        end
-        if (act_v[i] || pre_v[i]) begin
-          row_found  = 1'b1;
-          row_idx    = QIW'(i);
-          row_is_act = act_v[i];
-        end
-      end
+      // The oldest (lowest-index) legal entry of each kind: priority encoders.
+      col_found  = col_v != '0;
+      col_idx    = lowest_set(col_v);
+      row_found  = (act_v | pre_v) != '0;
+      row_idx    = lowest_set(act_v | pre_v);
+      row_is_act = act_v[row_idx];
     end
 
     pre_ref_found = 1'b0;
