@@ -389,18 +389,25 @@ module tpu_seq #(
     end
   end
   // Two units may SIGNAL different counters in one cycle, or the same counter: count them.
-  logic [16*2-1:0] sc_add;                               // per counter: SIGNALs now
-  always_comb begin
-    for (int c = 0; c < 16; c++) begin
-      sc_add[2*c +: 2] = '0;
-      for (int u = 0; u < Units; u++) begin
-        if (head_pop[u] && unit_instr_o[128*u +: 8] == tpu_isa_pkg::OP_SIGNAL &&
-            unit_instr_o[128*u + 10 +: 2] == tpu_isa_pkg::LINK_LOCAL &&
-            unit_instr_o[128*u + 12 +: 4] == 4'(c)) begin
-          sc_add[2*c +: 2] = sc_add[2*c +: 2] + 2'd1;
+  // Per unit, then per counter, on constant slices (loops wrote computed slices: a wide insert
+  // per counter a cycle in the verilated model); the counters change only on a SIGNAL.
+  logic [Units-1:0] sig_local;                           // unit u's head SIGNALs locally now
+  logic [16*32-1:0] sc_next;                             // the counters after this cycle
+  for (genvar u = 0; u < Units; u++) begin : g_sig
+    assign sig_local[u] = head_pop[u] && unit_instr_o[128*u +: 8] == tpu_isa_pkg::OP_SIGNAL &&
+                          unit_instr_o[128*u + 10 +: 2] == tpu_isa_pkg::LINK_LOCAL;
+  end
+  for (genvar c = 0; c < 16; c++) begin : g_sc
+    logic [1:0] add;                                     // SIGNALs to counter c now
+    always_comb begin
+      add = '0;
+      if (sig_local != '0) begin
+        for (int u = 0; u < Units; u++) begin
+          if (sig_local[u] && unit_instr_o[128*u + 12 +: 4] == 4'(c)) add = add + 2'd1;
         end
       end
     end
+    assign sc_next[32*c +: 32] = sc_q[32*c +: 32] + 32'(add);
   end
 
   // ---------------------------------------------------------------- faults
@@ -515,7 +522,7 @@ module tpu_seq #(
         q_cnt_q[(QW+1)*u +: QW+1] <= q_cnt_q[(QW+1)*u +: QW+1] + (QW+1)'(push) -
                                      (QW+1)'(head_pop[u]);
       end
-      for (int c = 0; c < 16; c++) sc_q[32*c +: 32] <= sc_q[32*c +: 32] + 32'(sc_add[2*c +: 2]);
+      if (sig_local != '0) sc_q <= sc_next;
       if (rc_inc_i) rc_q[32*rc_sc_i +: 32] <= rc_q[32*rc_sc_i +: 32] + 32'd1;
       if (dec_go && w0[7:0] == tpu_isa_pkg::OP_SIGNAL && w0[11:10] == tpu_isa_pkg::LINK_LOCAL) begin
         sig_disp_q[32*w0[15:12] +: 32] <= sig_disp_q[32*w0[15:12] +: 32] + 32'd1;

@@ -528,16 +528,15 @@ module tpu_top #(
   assign dma_ici_ready = tx_ready[dma_ici_link[1]];   // next (01) -> port 0, prev (10) -> 1
   assign rsig_ready    = tx_ready[rsig_link[1]];
   assign tx_idle       = txq_empty == 2'b11;
-  always_comb begin
-    for (int l = 0; l < 2; l++) begin
-      logic dma_here, sig_here;
-      dma_here = dma_ici_valid && dma_ici_link == 2'(l + 1);
-      sig_here = rsig_valid && rsig_link == 2'(l + 1);
-      tx_valid[l]               = dma_here || sig_here;
-      // (a flit only with valid: an idle link costs a simulator nothing here)
-      tx_flit[FlitW*l +: FlitW] = dma_here ? dma_ici_flit :
-                                  sig_here ? tpu_ici_pkg::signal_flit(rsig_sc) : '0;
-    end
+  // Per link on constant slices (a loop wrote computed slices of the two 320-bit flits).
+  for (genvar l = 0; l < 2; l++) begin : g_tx
+    logic dma_here, sig_here;
+    assign dma_here   = dma_ici_valid && dma_ici_link == 2'(l + 1);
+    assign sig_here   = rsig_valid && rsig_link == 2'(l + 1);
+    assign tx_valid[l] = dma_here || sig_here;
+    // (a flit only with valid: an idle link costs a simulator nothing here)
+    assign tx_flit[FlitW*l +: FlitW] = dma_here ? dma_ici_flit :
+                                       sig_here ? tpu_ici_pkg::signal_flit(rsig_sc) : '0;
   end
   assign txq_push = tx_valid & tx_ready;
 
