@@ -114,18 +114,19 @@ module tpu_csr #(
   // Row hits are the column commands that needed no ACT: every ACT opens a row for at least one
   // column command, so hits = column commands - ACTs (never negative once the ACT's column
   // command has issued; clamped at 0 for the cycles in between).
-  logic [32'(Perf)*64-1:0] perf_view;
-  always_comb begin
-    perf_view = perf_q;
-    perf_view[64*10 +: 64] = (perf_q[64*10 +: 64] > perf_q[64*11 +: 64]) ?
-                             perf_q[64*10 +: 64] - perf_q[64*11 +: 64] : 64'd0;
-  end
+  // Only the row-hit counter is read differently: no copy of all the counters a cycle.
+  logic [63:0] row_hits;
+  logic [11:0] perf_off;                            // a read's byte offset into the counters
+  assign perf_off = 12'(csr_addr_i - tpu_isa_pkg::CSR_PERF_BASE);
+  assign row_hits = (perf_q[64*10 +: 64] > perf_q[64*11 +: 64]) ?
+                    perf_q[64*10 +: 64] - perf_q[64*11 +: 64] : 64'd0;
 
   always_comb begin
     csr_rdata_o = '0;
     if (csr_addr_i >= tpu_isa_pkg::CSR_PERF_BASE &&
         csr_addr_i < tpu_isa_pkg::CSR_PERF_BASE + 12'(8 * Perf)) begin
-      csr_rdata_o = perf_view[32*(32'(12'(csr_addr_i - tpu_isa_pkg::CSR_PERF_BASE)) / 4) +: 32];
+      csr_rdata_o = (perf_off[11:3] == 9'd10) ? (perf_off[2] ? row_hits[63:32] : row_hits[31:0])
+                                              : perf_q[32*(32'(perf_off) / 4) +: 32];
     end else begin
       unique case (csr_addr_i)
         tpu_isa_pkg::CSR_ID:          csr_rdata_o = tpu_isa_pkg::CSR_ID_VALUE;

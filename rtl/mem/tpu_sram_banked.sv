@@ -55,28 +55,33 @@ module tpu_sram_banked #(
     end
   end
 
-  // Each bank: the first requesting port from its round-robin pointer on.
+  // Each bank: the first requesting port from its round-robin pointer on (no request, no
+  // search: a simulator then does no work here).
   always_comb begin
-    gnt_o = '0;
-    for (int b = 0; b < Banks; b++) begin
-      bank_req[b] = 1'b0;
-      bank_sel[PortW*b +: PortW] = '0;
-      for (int k = Ports - 1; k >= 0; k--) begin
-        logic [PortW:0] pk;
-        pk = (PortW+1)'(rr_q[PortW*b +: PortW]) + (PortW+1)'(k);
-        if (pk >= (PortW+1)'(Ports)) pk = pk - (PortW+1)'(Ports);
-        if (req_i[pk[PortW-1:0]] && port_bank[BankW*pk[PortW-1:0] +: BankW] == BankW'(b)) begin
-          bank_req[b]                = 1'b1;
-          bank_sel[PortW*b +: PortW] = pk[PortW-1:0];
+    logic [PortW:0] pk;
+    gnt_o    = '0;
+    bank_req = '0;
+    bank_sel = '0;
+    pk       = '0;
+    if (req_i != '0) begin
+      for (int b = 0; b < Banks; b++) begin
+        for (int k = Ports - 1; k >= 0; k--) begin
+          pk = (PortW+1)'(rr_q[PortW*b +: PortW]) + (PortW+1)'(k);
+          if (pk >= (PortW+1)'(Ports)) pk = pk - (PortW+1)'(Ports);
+          if (req_i[pk[PortW-1:0]] && port_bank[BankW*pk[PortW-1:0] +: BankW] == BankW'(b)) begin
+            bank_req[b]                = 1'b1;
+            bank_sel[PortW*b +: PortW] = pk[PortW-1:0];
+          end
         end
-      end
-      if (FirstPort < Ports) begin
-        if (req_i[FirstP] && port_bank[BankW*FirstP +: BankW] == BankW'(b)) begin
-          bank_req[b]                = 1'b1;
-          bank_sel[PortW*b +: PortW] = PortW'(FirstP);
+        if (FirstPort < Ports) begin
+          if (req_i[FirstP] && port_bank[BankW*FirstP +: BankW] == BankW'(b)) begin
+            bank_req[b]                = 1'b1;
+            bank_sel[PortW*b +: PortW] = PortW'(FirstP);
+          end
         end
       end
     end
+
     // A bank's row, write mask and data only for a request (its write mask and data only for
     // a write): idle banks see zeros, and a simulator moves no wide data for them.
     bank_we    = '0;
