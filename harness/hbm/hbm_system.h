@@ -80,46 +80,54 @@ struct HbmChannelStats {
   uint64_t row_hits = 0;
 };
 
-// Field access on a verilated port of any width (fields at [width * i +: width]).
+// Field access on a verilated port of any width (fields at [width * i +: width], width <= 64):
+// whole words, not bit by bit (the chip's harness reads the HBM pins every cycle).
 template <class P>
 uint64_t pin_field(const P& port, int lsb, int width) {
-  uint64_t v = 0;
-  for (int i = 0; i < width; ++i) {
-    const int b = lsb + i;
-    uint64_t x;
-    if constexpr (std::is_integral_v<P>) {
-      x = (static_cast<uint64_t>(port) >> b) & 1u;
-    } else {
-      x = (port[b / 32] >> (b % 32)) & 1u;
-    }
-    v |= x << i;
+  const uint64_t mask = width >= 64 ? ~0ull : (1ull << width) - 1;
+  if constexpr (std::is_integral_v<P>) {
+    return (static_cast<uint64_t>(port) >> lsb) & mask;
+  } else {
+    const int w = lsb / 32, sh = lsb % 32;
+    uint64_t v = static_cast<uint64_t>(port[w]) >> sh;
+    if (sh + width > 32) v |= static_cast<uint64_t>(port[w + 1]) << (32 - sh);
+    if (sh + width > 64) v |= static_cast<uint64_t>(port[w + 2]) << (64 - sh);
+    return v & mask;
   }
-  return v;
 }
 
 // One cycle of every pseudo-channel's pins of a model that has tpu_hbm's pin names (tpu_hbm
 // itself, tpu_top): the commands and write beats go to the device model (which throws on any
 // timing or protocol violation), its read beats come back. `on_pins(c, in)` sees channel c's
-// pins first. The caller evaluates the model before and after.
+// pins first. The caller evaluates the model before and after. Write data is read only with
+// its valid (the device reads it only then); read data pins are written with a beat and zeroed
+// in the cycle after one, so they hold zeros whenever their valid is low, as before.
 template <class Model, class OnPins>
 void exchange_hbm_pins(Model& m, HbmDevice& dev, uint64_t cycle, OnPins on_pins) {
   for (int c = 0; c < dev.pcs(); ++c) {
     HbmPinsIn in;
     in.cmd_valid = pin_field(m.cmd_valid_o, c, 1) != 0;
-    in.cmd = static_cast<HbmCmd>(pin_field(m.cmd_o, 3 * c, 3));
-    in.bg = static_cast<int>(pin_field(m.bg_o, 2 * c, 2));
-    in.bank = static_cast<int>(pin_field(m.bank_o, 2 * c, 2));
-    in.row = static_cast<uint32_t>(pin_field(m.row_o, 14 * c, 14));
-    in.col = static_cast<uint32_t>(pin_field(m.col_o, 5 * c, 5));
-    in.wdata_valid = pin_field(m.wdata_valid_o, c, 1) != 0;
-    for (int k = 0; k < kBeatBytes; ++k) {
-      in.wdata[k] = static_cast<uint8_t>(get_elem<8>(m.wdata_o, 16 * c + k));
+    if (in.cmd_valid) {
+      in.cmd = static_cast<HbmCmd>(pin_field(m.cmd_o, 3 * c, 3));
+      in.bg = static_cast<int>(pin_field(m.bg_o, 2 * c, 2));
+      in.bank = static_cast<int>(pin_field(m.bank_o, 2 * c, 2));
+      in.row = static_cast<uint32_t>(pin_field(m.row_o, 14 * c, 14));
+      in.col = static_cast<uint32_t>(pin_field(m.col_o, 5 * c, 5));
     }
-    in.wstrb = static_cast<uint16_t>(pin_field(m.wdata_strb_o, 16 * c, 16));
+    in.wdata_valid = pin_field(m.wdata_valid_o, c, 1) != 0;
+    if (in.wdata_valid) {
+      for (int k = 0; k < kBeatBytes; ++k) {
+        in.wdata[k] = static_cast<uint8_t>(get_elem<8>(m.wdata_o, 16 * c + k));
+      }
+      in.wstrb = static_cast<uint16_t>(pin_field(m.wdata_strb_o, 16 * c, 16));
+    }
     on_pins(c, in);
     const HbmPinsOut out = dev.channel(c).step(cycle, in);
+    const bool was_valid = pin_field(m.rdata_valid_i, c, 1) != 0;
     put_bits(m.rdata_valid_i, c, 1, out.rdata_valid ? 1 : 0);
-    for (int k = 0; k < kBeatBytes; ++k) put_elem<8>(m.rdata_i, 16 * c + k, out.rdata[k]);
+    if (out.rdata_valid || was_valid) {
+      for (int k = 0; k < kBeatBytes; ++k) put_elem<8>(m.rdata_i, 16 * c + k, out.rdata[k]);
+    }
   }
 }
 

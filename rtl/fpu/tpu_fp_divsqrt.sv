@@ -11,20 +11,31 @@
 // fault), 0 / 0 = inf / inf = NaN, x / inf = +-0, sqrt(-0) = -0, sqrt(negative) = NaN,
 // sqrt(+inf) = +inf; every NaN result is the canonical 0x7FC00000. docs/numerics.md states the
 // contract.
+//
+// Lanes > 1: that many such units that always start together (the VPU's lanes), sharing one
+// control (start, busy, count: the same for every lane by construction), with lane l's
+// operands and result at [32*l +: 32]. Simulation form: the lanes' datapath registers are
+// unpacked arrays updated in one rolled loop with blocking assignments (as in tpu_mxu_array),
+// so the verilated model has one copy of the datapath's code for all lanes instead of one per
+// instance (16 copies cost the chip model ~17% of its instruction-cache misses,
+// docs/performance.md). Those registers are read by no other process; the results leave
+// through result_q, written at the finishing edge and read only while valid_o is high.
 `include "tpu_assert.svh"
 
-module tpu_fp_divsqrt (
-  input  logic           clk_i,
-  input  logic           rst_ni,
+module tpu_fp_divsqrt #(
+  parameter int unsigned Lanes = 1
+) (
+  input  logic                  clk_i,
+  input  logic                  rst_ni,
   // request
-  input  logic           start_i,     // begin an operation (accepted when ready_o)
-  input  logic           op_i,        // 0: a_i / b_i, 1: sqrt(a_i)
-  input  tpu_pkg::fp32_t a_i,         // dividend or radicand (IEEE binary32 bits)
-  input  tpu_pkg::fp32_t b_i,         // divisor (ignored by sqrt)
-  output logic           ready_o,     // idle: start_i is accepted this cycle
+  input  logic                  start_i,  // begin an operation (accepted when ready_o)
+  input  logic                  op_i,     // 0: a_i / b_i, 1: sqrt(a_i)
+  input  logic [32*Lanes-1:0]   a_i,      // dividends or radicands (IEEE binary32 bits)
+  input  logic [32*Lanes-1:0]   b_i,      // divisors (ignored by sqrt)
+  output logic                  ready_o,  // idle: start_i is accepted this cycle
   // result
-  output logic           valid_o,     // one-cycle pulse, 9 cycles after the start
-  output tpu_pkg::fp32_t result_o     // the IEEE result (RNE), held until the next one
+  output logic                  valid_o,  // one-cycle pulse, 9 cycles after the start
+  output logic [32*Lanes-1:0]   result_o  // the IEEE results (RNE), held until the next ones
 );
   // Recurrence cycles, Steps bits each. The latency, start_i accepted in cycle t to valid_o in
   // cycle t + latency, is Iters + 2 = 9 (tests/rtl/test_fp_divsqrt.cc: kLatency, checked for
@@ -174,14 +185,17 @@ module tpu_fp_divsqrt (
   // ---------------------------------------------------------------------------------------------
   logic               busy_q, valid_q;
   logic [3:0]         cnt_q;                    // recurrence cycles done, 0 .. Iters
-  tpu_pkg::fp32_t     result_q;
-  logic               op_q, sign_q, special_q;
-  tpu_pkg::fp32_t     special_res_q;
-  logic signed [10:0] exp_q;
-  logic [31:0]        rem_q;                    // partial remainder (a root's < 2^29)
-  logic [23:0]        div_q;                    // divisor significand
-  logic [51:0]        rad_q;                    // radicand bits not yet consumed, top first
-  logic [27:0]        quo_q;                    // quotient / root bits so far
+  logic               op_q;
+  // Per lane (datapath registers, no reset: loaded by every accepted start).
+  logic               sign_q        [Lanes];
+  logic               special_q     [Lanes];
+  tpu_pkg::fp32_t     special_res_q [Lanes];
+  logic signed [10:0] exp_q         [Lanes];
+  logic [31:0]        rem_q         [Lanes];    // partial remainder (a root's < 2^29)
+  logic [23:0]        div_q         [Lanes];    // divisor significand
+  logic [51:0]        rad_q         [Lanes];    // radicand bits not yet consumed, top first
+  logic [27:0]        quo_q         [Lanes];    // quotient / root bits so far
+  logic [32*Lanes-1:0] result_q;
 
   logic               accept, iterate, finish;
   assign accept  = start_i && !busy_q;
@@ -196,7 +210,6 @@ module tpu_fp_divsqrt (
       busy_q   <= 1'b0;
       valid_q  <= 1'b0;
       cnt_q    <= '0;
-      result_q <= '0;
     end else begin
       valid_q <= finish;
       if (accept) begin
@@ -205,21 +218,34 @@ module tpu_fp_divsqrt (
       end else if (iterate) begin
         cnt_q  <= cnt_q + 4'd1;
       end else if (finish) begin
-        busy_q   <= 1'b0;
-        result_q <= round_result(sign_q, special_q, special_res_q, exp_q, quo_q, rem_q);
+        busy_q <= 1'b0;
       end
     end
   end
 
-  // Datapath registers need no reset: they are loaded by every accepted start.
+  // The datapath: each lane's set-up on a start, its recurrence while iterating, its rounding at
+  // the finish (into result_q, which changes only then).
   always_ff @(posedge clk_i) begin
+    logic [32*Lanes-1:0] res;
+    res = '0;
     if (accept) begin
-      op_q   <= op_i;
-      sign_q <= a_i[31] ^ (b_i[31] & !op_i);
-      {special_q, special_res_q, exp_q, rem_q, div_q, rad_q} <= setup(op_i, a_i, b_i);
-      quo_q  <= '0;
+      op_q <= op_i;
+      for (int l = 0; l < Lanes; l++) begin
+        sign_q[l] = a_i[32*l + 31] ^ (b_i[32*l + 31] & !op_i);
+        {special_q[l], special_res_q[l], exp_q[l], rem_q[l], div_q[l], rad_q[l]} =
+            setup(op_i, a_i[32*l +: 32], b_i[32*l +: 32]);
+        quo_q[l] = '0;
+      end
     end else if (iterate) begin
-      {rem_q, rad_q, quo_q} <= recur(op_q, rem_q, rad_q, quo_q, div_q);
+      for (int l = 0; l < Lanes; l++) begin
+        {rem_q[l], rad_q[l], quo_q[l]} = recur(op_q, rem_q[l], rad_q[l], quo_q[l], div_q[l]);
+      end
+    end else if (finish) begin
+      for (int l = 0; l < Lanes; l++) begin
+        res[32*l +: 32] = round_result(sign_q[l], special_q[l], special_res_q[l], exp_q[l],
+                                       quo_q[l], rem_q[l]);
+      end
+      result_q <= res;
     end
   end
 

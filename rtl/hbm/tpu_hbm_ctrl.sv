@@ -253,7 +253,6 @@ module tpu_hbm_ctrl #(
   assign wr_room   = wd_cnt_q < 4'(WdDepth) && wf_cnt_q < 3'(WfDepth);
 
   // ---------------------------------------------------------------- scheduler
-  logic [EW-1:0]            sq [QueueDepth];              // the current mode's queue
   logic [QW-1:0]            scnt;
   logic [QueueDepth-1:0]    hit_v, blk_v;
   logic [NB-1:0]            pend_hit, cap_blk;
@@ -269,9 +268,10 @@ module tpu_hbm_ctrl #(
   logic                     ref_late;
   logic [3:0]               pre_ref_bank;
 
-  always_comb begin
-    for (int i = 0; i < QueueDepth; i++) sq[i] = wmode_q ? wq_q[i] : rq_q[i];
-  end
+  // Entry i of the current mode's queue (read where needed: no per-cycle copy of the queue).
+  function automatic logic [EW-1:0] sq(input logic [QIW-1:0] i);
+    sq = wmode_q ? wq_q[i] : rq_q[i];
+  endfunction
   assign scnt   = wmode_q ? wq_cnt_q : rq_cnt_q;
   assign faw_ok = faw_q[3*TW +: TW] == '0;
   // REF due: each open bank may take one more column command within RefGrace cycles.
@@ -280,8 +280,10 @@ module tpu_hbm_ctrl #(
   always_comb begin
     logic [3:0]    b;
     logic          v;
+    logic [EW-1:0] e;
     b        = '0;
     v        = 1'b0;
+    e        = '0;
     hit_v    = '0;
     blk_v    = '0;
     pend_hit = '0;
@@ -301,17 +303,22 @@ module tpu_hbm_ctrl #(
       for (int i = 0; i < QueueDepth; i++) begin
         v = QW'(i) < scnt;
         if (v) begin
-          b = sq[i][3:0];
-          hit_v[i] = open_q[b] && orow_q[b] == sq[i][22:9];
+          e = sq(QIW'(i));
+          b = e[3:0];
+          hit_v[i] = open_q[b] && orow_q[b] == e[22:9];
           if (hit_v[i]) pend_hit[b] = 1'b1;
           in_bank[b][i] = 1'b1;
-          for (int j = 0; j < QueueDepth; j++) begin
-            if (OrderById && j < i && sq[j][EW-1:23] == sq[i][EW-1:23]) blk_v[i] = 1'b1;
+          // (Under a constant-false OrderById the loop goes too: the simulator kept it empty.)
+          if (OrderById) begin
+            for (int j = 0; j < i; j++) begin
+              if (sq(QIW'(j)) >> 23 == e >> 23) blk_v[i] = 1'b1;
+            end
           end
         end
       end
       // The oldest request misses in a bank that has served RowHitCap hits: no more hits there.
-      b = sq[0][3:0];
+      e = sq('0);
+      b = e[3:0];
       if (!hit_v[0] && open_q[b] && hits_q[b] >= HW'(RowHitCap)) cap_blk[b] = 1'b1;
 
       // Each entry's legal commands from its bank's (col_rdy, act_rdy, pre_rdy: once per bank,
@@ -322,7 +329,7 @@ module tpu_hbm_ctrl #(
         if (pre_rdy[k] && !pend_hit[k]) pre_v = pre_v | in_bank[k];
       end
       // The oldest request may precharge its bank even with hits pending there.
-      if (pre_rdy[sq[0][3:0]]) pre_v[0] = 1'b1;
+      if (pre_rdy[b]) pre_v[0] = 1'b1;
       col_v = col_v & hit_v & ~blk_v;
       pre_v = pre_v & ~hit_v;
       // The oldest (lowest-index) legal entry of each kind: priority encoders.
@@ -376,16 +383,14 @@ module tpu_hbm_ctrl #(
     end else if (col_found) begin
       issue_rd = !wmode_q;
       issue_wr = wmode_q;
-      sel      = sq[col_idx];
+      sel      = sq(col_idx);
     end else if (row_found && !ref_pend_q) begin
       issue_act = row_is_act;
       issue_pre = !row_is_act;
-      sel       = sq[row_idx];
+      sel       = sq(row_idx);
     end
   end
 
-  logic unused_sel_id;
-  assign unused_sel_id = ^sel[EW-1:23];
   assign cmd_bank    = sel[3:0];
   assign cmd_valid_o = issue_rd || issue_wr || issue_act || issue_pre || issue_ref;
   assign cmd_o       = issue_act ? CmdAct : issue_rd ? CmdRd : issue_wr ? CmdWr :
@@ -397,22 +402,19 @@ module tpu_hbm_ctrl #(
 
   // ---------------------------------------------------------------- next state
   always_comb begin
-    logic          rm_r, rm_w;
     logic [QW-1:0] after;
     // queues: remove the issued entry (the rest shift down, keeping age order), append new
-    rm_r = issue_rd;
-    rm_w = issue_wr;
     for (int i = 0; i < QueueDepth; i++) begin
       rq_d[i]    = rq_q[i];
       wq_d[i]    = wq_q[i];
       wslot_d[i] = wslot_q[i];
     end
-    if (rm_r) begin
+    if (issue_rd) begin
       for (int i = 0; i < QueueDepth - 1; i++) begin
         if (QIW'(i) >= col_idx) rq_d[i] = rq_q[i + 1];
       end
     end
-    if (rm_w) begin
+    if (issue_wr) begin
       for (int i = 0; i < QueueDepth - 1; i++) begin
         if (QIW'(i) >= col_idx) begin
           wq_d[i]    = wq_q[i + 1];
@@ -420,13 +422,13 @@ module tpu_hbm_ctrl #(
         end
       end
     end
-    after = rq_cnt_q - QW'(rm_r);
+    after = rq_cnt_q - QW'(issue_rd);
     if (rq_push) begin
       rq_d[QIW'(after)] = {req_id_i, req_burst};
       after = after + QW'(1);
     end
     rq_cnt_d = after;
-    after = wq_cnt_q - QW'(rm_w);
+    after = wq_cnt_q - QW'(issue_wr);
     if (wq_push) begin
       wq_d[QIW'(after)]    = {req_id_i, req_burst};
       wslot_d[QIW'(after)] = free_slot;
@@ -550,12 +552,7 @@ module tpu_hbm_ctrl #(
   // WR issues (a slot is free whenever the write queue has room: one slot per entry).
   logic [QIW-1:0] wr_slot;                                // the issuing write's slot
   assign wr_slot = wslot_q[col_idx];
-  always_comb begin
-    free_slot = '0;
-    for (int k = QueueDepth - 1; k >= 0; k--) begin
-      if (free_q[k]) free_slot = QIW'(k);
-    end
-  end
+  assign free_slot = lowest_set(free_q);
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
@@ -641,9 +638,9 @@ module tpu_hbm_ctrl #(
   always_ff @(posedge clk_i) begin
     if (issue_wr) begin
       wf_q[wf_wp_q] <= wdat_q[wr_slot];
-      wd_q[wd_wp_q] <= sq[col_idx][EW-1:23];
+      wd_q[wd_wp_q] <= sel[EW-1:23];
     end
-    if (issue_rd) inf_q[inf_wp_q] <= sq[col_idx][EW-1:23];
+    if (issue_rd) inf_q[inf_wp_q] <= sel[EW-1:23];
     if (rdata_valid_i && !rbeat_q) rlo_q <= rdata_i;
     if (rbeat_last) resp_q[resp_wp_q] <= {inf_q[inf_rp_q], rdata_i, rlo_q};
   end

@@ -24,17 +24,17 @@ module tpu_sram_dp #(
 );
   logic [Width-1:0] mem_q [Words];
 
-  // Per-element enables as a bit mask: the write merges new and old bits of the word.
-  // (Generated assigns at constant offsets: a verilated loop would insert at computed offsets
-  // into the wide vector every cycle.)
-  logic [Width-1:0] wbits;
-  for (genvar e = 0; e < Elems; e++) begin : g_wbits
-    assign wbits[ElemW*e +: ElemW] = {ElemW{wmask_i[e]}};
-  end
-
+  // A write merges the enabled elements into the word. The element loop has constant bounds and
+  // a small body: the simulator unrolls it into constant-offset moves, and runs it only for a
+  // write (a mask expanded by continuous assigns cost every cycle).
   always_ff @(posedge clk_i) begin
     if (we_i) begin
-      mem_q[waddr_i] <= (mem_q[waddr_i] & ~wbits) | (wdata_i & wbits);
+      logic [Width-1:0] w;
+      w = mem_q[waddr_i];
+      for (int e = 0; e < Elems; e++) begin
+        if (wmask_i[e]) w[ElemW*e +: ElemW] = wdata_i[ElemW*e +: ElemW];
+      end
+      mem_q[waddr_i] <= w;
     end
     if (re_i) rdata_o <= mem_q[raddr_i];
   end

@@ -22,17 +22,17 @@ module tpu_sram_sp #(
 );
   logic [Width-1:0] mem_q [Words];
 
-  // Per-element enables as a bit mask: the write merges new and old bits of the word.
-  // (Generated assigns at constant offsets: a verilated loop would insert at computed offsets
-  // into the wide vector every cycle.)
-  logic [Width-1:0] wbits;
-  for (genvar e = 0; e < Elems; e++) begin : g_wbits
-    assign wbits[ElemW*e +: ElemW] = {ElemW{wmask_i[e]}};
-  end
-
+  // A write merges the enabled elements into the word. The element loop has constant bounds and
+  // a small body: the simulator unrolls it into constant-offset moves, and runs it only for a
+  // write (a mask expanded by continuous assigns cost every bank every cycle).
   always_ff @(posedge clk_i) begin
     if (req_i && we_i) begin
-      mem_q[addr_i] <= (mem_q[addr_i] & ~wbits) | (wdata_i & wbits);
+      logic [Width-1:0] w;
+      w = mem_q[addr_i];
+      for (int e = 0; e < Elems; e++) begin
+        if (wmask_i[e]) w[ElemW*e +: ElemW] = wdata_i[ElemW*e +: ElemW];
+      end
+      mem_q[addr_i] <= w;
     end
     if (req_i && !we_i) rdata_o <= mem_q[addr_i];
   end

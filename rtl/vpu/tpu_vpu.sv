@@ -145,23 +145,23 @@ module tpu_vpu #(
   end
 
   // ---------------------------------------------------------------- divide and square root
-  logic [N-1:0]      dv_ready, dv_valid;
+  // The N lanes' divide / square-root units, one per lane, started together: one module with
+  // a shared control and a rolled per-lane datapath (tpu_fp_divsqrt, Lanes = N).
+  logic              dv_ready, dv_valid;
   logic [W-1:0]      dv_res;
   logic              dv_start;
   assign dv_start = take && div_op;
-  for (genvar l = 0; l < N; l++) begin : g_div
-    tpu_fp_divsqrt u_divsqrt (
-      .clk_i    (clk_i),
-      .rst_ni   (rst_ni),
-      .start_i  (dv_start),
-      .op_i     (funct == tpu_isa_pkg::VF_SQRT),
-      .a_i      (va[32*l +: 32]),
-      .b_i      (vb[32*l +: 32]),
-      .ready_o  (dv_ready[l]),
-      .valid_o  (dv_valid[l]),
-      .result_o (dv_res[32*l +: 32])
-    );
-  end
+  tpu_fp_divsqrt #(.Lanes(N)) u_divsqrt (
+    .clk_i    (clk_i),
+    .rst_ni   (rst_ni),
+    .start_i  (dv_start),
+    .op_i     (funct == tpu_isa_pkg::VF_SQRT),
+    .a_i      (va),
+    .b_i      (vb),
+    .ready_o  (dv_ready),
+    .valid_o  (dv_valid),
+    .result_o (dv_res)
+  );
 
   // ---------------------------------------------------------------- memory requests
   logic is_ld, is_st, to_acc;
@@ -200,7 +200,7 @@ module tpu_vpu #(
   assign mem_done         = mem_phase && is_st && (to_acc ? acc_wr_ready_i : ub_gnt_i);
 
   // ---------------------------------------------------------------- sequencing
-  assign instr_ready_o = free && (!div_op || dv_ready == '1);
+  assign instr_ready_o = free && (!div_op || dv_ready);
   assign idle_o        = state_q == IdleS;
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -238,7 +238,7 @@ module tpu_vpu #(
             if (mem_read_granted) state_q <= WaitDataS;
           end
           DivS: begin
-            if (dv_valid[0]) begin
+            if (dv_valid) begin
               vreg_q[W*vd +: W] <= dv_res;
               state_q <= IdleS;
             end
@@ -252,7 +252,6 @@ module tpu_vpu #(
   logic unused_ins;
   assign unused_ins = ^{ins[127:64]};
 
-  `TPU_ASSERT(DividersMoveTogether, dv_valid == '0 || dv_valid == '1)
   `TPU_ASSERT(MemoryRequestsOnlyForAMemoryInstruction,
               !(ub_req_o || acc_rd_valid_o || acc_wr_valid_o) || state_q == MemS || take)
 endmodule
