@@ -180,31 +180,43 @@ module tpu_dma #(
   logic [3:0]          check_code;
   logic [AW1-1:0]      check_addr;
   always_comb begin
-    src_elems = walk_elems(src_count_q);
-    dst_elems = walk_elems(dst_count_q);
-    src_misal = first_misaligned(src_base_q, src_count_q, src_stride_q, elem_bytes_q);
-    dst_misal = first_misaligned(dst_base_q, dst_count_q, dst_stride_q, elem_bytes_q);
-    check_fault = 1'b1;
+    src_elems   = '0;
+    dst_elems   = '0;
+    src_misal   = '0;
+    dst_misal   = '0;
+    check_fault = 1'b0;
+    check_code  = tpu_pkg::DMA_FAULT_NONE;
     check_addr  = '0;
-    if ((elem_bytes_q != 4'd2) && (elem_bytes_q != 4'd4)) begin
-      check_code = tpu_pkg::DMA_FAULT_ELEM_SIZE;
-    end else if (src_elems != dst_elems) begin
-      check_code = tpu_pkg::DMA_FAULT_COUNT;
-    end else if (src_elems == '0) begin
-      check_fault = 1'b0;                             // nothing to move: no address is used
-      check_code  = tpu_pkg::DMA_FAULT_NONE;
-    end else if (src_misal[AW1]) begin
-      check_code = tpu_pkg::DMA_FAULT_ALIGN;
-      check_addr = src_misal[AW1-1:0];
-    end else if (dst_misal[AW1]) begin
-      check_code = tpu_pkg::DMA_FAULT_ALIGN;
-      check_addr = dst_misal[AW1-1:0];
-    end else begin
-      check_fault = 1'b0;
-      check_code  = tpu_pkg::DMA_FAULT_NONE;
+    // Used only in CheckS, one cycle a copy: evaluated only then (operand isolation; the
+    // simulator skips the products and the alignment search in every other cycle).
+    if (state_q == CheckS) begin
+      src_elems = walk_elems(src_count_q);
+      dst_elems = walk_elems(dst_count_q);
+      src_misal = first_misaligned(src_base_q, src_count_q, src_stride_q, elem_bytes_q);
+      dst_misal = first_misaligned(dst_base_q, dst_count_q, dst_stride_q, elem_bytes_q);
+      check_fault = 1'b1;
+      check_addr  = '0;
+      if ((elem_bytes_q != 4'd2) && (elem_bytes_q != 4'd4)) begin
+        check_code = tpu_pkg::DMA_FAULT_ELEM_SIZE;
+      end else if (src_elems != dst_elems) begin
+        check_code = tpu_pkg::DMA_FAULT_COUNT;
+      end else if (src_elems == '0) begin
+        check_fault = 1'b0;                             // nothing to move: no address is used
+        check_code  = tpu_pkg::DMA_FAULT_NONE;
+      end else if (src_misal[AW1]) begin
+        check_code = tpu_pkg::DMA_FAULT_ALIGN;
+        check_addr = src_misal[AW1-1:0];
+      end else if (dst_misal[AW1]) begin
+        check_code = tpu_pkg::DMA_FAULT_ALIGN;
+        check_addr = dst_misal[AW1-1:0];
+      end else begin
+        check_fault = 1'b0;
+        check_code  = tpu_pkg::DMA_FAULT_NONE;
+      end
     end
   end
-  // A walk of no elements (a count of 0 on both sides) moves nothing and finishes at once.
+  // A walk of no elements (a count of 0 on both sides) moves nothing and finishes at once (read
+  // only in CheckS).
   logic check_empty;
   assign check_empty = src_elems == '0;
 

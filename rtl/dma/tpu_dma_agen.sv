@@ -84,25 +84,34 @@ module tpu_dma_agen #(
     if (contiguous) run_o = (left0 < CountW'(word_elems)) ? 5'(left0) : word_elems;
   end
 
+  // Used only while walking (addr_valid_o, the loop-state update, addr_last_o with a valid
+  // address): evaluated only in RunS, so an idle walk costs the simulator nothing here.
   always_comb begin
-    level = 3'd4;
+    level        = 3'd4;
     level_above0 = 3'd4;
-    for (int k = Loops - 1; k >= 0; k--) begin
-      if (idx_q[CountW*k +: CountW] != count_q[CountW*k +: CountW] - 1'b1) begin
-        level = 3'(k);
-        if (k > 0) level_above0 = 3'(k);
+    step_level   = 3'd4;
+    step32       = 4;
+    step0        = '0;
+    next_addr    = cur_q[AW1-1:0];
+    in_range     = 1'b0;
+    if (state_q == RunS) begin
+      for (int k = Loops - 1; k >= 0; k--) begin
+        if (idx_q[CountW*k +: CountW] != count_q[CountW*k +: CountW] - 1'b1) begin
+          level = 3'(k);
+          if (k > 0) level_above0 = 3'(k);
+        end
       end
+      step_level = (CountW'(take_i) == left0) ? level_above0 : 3'd0;
+      step32 = {29'd0, step_level};
+      step0 = (take_i == 5'd1) ? stride_q[AW1-1:0]
+                               : ((elem_bytes_q == 4'd4) ? AW1'({take_i, 2'b00})
+                                                         : AW1'({take_i, 1'b0}));
+      if (step_level == 3'd4)      next_addr = cur_q[AW1-1:0];
+      else if (step_level == 3'd0) next_addr = cur_q[AW1-1:0] + step0;
+      else next_addr = cur_q[AW1*step_level[1:0] +: AW1] + stride_q[AW1*step_level[1:0] +: AW1];
+      // In range: not negative, and the whole element below the limit.
+      in_range = !cur_q[AddrW] && ((cur_q[AW1-1:0] + AW1'(elem_bytes_q)) <= limit_q);
     end
-    step_level = (CountW'(take_i) == left0) ? level_above0 : 3'd0;
-    step32 = {29'd0, step_level};
-    step0 = (take_i == 5'd1) ? stride_q[AW1-1:0]
-                             : ((elem_bytes_q == 4'd4) ? AW1'({take_i, 2'b00})
-                                                       : AW1'({take_i, 1'b0}));
-    if (step_level == 3'd4)      next_addr = cur_q[AW1-1:0];
-    else if (step_level == 3'd0) next_addr = cur_q[AW1-1:0] + step0;
-    else next_addr = cur_q[AW1*step_level[1:0] +: AW1] + stride_q[AW1*step_level[1:0] +: AW1];
-    // In range: not negative, and the whole element below the limit.
-    in_range = !cur_q[AddrW] && ((cur_q[AW1-1:0] + AW1'(elem_bytes_q)) <= limit_q);
   end
 
   assign idle_o        = state_q != RunS;
