@@ -226,8 +226,7 @@ module tpu_fp_divsqrt #(
   // The datapath: each lane's set-up on a start, its recurrence while iterating, its rounding at
   // the finish (into result_q, which changes only then).
   always_ff @(posedge clk_i) begin
-    logic [32*Lanes-1:0] res;
-    res = '0;
+    logic [32*Lanes-1:0] res;                    // (set and read only at the finish)
     if (accept) begin
       op_q <= op_i;
       for (int l = 0; l < Lanes; l++) begin
@@ -241,6 +240,7 @@ module tpu_fp_divsqrt #(
         {rem_q[l], rad_q[l], quo_q[l]} = recur(op_q, rem_q[l], rad_q[l], quo_q[l], div_q[l]);
       end
     end else if (finish) begin
+      res = '0;
       for (int l = 0; l < Lanes; l++) begin
         res[32*l +: 32] = round_result(sign_q[l], special_q[l], special_res_q[l], exp_q[l],
                                        quo_q[l], rem_q[l]);
