@@ -38,7 +38,7 @@ package tpu_fp_pkg;
   // (docs/performance.md, "Simulation speed of the chip").
   function automatic tpu_pkg::fp32_t fp32_add(input tpu_pkg::fp32_t a, input tpu_pkg::fp32_t b);
     logic           swap, eff_sub, sticky, round_up;
-    tpu_pkg::fp32_t x, y, res;
+    tpu_pkg::fp32_t x, y, xchg, res;
     logic [7:0]     ex, ey, align, shamt;
     logic [26:0]    sig_x, sig_y, sig_y_al, norm;  // {hidden, fraction[22:0], guard, round, sticky}
     logic [27:0]    sum;                           // one carry bit above sig_x
@@ -56,8 +56,12 @@ package tpu_fp_pkg;
       end
     end else begin
       swap  = b[30:0] > a[30:0];
-      x     = swap ? b : a;
-      y     = swap ? a : b;
+      // x = swap ? b : a and y the other, as a masked exchange: a 2:1 mux per bit either way,
+      // but the simulator runs it without a data-dependent branch (it mispredicted a third of
+      // the time).
+      xchg  = {32{swap}} & (a ^ b);
+      x     = a ^ xchg;
+      y     = b ^ xchg;
       // Subnormals carry exponent 1 and no hidden bit.
       ex    = (x[30:23] == 8'd0) ? 8'd1 : x[30:23];
       ey    = (y[30:23] == 8'd0) ? 8'd1 : y[30:23];
@@ -73,12 +77,12 @@ package tpu_fp_pkg;
       end
       eff_sub = x[31] ^ y[31];
       sum = eff_sub ? ({1'b0, sig_x} - {1'b0, sig_y_al}) : ({1'b0, sig_x} + {1'b0, sig_y_al});
-      if (sum[27]) begin
-        norm    = {sum[27:2], sum[1] | sum[0]};
-        exp_res = {1'b0, ex} + 9'd1;
-      end else if (sum[26]) begin
-        norm    = sum[26:0];  // already normalised: a shift of 0
-        exp_res = {1'b0, ex};
+      if (sum[27:26] != 2'b00) begin
+        // A carry out (shift right one, the dropped bit into sticky) or already normalised:
+        // one shifter selected by sum[27] instead of two branches (data-dependent, so the
+        // simulator mispredicted them).
+        norm    = 27'(sum >> sum[27]) | {26'd0, sum[27] & sum[0]};
+        exp_res = {1'b0, ex} + {8'd0, sum[27]};
       end else begin
         lz      = lzc32({sum[26:0], 5'd0});
         // Never shift below exponent 1: the result then stays subnormal (hidden bit 0).
@@ -135,12 +139,11 @@ package tpu_fp_pkg;
       sa   = {a[14:7] != 8'd0, a[6:0]};
       sb   = {b[14:7] != 8'd0, b[6:0]};
       prod = 16'(sa * sb);
-      if (prod[15]) begin
-        lz = 5'd0;
-        prod_n = prod;
-      end else if (prod[14]) begin
-        lz = 5'd1;
-        prod_n = {prod[14:0], 1'b0};
+      if (prod[15:14] != 2'b00) begin
+        // Normal operands: the product's leading one is at bit 15 or 14 (a shift of 0 or 1,
+        // without a data-dependent branch).
+        lz = {4'd0, !prod[15]};
+        prod_n = prod << !prod[15];
       end else begin
         lz = lzc32({prod, 16'd0});              // a subnormal operand
         prod_n = prod << lz;                      // leading one at bit 15
@@ -258,13 +261,11 @@ package tpu_fp_pkg;
     // Two statements in the long branch: Verilator turns an if/else of single assignments
     // into a ?: and would then evaluate both functions every time.
     if (zero_prod) begin
-      if (psum[30:0] == 31'd0) begin
-        res = {psum[31] & (act[15] ^ weight[15]), 31'd0};
-      end else if (fp32_is_nan(psum[30:0])) begin
-        res = tpu_pkg::FP32_CANON_NAN;
-      end else begin
-        res = psum;
-      end
+      // psum, but a zero psum keeps its sign only when the product's is the same (-0 + -0)
+      // and a NaN becomes the canonical one: masks rather than branches (whether a column's
+      // sum is still zero depends on the data; the simulator mispredicted it).
+      res = psum & {~(psum[30:0] == 31'd0) | (act[15] ^ weight[15]), 31'h7FFF_FFFF};
+      res = fp32_is_nan(psum[30:0]) ? tpu_pkg::FP32_CANON_NAN : res;
     end else begin
       prod = bf16_mul(act, weight);
       // (+-0) + x = x for every x other than a zero (NaN products are already canonical):

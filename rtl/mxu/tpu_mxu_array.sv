@@ -56,10 +56,11 @@ module tpu_mxu_array #(
   logic               bank_q        [N][N];
   tpu_pkg::fp32_t     psum_q        [N][N];
   tpu_pkg::fp32_t     deskew_ring_q [N][N];
-  // Weight path: two banks per PE; wring_*_q[c] delays column c of a loaded row by c cycles.
+  // Weight path: two banks per PE, indexed by the bank tag (a mux either way, but the
+  // simulator reads it without a data-dependent branch); wring_*_q[c] delays column c of a
+  // loaded row by c cycles.
   logic [RowIdxW-1:0] wload_ptr_q;
-  tpu_pkg::bf16_t     weight0_q     [N][N];
-  tpu_pkg::bf16_t     weight1_q     [N][N];
+  tpu_pkg::bf16_t     weight_q      [N][N][2];
   logic               wring_valid_q [N][N];
   logic               wring_bank_q  [N][N];
   logic [RowIdxW-1:0] wring_row_q   [N][N];
@@ -101,7 +102,7 @@ module tpu_mxu_array #(
             a_in = (c == 0) ? a0[r] : act_q[r][c - 1];
             b_in = (c == 0) ? b0[r] : bank_q[r][c - 1];
             p_in = (r == 0) ? 32'h0000_0000 : psum_q[r - 1][c];
-            psum_q[r][c] = tpu_fp_pkg::mac(p_in, a_in, b_in ? weight1_q[r][c] : weight0_q[r][c]);
+            psum_q[r][c] = tpu_fp_pkg::mac(p_in, a_in, weight_q[r][c][b_in]);
             act_q[r][c]  = a_in;
             bank_q[r][c] = b_in;
           end
@@ -129,14 +130,9 @@ module tpu_mxu_array #(
             row_in = wring_row_q[c][ring_back(wload_ptr_q, c)];
             d_in   = wring_data_q[c][ring_back(wload_ptr_q, c)];
           end
-          // Each PE of the column compares the row index (its write enable): constant indices
-          // only, so synthesis sees plain registers rather than a decoded memory.
-          for (int r = 0; r < N; r++) begin
-            if (v_in && (row_in == RowIdxW'(r))) begin
-              if (k_in) weight1_q[r][c] = d_in;
-              else weight0_q[r][c] = d_in;
-            end
-          end
+          // The PE of the column in row row_in takes it (a decoded write enable per PE; the
+          // simulator writes the one register instead of comparing the index in every row).
+          if (v_in) weight_q[row_in][c][k_in] = d_in;
           wring_valid_q[c][wload_ptr_q] = wload_valid_i;
           wring_bank_q[c][wload_ptr_q]  = wload_bank_i;
           wring_row_q[c][wload_ptr_q]   = wload_row_idx_i;
