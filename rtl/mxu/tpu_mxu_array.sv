@@ -130,9 +130,11 @@ module tpu_mxu_array #(
             row_in = wring_row_q[c][ring_back(wload_ptr_q, c)];
             d_in   = wring_data_q[c][ring_back(wload_ptr_q, c)];
           end
-          // The PE of the column in row row_in takes it (a decoded write enable per PE; the
-          // simulator writes the one register instead of comparing the index in every row).
-          if (v_in) weight_q[row_in][c][k_in] = d_in;
+          // Each PE of the column compares the row index (its write enable): constant row
+          // indices, so synthesis sees registers with enables rather than a decoded memory.
+          for (int r = 0; r < N; r++) begin
+            if (v_in && (row_in == RowIdxW'(r))) weight_q[r][c][k_in] = d_in;
+          end
           wring_valid_q[c][wload_ptr_q] = wload_valid_i;
           wring_bank_q[c][wload_ptr_q]  = wload_bank_i;
           wring_row_q[c][wload_ptr_q]   = wload_row_idx_i;
