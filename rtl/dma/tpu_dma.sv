@@ -711,9 +711,7 @@ module tpu_dma #(
   `TPU_ASSERT_IMPLIES(CompletionIdsInOrder, hbm_wr_done_valid_i, hbm_wr_done_id_i == wr_rsp_id_q)
   `TPU_ASSERT_IMPLIES(WriteQueueOnlyWhileRunning, !wq_empty, running)
   `TPU_ASSERT_IMPLIES(MovesOnlyWhileRunning, ex_move, running)
-  `TPU_ASSERT_SEQ(RequestHeldUntilTaken, (hbm_req_valid_o && !hbm_req_ready_i) |=>
-      (hbm_req_valid_o && (hbm_req_write_o == $past(hbm_req_write_o)) &&
-       (hbm_req_addr_o == $past(hbm_req_addr_o))))
-  `TPU_ASSERT_SEQ(WriteDataHeldUntilTaken, (hbm_wd_valid_o && !hbm_wd_ready_i) |=>
-      (hbm_wd_valid_o && (hbm_wd_strb_o == $past(hbm_wd_strb_o))))
+  `TPU_ASSERT_HELD(RequestHeldUntilTaken, hbm_req_valid_o, hbm_req_ready_i,
+                   {hbm_req_write_o, hbm_req_addr_o})
+  `TPU_ASSERT_HELD(WriteDataHeldUntilTaken, hbm_wd_valid_o, hbm_wd_ready_i, hbm_wd_strb_o)
 endmodule

@@ -180,6 +180,5 @@ module tpu_mxu_ub_rows #(
   `TPU_ASSERT_IMPLIES(IdleMeansNoCommand, idle_o, (cmd_count == '0))
   `TPU_ASSERT_IMPLIES(ReturnedRowHasRoom, (rd_valid_i && ret_last_q), !fifo_full)
   `TPU_ASSERT_IMPLIES(CommandHasRows, !cmd_empty, (h_rows != '0))
-  `TPU_ASSERT_SEQ(RequestHeldUntilGranted,
-              (rd_req_o && !rd_gnt_i) |=> (rd_req_o && $stable(rd_addr_o)))
+  `TPU_ASSERT_HELD(RequestHeldUntilGranted, rd_req_o, rd_gnt_i, rd_addr_o)
 endmodule

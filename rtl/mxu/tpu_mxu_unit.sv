@@ -255,5 +255,5 @@ module tpu_mxu_unit #(
   `TPU_ASSERT_IMPLIES(ClearOnlyWhenIdle, clear_i, idle_o)
   `TPU_ASSERT(ReadDataOnlyAfterGrant, ub_rvalid_i == gnt_q)
   `TPU_ASSERT_IMPLIES(HeldRequestKeepsPort, hold_q, (sel ? a_req : w_req))
-  `TPU_ASSERT_SEQ(MacRowMeansArrayBusy, mac_row_o |=> !idle_o)
+  `TPU_ASSERT_NEXT(MacRowMeansArrayBusy, mac_row_o, !idle_o)
 endmodule

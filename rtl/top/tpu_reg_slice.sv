@@ -52,5 +52,5 @@ module tpu_reg_slice #(
     end
   end
 
-  `TPU_ASSERT_SEQ(HoldWhileStalled, out_valid_o && !out_ready_i |=> out_valid_o)
+  `TPU_ASSERT_NEXT(HoldWhileStalled, out_valid_o && !out_ready_i, out_valid_o)
 endmodule
