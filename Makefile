@@ -5,7 +5,7 @@ BUILD   ?= build
 JOBS    ?= 2
 CTEST_JOBS ?= 2
 
-SIM_PACKAGES   := verilator cmake ninja-build g++ ccache libgtest-dev libcli11-dev zlib1g-dev \
+SIM_PACKAGES   := verilator cmake ninja-build g++ clang ccache libgtest-dev libcli11-dev zlib1g-dev \
                   libsystemc-dev libopenmpi-dev openmpi-bin \
                   dataset-fashion-mnist gnuplot-nox python3
 REF_PACKAGES   := python3-torch python3-numpy

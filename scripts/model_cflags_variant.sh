@@ -5,11 +5,13 @@
 #   scripts/model_cflags_variant.sh DIR "EXTRA_CXXFLAGS" ["EXTRA_LDFLAGS"]
 # writes DIR/systemc_cost. The model's generated .cpp files and their compile commands are the
 # build tree's (`ninja -t commands systemc_cost`); EXTRA_CXXFLAGS go last, so -O3 overrides the
-# -O2. Profile-guided, e.g.:
-#   scripts/model_cflags_variant.sh /tmp/pgo "-fprofile-generate -fprofile-update=single" -fprofile-generate
+# -O2. Profile-guided with GCC (the model's objects from g++, linked by the build's compiler), e.g.:
+#   export MODEL_CXX=g++
+#   scripts/model_cflags_variant.sh /tmp/pgo "-fprofile-generate -fprofile-update=single" -lgcov
 #   /tmp/pgo/systemc_cost plain step 16 4          # writes the .gcda profiles into /tmp/pgo
 #   scripts/model_cflags_variant.sh /tmp/pgo "-fprofile-use -fprofile-correction -Wno-missing-profile"
 # then time /tmp/pgo/systemc_cost against build/bin/systemc_cost, interleaved.
+# MODEL_CXX=g++ compiles the model with another compiler than the build's (the rest stays).
 set -euo pipefail
 dir=$(realpath -m "${1:?usage: scripts/model_cflags_variant.sh DIR EXTRA_CXXFLAGS [EXTRA_LDFLAGS]}")
 extra=${2:-}
@@ -23,6 +25,7 @@ while read -r line; do
   obj="$dir/$(basename "$src").o"
   # the build's command without ccache and dependency files, writing into DIR
   cmd=$(sed -e 's|/usr/bin/ccache ||' -e 's| -MD -MT [^ ]* -MF [^ ]*||' \
+            -e "${MODEL_CXX:+s|^[^ ]* |$MODEL_CXX |}" \
             -e "s| -o [^ ]* -c | -o $obj -c |" <<< "$line")
   echo "$cmd $extra"
   objs+=("$obj")

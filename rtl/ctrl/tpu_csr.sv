@@ -76,14 +76,15 @@ module tpu_csr #(
     inc[64*12 +: 64] = 64'(instr_retired_i);
   end
 
-  // Each counter's next value on constant slices (a loop over the counters wrote computed
-  // slices of the 832-bit vector, a wide insert per counter every cycle in the verilated model).
+  // Each counter plus this cycle's increment, on constant slices (a loop over the counters wrote
+  // computed slices of the 832-bit vector, a wide insert per counter every cycle in the
+  // verilated model).
   // The doorbell's clear is applied at the register: the sums then do not depend on the CSR
   // port's inputs, so the simulator does not recompute them whenever those change.
   logic doorbell;
-  logic [32'(Perf)*64-1:0] perf_d;
+  logic [32'(Perf)*64-1:0] perf_sum;
   for (genvar i = 0; i < Perf; i++) begin : g_perf
-    assign perf_d[64*i +: 64] = perf_q[64*i +: 64] + inc[64*i +: 64];
+    assign perf_sum[64*i +: 64] = perf_q[64*i +: 64] + inc[64*i +: 64];
   end
   assign doorbell = csr_valid_i && csr_write_i && csr_addr_i == tpu_isa_pkg::CSR_DOORBELL &&
                     csr_wdata_i[0] && status_i != tpu_isa_pkg::STATUS_RUNNING;
@@ -98,7 +99,7 @@ module tpu_csr #(
       irq_pend_q  <= '0;
       perf_q      <= '0;
     end else begin
-      perf_q <= doorbell ? '0 : perf_d;
+      perf_q <= doorbell ? '0 : perf_sum;
       if (csr_valid_i && csr_write_i) begin
         unique case (csr_addr_i)
           tpu_isa_pkg::CSR_PROG_ADDR:  prog_addr_q <= csr_wdata_i;

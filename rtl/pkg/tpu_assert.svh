@@ -20,9 +20,11 @@
 `ifndef TPU_ASSERT_SVH
 `define TPU_ASSERT_SVH
 `ifndef SYNTHESIS
+// The one report every form gives (the process's scope names the block).
+`define TPU_ASSERT_REPORT(__name) $error("assertion %s failed", `"__name`")
 `define TPU_ASSERT(__name, __prop) \
   always_ff @(posedge clk_i or negedge rst_ni) begin : __name \
-    if (rst_ni && !(__prop)) $error("assertion %s failed", `"__name`"); \
+    if (rst_ni && !(__prop)) `TPU_ASSERT_REPORT(__name); \
   end
 `define TPU_ASSERT_IMPLIES(__name, __ante, __cons) \
   `TPU_ASSERT(__name, !(__ante) || (__cons))
@@ -32,7 +34,7 @@
     if (!rst_ni) begin \
       __name``_armed_q <= 1'b0; \
     end else begin \
-      if (__name``_armed_q && !(__cons)) $error("assertion %s failed", `"__name`"); \
+      if (__name``_armed_q && !(__cons)) `TPU_ASSERT_REPORT(__name); \
       __name``_armed_q <= (__ante); \
     end \
   end
@@ -44,7 +46,7 @@
       __name``_armed_q <= 1'b0; \
     end else begin \
       if (__name``_armed_q && !((__valid) && (__value) == __name``_value_q)) begin \
-        $error("assertion %s failed", `"__name`"); \
+        `TPU_ASSERT_REPORT(__name); \
       end \
       __name``_armed_q <= (__valid) && !(__ready); \
       if ((__valid) && !(__ready)) __name``_value_q <= (__value); \
@@ -52,7 +54,7 @@
   end
 `define TPU_ASSERT_SEQ(__name, __prop) \
   __name: assert property (@(posedge clk_i) disable iff (!rst_ni) (__prop)) \
-    else $error("assertion %s failed", `"__name`");
+    else `TPU_ASSERT_REPORT(__name);
 `else
 `define TPU_ASSERT(__name, __prop)
 `define TPU_ASSERT_IMPLIES(__name, __ante, __cons)

@@ -39,7 +39,6 @@ namespace {
 constexpr int kAddrW = 32, kCountW = 16;
 constexpr uint64_t kHbmBytes = 1ull << 20;
 constexpr uint64_t kSramBytes = 65536;
-constexpr int kWordBytes = 32;
 constexpr unsigned kHbm = 0, kSram = 1;  // address spaces
 
 // Fault codes (tpu_pkg::DMA_FAULT_*).
@@ -202,8 +201,7 @@ class Dma : public ::testing::Test {
     sim_.tick();
   }
 
-  void put_walk(const dma::Descriptor& d, uint32_t& base, uint64_t& count,
-                VlWide<5>& stride) {
+  void put_walk(const dma::Descriptor& d, uint32_t& base, uint64_t& count, VlWide<5>& stride) {
     base = static_cast<uint32_t>(d.base);
     count = 0;
     stride = {};
@@ -353,9 +351,8 @@ const Pattern kPatterns[] = {
      [](uint64_t b, unsigned e) { return dma::im2col_3x3(b, 28, 28, e, 0); }},
     {"pool 2x2 of 28x28", [](uint64_t b, unsigned e) { return dma::pool_2x2(b, 28, 28, e, 0); }},
     {"transpose 24x40", [](uint64_t b, unsigned e) { return dma::transpose(b, 24, 40, e, 0); }},
-    {"batch slice 1..2 of 784", [](uint64_t b, unsigned e) {
-       return dma::batch_slice(b, 1, 2, 784, e, 0);
-     }},
+    {"batch slice 1..2 of 784",
+     [](uint64_t b, unsigned e) { return dma::batch_slice(b, 1, 2, 784, e, 0); }},
 };
 
 TEST_F(Dma, TrainingPatternsIntoContiguousDestination) {
@@ -443,8 +440,10 @@ TEST_F(Dma, RandomDescriptorsUnderBackPressure) {
     // Same space: source and destination in different halves, so they cannot overlap.
     const bool same = t.src_space == t.dst_space;
     const uint64_t ssz = space_bytes(t.src_space), dsz = space_bytes(t.dst_space);
-    t.src.base = same ? base(t.src_space, ssz / 8, ssz / 4) : base(t.src_space, ssz / 4, ssz * 3 / 4);
-    t.dst.base = same ? base(t.dst_space, dsz * 5 / 8, dsz * 3 / 4) : base(t.dst_space, dsz / 4, dsz * 3 / 4);
+    t.src.base =
+        same ? base(t.src_space, ssz / 8, ssz / 4) : base(t.src_space, ssz / 4, ssz * 3 / 4);
+    t.dst.base = same ? base(t.dst_space, dsz * 5 / 8, dsz * 3 / 4)
+                      : base(t.dst_space, dsz / 4, dsz * 3 / 4);
     // Walks that reach into each other's bytes in one space are redrawn.
     const Outcome o = predict(t);
     if (same && o.code != kFaultElemSize) {
@@ -590,8 +589,8 @@ TEST_F(Dma, FaultsReportCodeAndAddressThenRecover) {
     EXPECT_TRUE(r.fault);
     EXPECT_EQ(r.code, c.code);
     std::cout << "[ fault    ] " << c.what << ": code " << r.code << " addr 0x" << std::hex
-              << r.addr << std::dec << ", " << r.moved << " elements moved, idle after "
-              << r.cycles << " cycles" << std::endl;
+              << r.addr << std::dec << ", " << r.moved << " elements moved, idle after " << r.cycles
+              << " cycles" << std::endl;
     good(c.t.src_space, c.t.dst_space);
   }
 }
@@ -651,9 +650,9 @@ TEST_F(Dma, ContiguousCopyMovesAWordPerCycle) {
       SCOPED_TRACE(t.describe());
       const auto r = run_and_check(t);
       const double rate = double(n) / double(r.cycles);
-      std::cout << "[ rate     ] " << space_name(ss) << "->" << space_name(ds) << " e=" << e
-                << ": " << n << " elements in " << r.cycles << " cycles = " << rate
-                << " elements/cycle" << std::endl;
+      std::cout << "[ rate     ] " << space_name(ss) << "->" << space_name(ds) << " e=" << e << ": "
+                << n << " elements in " << r.cycles << " cycles = " << rate << " elements/cycle"
+                << std::endl;
       EXPECT_GT(rate * e, (ss == kSram && ds == kSram) ? 30.0 : 11.0) << "bytes per cycle";
     }
   }

@@ -278,8 +278,8 @@ TEST(GradShards, ChunksCoverTheGradientsBalancedInWholeGroups) {
       rep.replicas = P;
       rep.split_update = true;
       const CnnTrainStep st(spec, AdamSpec{},
-                            ChipShape{n, n == 4 ? 8192u : 65536u, n == 4 ? 64u : 256u}, 2, kBase,
-                            StepKind::kTrain, nullptr, rep);
+                            ChipShape{int(n), n == 4 ? 8192u : 65536u, n == 4 ? 64u : 256u}, 2,
+                            kBase, StepKind::kTrain, nullptr, rep);
       const GradShards& S = st.shards();
       const uint32_t cpad = st.class_pad();
       EXPECT_EQ(S.small, spec.taps() * spec.filters + spec.filters + cpad);
