@@ -23,7 +23,13 @@ tree=$(mktemp -d /tmp/tessera_old_tree.XXXXXX)
 cleanup() { git worktree remove --force "$tree" 2>/dev/null || true; rm -rf "$tree"; }
 trap cleanup EXIT
 git worktree add --detach -f "$tree" "$old_rev" > /dev/null
-cmake -S "$tree" -B "$tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
+# The old tree is compiled by this build's C++ compiler (the compiler changes the model's speed
+# as much as an RTL change can), unless OLD_CXX names another: OLD_CXX=g++ compares the
+# compilers too (docs/performance.md, ninth session).
+cxx=${OLD_CXX:-$(sed -n 's/^set(CMAKE_CXX_COMPILER "\(.*\)")$/\1/p' \
+                    build/CMakeFiles/*/CMakeCXXCompiler.cmake | tail -1)}
+cmake -S "$tree" -B "$tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  ${cxx:+-DCMAKE_CXX_COMPILER="$cxx"} > /dev/null
 cmake --build "$tree/build" -j "$(nproc)" --target systemc_cost > /dev/null
 if [ "${INSTRUCTIONS:-0}" = 1 ]; then
   command -v valgrind > /dev/null ||
