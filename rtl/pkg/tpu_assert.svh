@@ -38,20 +38,13 @@
       __name``_armed_q <= (__ante); \
     end \
   end
+// An offer not taken must come again with the value held in Name_value_q.
 `define TPU_ASSERT_HELD(__name, __valid, __ready, __value) \
-  logic __name``_armed_q; \
   logic [$bits(__value)-1:0] __name``_value_q; \
-  always_ff @(posedge clk_i or negedge rst_ni) begin : __name \
-    if (!rst_ni) begin \
-      __name``_armed_q <= 1'b0; \
-    end else begin \
-      if (__name``_armed_q && !((__valid) && (__value) == __name``_value_q)) begin \
-        `TPU_ASSERT_REPORT(__name); \
-      end \
-      __name``_armed_q <= (__valid) && !(__ready); \
-      if ((__valid) && !(__ready)) __name``_value_q <= (__value); \
-    end \
-  end
+  always_ff @(posedge clk_i) begin \
+    if ((__valid) && !(__ready)) __name``_value_q <= (__value); \
+  end \
+  `TPU_ASSERT_NEXT(__name, (__valid) && !(__ready), (__valid) && (__value) == __name``_value_q)
 `define TPU_ASSERT_SEQ(__name, __prop) \
   __name: assert property (@(posedge clk_i) disable iff (!rst_ni) (__prop)) \
     else `TPU_ASSERT_REPORT(__name);
