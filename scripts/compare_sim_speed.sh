@@ -25,7 +25,7 @@ trap cleanup EXIT
 git worktree add --detach -f "$tree" "$old_rev" > /dev/null
 # The old tree is compiled by this build's C++ compiler (the compiler changes the model's speed
 # as much as an RTL change can), unless OLD_CXX names another: OLD_CXX=g++ compares the
-# compilers too (docs/performance.md, ninth session).
+# compilers too (docs/performance.md, "Simulation speed of the chip").
 cxx=${OLD_CXX:-$(sed -n 's/^set(CMAKE_CXX_COMPILER "\(.*\)")$/\1/p' \
                     build/CMakeFiles/*/CMakeCXXCompiler.cmake | tail -1)}
 cmake -S "$tree" -B "$tree/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \

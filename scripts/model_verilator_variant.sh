@@ -4,7 +4,7 @@
 # and linked into OUT/systemc_cost together with the two translation units that include the
 # model's headers (so its class layout may differ from the build's). For simulation-speed
 # experiments that compare RTL or Verilator-flag variants by cachegrind counts
-# (docs/performance.md, "Simulation speed of the chip", eighth session):
+# (docs/performance.md, "Simulation speed of the chip"):
 #   scripts/model_verilator_variant.sh OUT [DROPPED_FLAG...]     e.g. OUT --assert
 #   valgrind --tool=cachegrind --cache-sim=yes --branch-sim=yes --cachegrind-out-file=/dev/null \
 #       OUT/systemc_cost plain step 16 8
