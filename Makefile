@@ -12,7 +12,7 @@ REF_PACKAGES   := python3-torch python3-numpy
 SYNTH_PACKAGES := yosys
 WAVES_PACKAGES := gtkwave
 
-.PHONY: help deps configure build train train-accuracy lint sim test-long soak waves bench bench-hbm synth format clean
+.PHONY: help deps configure build train train-accuracy lint docs-check sim test-long soak waves bench bench-hbm synth format clean
 
 help:
 	@echo "Tessera targets:"
@@ -24,6 +24,8 @@ help:
 	@echo "  make sim          the regression: installs what is missing, lints the RTL, builds"
 	@echo "                    every Verilator model and test, runs them all through ctest"
 	@echo "  make lint         verilator --lint-only -Wall on every RTL top (waivers: rtl/lint.vlt)"
+	@echo "  make docs-check   the docs name only files and make targets that exist, and no work"
+	@echo "                    history (scripts/docs_check.sh; make sim runs it)"
 	@echo "  make test-long    the arithmetic tests with 2*10^7 random vectors per operation;"
 	@echo "                    the per-step loss against PyTorch over 200 steps"
 	@echo "  make soak         differential testing: 3000 random legal programs on the chip"
@@ -73,7 +75,11 @@ train-accuracy: configure
 lint: deps
 	@scripts/lint.sh
 
-sim: lint build
+docs-check:
+	@scripts/docs_check.sh --self-test
+	@scripts/docs_check.sh
+
+sim: docs-check lint build
 	@scripts/run_tests.sh $(BUILD) $(CTEST_JOBS)
 
 test-long: build
