@@ -76,6 +76,7 @@ lint: deps
 	@scripts/lint.sh
 
 docs-check:
+	@scripts/ensure_packages.sh python3
 	@scripts/docs_check.sh --self-test
 	@scripts/docs_check.sh
 
