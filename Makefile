@@ -16,9 +16,10 @@ WAVES_PACKAGES := gtkwave
 
 help:
 	@echo "Tessera targets:"
-	@echo "  make train        train the example CNN on the cycle-accurate chip (rtl backend, N = 16,"
-	@echo "                    a few minutes); writes runs/<timestamp>/. TRAIN_ARGS overrides the"
-	@echo "                    flags (see build/bin/tessera train --help)"
+	@echo "  make train        train the example CNN for one epoch on the cycle-accurate chip (rtl"
+	@echo "                    backend, N = 16, 2 chips, host-arithmetic build; ~20 minutes on 2"
+	@echo "                    cores); writes runs/<timestamp>/. TRAIN_ARGS overrides the flags"
+	@echo "                    (--arith rtl: the pure-RTL build; build/bin/tessera train --help)"
 	@echo "  make train-accuracy  1 and 3 epochs at batch 128 on the functional backend, seeds 0-4,"
 	@echo "                    with the median (long: ~40 minutes; runs/accuracy/summary.txt)"
 	@echo "  make sim          the regression: installs what is missing, lints the RTL, builds"
@@ -59,10 +60,13 @@ configure: deps $(BUILD)/build.ninja
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The default `make train`: the rtl backend at N = 16, sized to finish in under 10 minutes on a
-# 2-core machine (an rtl batch-32 step is 1.19 M cycles, ~5 s of simulation; the evaluation of
-# the 10 000 test images on the functional backend ~1 minute: docs/performance.md).
-TRAIN_ARGS ?= --backend rtl --array 16 --batch 32 --steps 120
+# The default `make train`: one epoch (469 steps of batch 128) of the example CNN on the rtl
+# backend at N = 16, data-parallel on 2 chips (64 images each, one host thread per chip when the
+# cores are there), in the host-arithmetic build of the chip (--arith host: the RTL's registers
+# and cycles, the host's IEEE arithmetic, bit-identical to the pure-RTL build by test_host_arith);
+# then the 10,000 test images on the functional backend. ~2 s a step on 2 cores
+# (docs/performance.md). TRAIN_ARGS replaces the flags: `--arith rtl` for the pure-RTL build.
+TRAIN_ARGS ?= --backend rtl --arith host --array 16 --batch 128 --chips 2 --epochs 1
 
 train: configure
 	cmake --build $(BUILD) -j $(JOBS) --target tessera

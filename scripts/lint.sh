@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make lint: verilator --lint-only -Wall on every RTL top (and the MXU at its smallest and
-# largest N, since parameters change widths). Waivers live only in rtl/lint.vlt.
+# largest N, since parameters change widths; the chip also in its host-arithmetic simulation
+# flavour, +define+TPU_SIM_HOST_ARITH). Waivers live only in rtl/lint.vlt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tops=(
@@ -20,6 +21,7 @@ tops=(
   "tpu_csr"
   "tpu_top -GN=4 -GUbBytes=8192 -GAccRows=64"
   "tpu_top"
+  "tpu_top -DTPU_SIM_HOST_ARITH"
   "tpu_vpu"
   "tpu_vpu_lane"
   "tpu_vpu -GN=4 -GUbBytes=4096 -GAccRows=64"

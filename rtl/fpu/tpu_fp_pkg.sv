@@ -5,6 +5,12 @@
 // zero difference is +0). docs/numerics.md states the contract these functions implement.
 // Written in the subset Yosys 0.23 reads (make synth): one exit per function (no `return`),
 // no `import` inside a package.
+//
+// Simulation flavour: verilated with +define+TPU_SIM_HOST_ARITH, fp32_add, bf16_mul, fp32_mul and
+// mac call the host's IEEE arithmetic instead (sim/host_arith.h, through $c): the same results bit
+// for bit (tests/rtl/test_host_arith.cc), the same registers and cycles around them, a fraction of
+// the simulation cost. The word-level bodies below are the design; synthesis, lint and the
+// reference models never see the define.
 package tpu_fp_pkg;
 
   // Leading zeros of a 32-bit word by binary search: five compare-and-shift steps, no loop,
@@ -37,6 +43,9 @@ package tpu_fp_pkg;
   // datapath in synthesis, while a simulator evaluates only the branch taken
   // (docs/performance.md, "Simulation speed of the chip").
   function automatic tpu_pkg::fp32_t fp32_add(input tpu_pkg::fp32_t a, input tpu_pkg::fp32_t b);
+`ifdef TPU_SIM_HOST_ARITH
+    fp32_add = $c32("tpu_host_fp32_add(", a, ",", b, ")");
+`else
     logic           swap, eff_sub, sticky, round_up;
     tpu_pkg::fp32_t x, y, xchg, res;
     logic [7:0]     ex, ey, align, shamt;
@@ -104,6 +113,7 @@ package tpu_fp_pkg;
       end
     end
     fp32_add = res;
+`endif
   endfunction
 
   // bf16 x bf16 -> fp32. The 8x8-bit significand product always fits fp32's 24 bits, so the
@@ -112,6 +122,9 @@ package tpu_fp_pkg;
   // operands, then the finite product (its leading-zero count only for a subnormal operand, its
   // denormalising shift only for a result below the normal range).
   function automatic tpu_pkg::fp32_t bf16_mul(input tpu_pkg::bf16_t a, input tpu_pkg::bf16_t b);
+`ifdef TPU_SIM_HOST_ARITH
+    bf16_mul = $c32("tpu_host_bf16_mul(", a, ",", b, ")");
+`else
     logic               sign, a_nan, b_nan, a_inf, b_inf, a_zero, b_zero, round_up;
     logic [7:0]         sa, sb;
     logic [15:0]        prod, prod_n;
@@ -166,6 +179,7 @@ package tpu_fp_pkg;
       end
     end
     bf16_mul = res;
+`endif
   endfunction
 
   // fp32 x fp32. Both significands are normalised first (a subnormal's leading one moved to
@@ -176,6 +190,9 @@ package tpu_fp_pkg;
   // quarter ulp of the smallest subnormal: +-0), so guard and sticky are exact and the result
   // is rounded once.
   function automatic tpu_pkg::fp32_t fp32_mul(input tpu_pkg::fp32_t a, input tpu_pkg::fp32_t b);
+`ifdef TPU_SIM_HOST_ARITH
+    fp32_mul = $c32("tpu_host_fp32_mul(", a, ",", b, ")");
+`else
     logic               sign, a_nan, b_nan, a_inf, b_inf, a_zero, b_zero, round_up;
     logic [4:0]         lza, lzb;
     logic [23:0]        sa, sb;
@@ -225,6 +242,7 @@ package tpu_fp_pkg;
       res = {sign, rounded};  // a carry out of 0x7F7FFFFF lands exactly on inf
     end
     fp32_mul = res;
+`endif
   endfunction
 
   // fp32 -> bf16, round to nearest even; NaN -> canonical bf16 NaN; overflow rounds to inf.
@@ -250,6 +268,9 @@ package tpu_fp_pkg;
   // "Simulation speed of the chip").
   function automatic tpu_pkg::fp32_t mac(input tpu_pkg::fp32_t psum, input tpu_pkg::bf16_t act,
                                          input tpu_pkg::bf16_t weight);
+`ifdef TPU_SIM_HOST_ARITH
+    mac = $c32("tpu_host_mac(", psum, ",", act, ",", weight, ")");
+`else
     logic           zero_prod;  // the product is an exact signed zero
     tpu_pkg::fp32_t prod, sum, res;
     // (a == 0 || w == 0) && neither is inf or NaN (a zero is neither), tested in two steps so
@@ -278,6 +299,7 @@ package tpu_fp_pkg;
       end
     end
     mac = res;
+`endif
   endfunction
 
 endpackage

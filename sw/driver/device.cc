@@ -19,6 +19,13 @@ Backend parse_backend(const std::string& name) {
 }
 const char* backend_name(Backend b) { return b == Backend::kRtl ? "rtl" : "functional"; }
 
+Arith parse_arith(const std::string& name) {
+  if (name == "rtl") return Arith::kRtl;
+  if (name == "host") return Arith::kHost;
+  throw std::invalid_argument("unknown arithmetic build '" + name + "' (expected rtl or host)");
+}
+const char* arith_name(Arith a) { return a == Arith::kRtl ? "rtl" : "host"; }
+
 const char* fault_name(uint32_t code) {
   static const char* const kNames[] = {
       "NONE",          "ILLEGAL_INSTRUCTION", "UB_RANGE",       "ACC_RANGE", "DMA",

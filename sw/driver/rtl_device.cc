@@ -6,10 +6,13 @@
 #include "Vtpu_top_n16___024root.h"  // ChipSim: one evaluation a cycle
 #include "Vtpu_top_n16_c2.h"
 #include "Vtpu_top_n16_c2___024root.h"  // ChipSim: one evaluation a cycle
+#include "Vtpu_top_n16_host.h"
+#include "Vtpu_top_n16_host___024root.h"  // ChipSim: one evaluation a cycle
 #include "Vtpu_top_n4.h"
 #include "Vtpu_top_n4___024root.h"  // ChipSim: one evaluation a cycle
 #include "harness/chip/chip_sim.h"
 #include "harness/chip/ring_sim.h"
+#include "sim/host_arith.h"
 #include "tessera/driver.h"
 #include "tessera/isa_gen.h"
 #include "tessera/mpi_ring.h"
@@ -199,8 +202,36 @@ namespace {
 }
 }  // namespace
 
+bool rtl_host_arith_built(const DeviceConfig& config) {
+  return same_chip(config, rtl_configurations()[1]);
+}
+
+namespace {
+// The host-arithmetic build exists for one chip, and only gives the RTL's results where the
+// host's floating-point environment is IEEE round-to-nearest with subnormals.
+void check_host_arith(const DeviceConfig& config) {
+  if (!rtl_host_arith_built(config)) {
+    const DeviceConfig c16 = rtl_configurations()[1];
+    throw std::invalid_argument(
+        "the host-arithmetic build of the chip (--arith host) exists for N = 16, UB " +
+        std::to_string(c16.ub_bytes) + " bytes, " + std::to_string(c16.acc_rows) +
+        " ACC rows, 1 pseudo-channel; asked for N = " + std::to_string(config.n) + ", " +
+        std::to_string(config.channels) + " pseudo-channel(s): use --arith rtl");
+  }
+  if (!tessera_host_arith::environment_ok())
+    throw std::runtime_error(
+        "the host's floating-point environment is not round-to-nearest with subnormals kept "
+        "(FTZ/DAZ or another rounding mode is set): the host-arithmetic build would not match the "
+        "RTL; use --arith rtl");
+}
+}  // namespace
+
 std::unique_ptr<Device> make_rtl_device(const DeviceConfig& config) {
   const auto built = rtl_configurations();
+  if (config.arith == Arith::kHost) {
+    check_host_arith(config);
+    return std::make_unique<RtlDevice<Vtpu_top_n16_host>>(config);
+  }
   if (same_chip(config, built[0])) return std::make_unique<RtlDevice<Vtpu_top_n4>>(config);
   if (same_chip(config, built[1])) return std::make_unique<RtlDevice<Vtpu_top_n16>>(config);
   if (same_chip(config, built[2])) return std::make_unique<RtlDevice<Vtpu_top_n16_c2>>(config);
@@ -209,6 +240,10 @@ std::unique_ptr<Device> make_rtl_device(const DeviceConfig& config) {
 
 std::unique_ptr<Cluster> make_rtl_cluster(const DeviceConfig& config, int chips, int threads) {
   const auto built = rtl_configurations();
+  if (config.arith == Arith::kHost) {
+    check_host_arith(config);
+    return std::make_unique<RtlCluster<Vtpu_top_n16_host>>(config, chips, threads);
+  }
   if (same_chip(config, built[0]))
     return std::make_unique<RtlCluster<Vtpu_top_n4>>(config, chips, threads);
   if (same_chip(config, built[1]))

@@ -118,6 +118,7 @@ void Sequential::compile(const Adam& opt, const std::string& loss,
   dc.ub_bytes = chip.ub_bytes;
   dc.acc_rows = chip.acc_rows;
   dc.channels = device.channels;
+  dc.arith = device.arith;
   // The graph passes check that every op has a lowering (graph.h); the step's constructor
   // validates the configuration against the chip. On failure nothing stays open.
   const int P = strategy_.num_replicas_in_sync;

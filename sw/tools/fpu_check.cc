@@ -7,6 +7,7 @@
 
 #include "Vtpu_fp_divsqrt.h"
 #include "Vtpu_fpu.h"
+#include "Vtpu_fpu_host.h"
 #include "Vtpu_vpu_lane.h"
 #include "harness/fp_ref.h"
 #include "harness/sim_ctrl.h"
@@ -148,21 +149,17 @@ FpuParseResult parse_fpu_vectors(std::istream& in, FpuOp op) {
   return res;
 }
 
-int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ostream& err) {
-  std::ifstream in(path);
-  if (!in) {
-    err << "fpu-check: cannot open '" << path << "'\n";
-    return 2;
-  }
-  const FpuParseResult parsed = parse_fpu_vectors(in, op);
-  if (!parsed.errors.empty()) {
-    for (const auto& e : parsed.errors) err << path << ": " << e << "\n";
-    err << "fpu-check: " << parsed.errors.size() << " malformed line(s) in '" << path
-        << "'; no case was run\n";
-    return 2;
-  }
-  CombSim<Vtpu_fpu> sim;
-  Vtpu_fpu& m = sim.top();
+namespace {
+// The cases through one build of the arithmetic: Fpu is tpu_fpu verilated as the RTL
+// (Vtpu_fpu) or in the host-arithmetic flavour (Vtpu_fpu_host). fp32 x fp32 goes through the
+// vector unit's lane in the RTL build; the flavour's lane calls the same tpu_fp_pkg::fp32_mul as
+// its tpu_fpu, so there it is tpu_fpu's fmul port. f2bf, bf2f, div and sqrt are the RTL in both
+// builds (the flavour replaces only add, bf16 x bf16, fp32 x fp32 and the MAC).
+template <class Fpu>
+int check_cases(FpuOp op, const std::string& path, const FpuParseResult& parsed, bool lane_mul,
+                std::ostream& out, std::ostream& err) {
+  CombSim<Fpu> sim;
+  Fpu& m = sim.top();
   CombSim<Vtpu_vpu_lane> lane;
   std::optional<DivSqrtRunner> divsqrt;
   if (op == FpuOp::kDiv || op == FpuOp::kSqrt) divsqrt.emplace();
@@ -193,14 +190,21 @@ int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ost
         sim.eval();
         got = m.bf2f_o;
         break;
-      case FpuOp::kMul:  // through the vector unit's lane (the function every VPU lane runs)
-        lane.top().funct_i = static_cast<uint8_t>(isa::VF_MUL);
-        lane.top().a_i = c.a;
-        lane.top().b_i = c.b;
-        lane.top().c_i = 0;
-        lane.top().imm_i = 0;
-        lane.eval();
-        got = lane.top().r_o;
+      case FpuOp::kMul:
+        if (lane_mul) {  // through the vector unit's lane (the function every VPU lane runs)
+          lane.top().funct_i = static_cast<uint8_t>(isa::VF_MUL);
+          lane.top().a_i = c.a;
+          lane.top().b_i = c.b;
+          lane.top().c_i = 0;
+          lane.top().imm_i = 0;
+          lane.eval();
+          got = lane.top().r_o;
+        } else {
+          m.fmul_a_i = c.a;
+          m.fmul_b_i = c.b;
+          sim.eval();
+          got = m.fmul_o;
+        }
         break;
       case FpuOp::kDiv:
       case FpuOp::kSqrt:
@@ -225,6 +229,25 @@ int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ost
   out << "fpu-check " << fpu_op_name(op) << " " << path << ": " << parsed.cases.size() << " cases, "
       << mismatches << " mismatches\n";
   return mismatches == 0 ? 0 : 1;
+}
+}  // namespace
+
+int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ostream& err,
+                  bool host_arith) {
+  std::ifstream in(path);
+  if (!in) {
+    err << "fpu-check: cannot open '" << path << "'\n";
+    return 2;
+  }
+  const FpuParseResult parsed = parse_fpu_vectors(in, op);
+  if (!parsed.errors.empty()) {
+    for (const auto& e : parsed.errors) err << path << ": " << e << "\n";
+    err << "fpu-check: " << parsed.errors.size() << " malformed line(s) in '" << path
+        << "'; no case was run\n";
+    return 2;
+  }
+  if (host_arith) return check_cases<Vtpu_fpu_host>(op, path, parsed, false, out, err);
+  return check_cases<Vtpu_fpu>(op, path, parsed, true, out, err);
 }
 
 }  // namespace tessera::tools

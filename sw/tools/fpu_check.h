@@ -1,7 +1,9 @@
 // fpu-check: replays a TestFloat-style vector file through the arithmetic RTL: tpu_fpu for
 // add, bf16mul, f2bf and bf2f; the vector unit's datapath for mul (fp32 x fp32: tpu_vpu_lane,
 // the lane function every VPU lane runs) and for div and sqrt (tpu_fp_divsqrt, the unit each
-// VPU lane instances; one operation at a time).
+// VPU lane instances; one operation at a time). With --arith host, the same cases through the
+// host-arithmetic flavour of the chip's arithmetic (docs/numerics.md, "Two builds of the same
+// chip"): the check that the flavour agrees with the vectors as the RTL does.
 // One case a line, hex words separated by blanks: the operand(s), the expected result, then
 // optional flags (ignored). '#' starts a comment; blank lines are skipped. The whole file is
 // parsed before anything runs: any malformed line is reported with its number and nothing is
@@ -35,8 +37,10 @@ struct FpuParseResult {
 
 FpuParseResult parse_fpu_vectors(std::istream& in, FpuOp op);
 
-// Runs the file through the RTL and prints the report to `out`, errors to `err`.
+// Runs the file through the RTL and prints the report to `out`, errors to `err`; host_arith runs
+// it through the chip's host-arithmetic simulation flavour instead (--arith host).
 // Returns the exit status: 0 all cases match, 1 mismatches, 2 unreadable or malformed file.
-int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ostream& err);
+int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ostream& err,
+                  bool host_arith = false);
 
 }  // namespace tessera::tools

@@ -1,5 +1,5 @@
 // tessera: the project's command line. Subcommands:
-//   fpu-check --op {add|bf16mul|mul|div|sqrt|f2bf|bf2f} FILE
+//   fpu-check --op {add|bf16mul|mul|div|sqrt|f2bf|bf2f} [--arith rtl|host] FILE
 //                                                  replay a TestFloat-style vector file
 //                                                  through the arithmetic RTL
 //   hbm-replay TRACE [--channels N] [--request-bytes B] [--json] [--cmd-trace FILE]
@@ -39,6 +39,12 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"add", "bf16mul", "mul", "div", "sqrt", "f2bf", "bf2f"}));
   fpu->add_option("file", vector_file, "vector file: operand(s) expected [flags], hex")->required();
+  std::string fpu_arith = "rtl";
+  fpu->add_option("--arith", fpu_arith,
+                  "which build of the arithmetic: rtl (the synthesizable RTL) or host (the "
+                  "host-arithmetic simulation flavour)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"rtl", "host"}));
 
   std::string trace_file;
   tessera::tools::HbmReplayOptions replay;
@@ -104,6 +110,12 @@ int main(int argc, char** argv) {
                   "HBM pseudo-channels per chip (rtl: 1, or 2 at --array 16)")
       ->capture_default_str()
       ->check(CLI::Range(1, 16));
+  trn->add_option("--arith", tr.arith,
+                  "rtl backend: which build of the chip — rtl (the synthesizable arithmetic) or "
+                  "host (the host-arithmetic build: the same cycles and results, faster; N = 16, "
+                  "one channel)")
+      ->check(CLI::IsMember({"rtl", "host"}))
+      ->capture_default_str();
   trn->add_option("--chips", tr.chips,
                   "data parallelism: replicas on a ring of chips (TPUStrategy); --batch is the "
                   "global batch")
@@ -214,7 +226,8 @@ int main(int argc, char** argv) {
 
   if (fpu->parsed()) {
     const auto op = tessera::tools::parse_fpu_op(op_name);
-    return tessera::tools::run_fpu_check(*op, vector_file, std::cout, std::cerr);
+    return tessera::tools::run_fpu_check(*op, vector_file, std::cout, std::cerr,
+                                         fpu_arith == "host");
   }
   if (hbm->parsed()) {
     return tessera::tools::run_hbm_replay(trace_file, replay, std::cout, std::cerr);

@@ -139,7 +139,7 @@ std::string bar(double frac, int width) {
 std::string options_signature(const TrainOptions& o) {
   std::ostringstream s;
   s << o.backend << "|" << o.steps << "|" << o.epochs << "|" << o.batch << "|" << o.array << "|"
-    << o.chips << "|" << o.channels << "|" << o.seed << "|" << o.data << "|" << o.resume << "|"
+    << o.chips << "|" << o.channels << "|" << o.arith << "|" << o.seed << "|" << o.data << "|" << o.resume << "|"
     << o.sample_every << "|" << o.checkpoint_every << "|" << o.eval_samples << "|" << o.eval_backend
     << "|" << o.stop_after;
   return s.str();
@@ -194,10 +194,12 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   }
   // ---- everything that can be wrong with the input is checked before training starts ----
   driver::Backend backend, eval_backend;
+  driver::Arith arith;
   const bool sampled = opt.backend == "sampled";
   try {
     backend = sampled ? driver::Backend::kFunctional : driver::parse_backend(opt.backend);
     eval_backend = driver::parse_backend(opt.eval_backend);
+    arith = driver::parse_arith(opt.arith);
   } catch (const std::exception& e) {
     err << "tessera train: " << e.what() << "\n";
     return 2;
@@ -238,6 +240,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
     d.backend = be;
     d.array = opt.array;
     d.channels = opt.channels;
+    d.arith = arith;
     m.compile(keras::Adam(1e-3f), "sparse_categorical_crossentropy", {"accuracy"}, d, batch,
               opt.seed);
   };
@@ -531,6 +534,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
        {"array", JsonValue(n)},
        {"chips", JsonValue(opt.chips)},
        {"channels", JsonValue(opt.channels)},
+       {"arith", JsonValue(opt.arith)},
        {"steps", JsonValue(static_cast<unsigned long long>(last_step))},
        {"first_step", JsonValue(static_cast<unsigned long long>(first_step))},
        {"batch", JsonValue(opt.batch)},

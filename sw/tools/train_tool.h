@@ -20,8 +20,11 @@ struct TrainOptions {
   uint32_t batch = 128;
   int array = 16;
   int channels = 1;  // HBM pseudo-channels per chip (rtl: 1, or 2 at N = 16)
-  int chips = 1;     // data-parallel replicas (TPUStrategy); batch is the global batch
-  int threads = 0;   // host threads for the rtl ring (0: one per chip, at most the cores)
+  // rtl backend: "rtl" (the synthesizable arithmetic) or "host" (the host-arithmetic build of
+  // the same chip: the same cycles and bits, faster to simulate; N = 16, one channel).
+  std::string arith = "rtl";
+  int chips = 1;    // data-parallel replicas (TPUStrategy); batch is the global batch
+  int threads = 0;  // host threads for the rtl ring (0: one per chip, at most the cores)
   uint64_t seed = 0;
   std::string data;               // default: Debian's dataset-fashion-mnist
   std::string out;                // default: runs/<timestamp>

@@ -266,6 +266,8 @@ TEST_F(TrainTool, BadInputExitsBeforeTraining) {
   check("--data " + data, 2, "train-images-idx3-ubyte");
 
   check("--backend rtl --array 12", 2, "array sizes");
+  check("--backend rtl --array 4 --arith host", 2, "--arith host");
+  check("--arith fast", -1, "--arith");
   check("--batch 5000", -1, "--batch");
   check("--bogus", -1, "--bogus");
 }
@@ -470,6 +472,30 @@ TEST_F(TrainTool, ChipsTrainDataParallelLikeOneChip) {
   const Result resume =
       train("--steps 5 --batch 8 --seed 2 --resume " + path("two") + " --out " + path("three"));
   EXPECT_EQ(resume.status, 2) << resume.out;
+}
+
+// --arith host: the host-arithmetic build of the N = 16 chip trains exactly as the pure-RTL
+// build does — every step's loss, accuracy and cycle count, and the checkpoint, byte for byte
+// (tests/rtl/test_host_arith.cc proves the builds equal on vectors and whole steps).
+TEST_F(TrainTool, HostArithmeticBuildTrainsBitIdenticallyToTheRtlBuild) {
+  const std::string flags = "--backend rtl --array 16 --steps 2 --batch 2 --seed 4 --out ";
+  const Result rtl = train("--arith rtl " + flags + path("rtl"));
+  ASSERT_EQ(rtl.status, 0) << rtl.err;
+  const Result host = train("--arith host " + flags + path("host"));
+  ASSERT_EQ(host.status, 0) << host.err;
+  EXPECT_NE(read_file(path("host/summary.json")).find("\"arith\": \"host\""), std::string::npos);
+  const auto a = lines(read_file(path("rtl/metrics.csv")));
+  const auto b = lines(read_file(path("host/metrics.csv")));
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 1; i < a.size(); ++i) {
+    auto x = split(a[i], ','), y = split(b[i], ',');
+    x.pop_back();  // wall_seconds
+    y.pop_back();
+    EXPECT_EQ(x, y) << "step " << i - 1 << ": step, loss, accuracy, epoch, cycles, utilization";
+  }
+  EXPECT_EQ(read_file(path("rtl/checkpoint/ckpt.tsr")),
+            read_file(path("host/checkpoint/ckpt.tsr")));
 }
 
 // The MPI mode: `mpirun -np P tessera train --chips P` (one verilated chip per rank) against the

@@ -20,21 +20,33 @@ namespace tessera::driver {
 enum class Backend { kRtl, kFunctional };
 Backend parse_backend(const std::string& name);  // "rtl" | "functional"; throws otherwise
 const char* backend_name(Backend b);
+// Which build of the chip the rtl backend simulates (docs/numerics.md, "Two builds of the same
+// chip"): kRtl the synthesizable word-level arithmetic; kHost the simulation flavour whose MXU and
+// VPU arithmetic functions are the host's IEEE unit (+define+TPU_SIM_HOST_ARITH) — the same
+// registers and cycles, bit-identical results (test_host_arith), several times cheaper MACs.
+// The functional backend ignores it.
+enum class Arith { kRtl, kHost };
+Arith parse_arith(const std::string& name);  // "rtl" | "host"; throws otherwise
+const char* arith_name(Arith a);
 
 struct DeviceConfig {
   Backend backend = Backend::kFunctional;
-  int n = 4;                 // MXU size = VPU lanes
-  uint64_t ub_bytes = 8192;  // unified buffer
-  uint32_t acc_rows = 64;    // accumulator rows
-  int channels = 1;          // HBM pseudo-channels (256 MiB each)
+  int n = 4;                  // MXU size = VPU lanes
+  uint64_t ub_bytes = 8192;   // unified buffer
+  uint32_t acc_rows = 64;     // accumulator rows
+  int channels = 1;           // HBM pseudo-channels (256 MiB each)
+  Arith arith = Arith::kRtl;  // rtl backend: which build of the chip (not part of same_chip)
 };
-// The configurations the rtl backend is built for (one Verilator model each).
+// The configurations the rtl backend is built for (one Verilator model each; the N = 16,
+// one-channel chip also in the host-arithmetic flavour: rtl_host_arith_built).
 std::vector<DeviceConfig> rtl_configurations();
 // The rtl chip of array size n with one pseudo-channel (its UB and ACC sizes); for an n the rtl
 // backend is not built for, the functional backend's large chip: UB 256 KiB, 1024 ACC rows.
 DeviceConfig chip_for_array(int n);
 // The same chip (N, UB, ACC, channels), whatever the backend.
 bool same_chip(const DeviceConfig& a, const DeviceConfig& b);
+// True when the rtl backend has a host-arithmetic build of this chip.
+bool rtl_host_arith_built(const DeviceConfig& config);
 
 constexpr int kPerfCounters = 13;  // docs/isa.md, CSRs: PERF[0..12]
 // A timeline sample of an rtl run (Device::set_sampling): the decode PC, UNIT_STATE and the

@@ -61,6 +61,9 @@ struct DeviceOptions {
   driver::Backend backend = driver::Backend::kFunctional;
   int array = 16;    // N; the rtl backend is built for 4 and 16
   int channels = 1;  // HBM pseudo-channels (rtl: 1, or 2 at N = 16)
+  // rtl: the synthesizable arithmetic, or the host-arithmetic build (N = 16, one channel):
+  // the same cycles and bits, faster to simulate (driver.h, Arith).
+  driver::Arith arith = driver::Arith::kRtl;
   uint64_t timeout_cycles = 2'000'000'000;
 };
 
