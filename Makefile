@@ -65,8 +65,10 @@ build: configure
 # cores are there), in the host-arithmetic build of the chip (--arith host: the RTL's registers
 # and cycles, the host's IEEE arithmetic, bit-identical to the pure-RTL build by test_host_arith);
 # then the 10,000 test images on the functional backend. ~2 s a step on 2 cores
-# (docs/performance.md). TRAIN_ARGS replaces the flags: `--arith rtl` for the pure-RTL build.
-TRAIN_ARGS ?= --backend rtl --arith host --array 16 --batch 128 --chips 2 --epochs 1
+# (docs/performance.md). Seed 1: its one-epoch test accuracy is the median of seeds 0-4 (seed 0
+# draws the unlucky batch order, 83.5%; docs/training.md, "Accuracy"). TRAIN_ARGS replaces the
+# flags: `--arith rtl` for the pure-RTL build.
+TRAIN_ARGS ?= --backend rtl --arith host --array 16 --batch 128 --chips 2 --epochs 1 --seed 1
 
 train: configure
 	cmake --build $(BUILD) -j $(JOBS) --target tessera

@@ -1,9 +1,10 @@
 // The SystemC platform's cost against the plain harness (make bench BENCH_ONLY=systemc,
 // scripts/bench_systemc.sh). One measurement per process (the SystemC kernel cannot restart):
-//   systemc_cost HARNESS WORK N [BATCH]
+//   systemc_cost HARNESS WORK N [BATCH [ARITH]]
 //     HARNESS: plain (ChipSim, the rtl backend) | lt | at (the platform, driver on TLM)
 //     WORK:    idle  — 200 000 cycles of the idle chip (the clock and the HBM refresh run);
-//              step  — one compiled training step of the example CNN (batch BATCH), the run only
+//              step  — one compiled training step of the example CNN (batch BATCH), the run only;
+//                      ARITH (plain only): rtl (default) or host, the chip's host-arithmetic build
 // Prints one JSON object: chip cycles of the work, wall seconds, chip cycles per wall second.
 #include <chrono>
 #include <cstdio>
@@ -47,7 +48,7 @@ Measured train_step(driver::Device& dev, uint32_t batch) {
 
 int sc_main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s plain|lt|at idle|step N [BATCH]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s plain|lt|at idle|step N [BATCH [rtl|host]]\n", argv[0]);
     return 2;
   }
   const std::string harness = argv[1], work = argv[2];
@@ -58,7 +59,10 @@ int sc_main(int argc, char** argv) {
     return 2;
   }
   try {
-    const driver::DeviceConfig cfg = chip_config(n);
+    driver::DeviceConfig cfg = chip_config(n);
+    if (argc > 5) cfg.arith = driver::parse_arith(argv[5]);
+    if (cfg.arith == driver::Arith::kHost && (harness != "plain" || work != "step"))
+      throw std::invalid_argument("the host-arithmetic build is measured by 'plain step' only");
     Measured m;
     if (harness == "plain") {
       if (work == "idle") {

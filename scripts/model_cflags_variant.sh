@@ -12,6 +12,8 @@
 #   scripts/model_cflags_variant.sh /tmp/pgo "-fprofile-use -fprofile-correction -Wno-missing-profile"
 # then time /tmp/pgo/systemc_cost against build/bin/systemc_cost, interleaved.
 # MODEL_CXX=g++ compiles the model with another compiler than the build's (the rest stays).
+# MODEL=Vtpu_top_n16_host recompiles the host-arithmetic build of the chip instead (run it as
+# `DIR/systemc_cost plain step 16 B host`).
 set -euo pipefail
 dir=$(realpath -m "${1:?usage: scripts/model_cflags_variant.sh DIR EXTRA_CXXFLAGS [EXTRA_LDFLAGS]}")
 extra=${2:-}
@@ -29,7 +31,7 @@ while read -r line; do
             -e "s| -o [^ ]* -c | -o $obj -c |" <<< "$line")
   echo "$cmd $extra"
   objs+=("$obj")
-done < <(grep 'Vtpu_top_n16.dir/.*\.cpp$' <<< "$cmds" | grep -v copy_if) > "$dir/compile.sh"
+done < <(grep "${MODEL:-Vtpu_top_n16}\.dir/.*\.cpp\$" <<< "$cmds" | grep -v copy_if) > "$dir/compile.sh"
 xargs -P "$(nproc)" -d '\n' -n 1 bash -c < "$dir/compile.sh"
 # link: the model's objects ahead of the library, so its copy of the model is not pulled in
 link=$(tail -1 <<< "$cmds" | sed -e 's|^: && ||' -e 's| && :$||' \
