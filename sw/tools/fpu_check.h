@@ -4,11 +4,10 @@
 // VPU lane instances; one operation at a time). With --arith host, the same cases through the
 // host-arithmetic flavour of the chip's arithmetic (docs/numerics.md, "Two builds of the same
 // chip"): the check that the flavour agrees with the vectors as the RTL does.
-// One case a line, hex words separated by blanks: the operand(s), the expected result, then
-// optional flags (ignored). '#' starts a comment; blank lines are skipped. The whole file is
-// parsed before anything runs: any malformed line is reported with its number and nothing is
-// compared. An expected NaN of any payload matches only the canonical NaN (the RTL's contract;
-// TestFloat's own default NaN differs by platform).
+// The vector file format and its parser: sw/tools/fpu_vectors.h. The whole file is parsed
+// before anything runs: any malformed line is reported with its number and nothing is compared. An
+// expected NaN of any payload matches only the canonical NaN (the RTL's contract; TestFloat's own
+// default NaN differs by platform).
 #pragma once
 
 #include <cstdint>
@@ -17,25 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "sw/tools/fpu_vectors.h"
+
 namespace tessera::tools {
-
-enum class FpuOp { kAdd, kBf16Mul, kFp32ToBf16, kBf16ToFp32, kMul, kDiv, kSqrt };
-
-std::optional<FpuOp> parse_fpu_op(const std::string& name);
-const char* fpu_op_name(FpuOp op);
-
-struct FpuCase {
-  int line = 0;
-  uint32_t a = 0, b = 0;  // b unused by one-operand ops
-  uint32_t expected = 0;
-};
-
-struct FpuParseResult {
-  std::vector<FpuCase> cases;
-  std::vector<std::string> errors;  // "line N: reason"
-};
-
-FpuParseResult parse_fpu_vectors(std::istream& in, FpuOp op);
 
 // Runs the file through the RTL and prints the report to `out`, errors to `err`; host_arith runs
 // it through the chip's host-arithmetic simulation flavour instead (--arith host).

@@ -15,64 +15,6 @@
 namespace tessera::tools {
 namespace {
 
-constexpr uint64_t kChannelBytes = 256ull << 20;  // one pseudo-channel: 16 Ki rows x 16 banks
-
-std::string hex(uint64_t v) {
-  std::ostringstream s;
-  s << "0x" << std::hex << v;
-  return s.str();
-}
-
-// Parses a hex address (optional 0x) of at most 64 bits.
-bool parse_address(const std::string& tok, uint64_t& value, std::string& why) {
-  std::string t = tok;
-  if (t.size() > 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) t = t.substr(2);
-  const bool hexdigits = !t.empty() && std::all_of(t.begin(), t.end(), [](char c) {
-    return std::isxdigit(static_cast<unsigned char>(c)) != 0;
-  });
-  if (!hexdigits) {
-    why = "address '" + tok + "' is not hexadecimal";
-    return false;
-  }
-  const size_t first = t.find_first_not_of('0');
-  if (first != std::string::npos && t.size() - first > 16) {
-    why = "address '" + tok + "' does not fit in 64 bits";
-    return false;
-  }
-  value = first == std::string::npos ? 0 : std::stoull(t.substr(first), nullptr, 16);
-  return true;
-}
-
-// Parses a non-negative decimal cycle.
-// Trace cycles are simulated one by one, idle or not: 10^8 cycles take about half an hour.
-constexpr uint64_t kMaxTraceCycle = 100'000'000;
-
-bool parse_cycle(const std::string& tok, uint64_t& value, std::string& why) {
-  if (!tok.empty() && tok[0] == '-') {
-    why = "cycle '" + tok + "' is negative";
-    return false;
-  }
-  const bool digits = !tok.empty() && std::all_of(tok.begin(), tok.end(), [](char c) {
-    return std::isdigit(static_cast<unsigned char>(c)) != 0;
-  });
-  if (!digits) {
-    why = "cycle '" + tok + "' is not a decimal number";
-    return false;
-  }
-  const size_t first = tok.find_first_not_of('0');
-  if (first != std::string::npos && tok.size() - first > 19) {
-    why = "cycle '" + tok + "' is too large";
-    return false;
-  }
-  value = first == std::string::npos ? 0 : std::stoull(tok.substr(first));
-  if (value > kMaxTraceCycle) {
-    why = "cycle " + tok + " is beyond the replay limit of " + std::to_string(kMaxTraceCycle) +
-          " cycles (every cycle up to it would be simulated)";
-    return false;
-  }
-  return true;
-}
-
 // Write data for burst `b` of the request on trace line `line`: a hash of both, so a read that
 // returns another write's data (or an older one) is caught.
 hbm::Burst write_data(uint64_t addr, int line) {
@@ -185,65 +127,6 @@ int simulate(const std::vector<HbmTraceRequest>& reqs, const HbmReplayOptions& o
 }
 
 }  // namespace
-
-HbmTraceParseResult parse_hbm_trace(std::istream& in, int channels, int request_bytes) {
-  HbmTraceParseResult res;
-  const uint64_t capacity = kChannelBytes * static_cast<uint64_t>(channels);
-  std::string text;
-  int lineno = 0;
-  uint64_t prev_cycle = 0;
-  int prev_line = 0;
-  while (std::getline(in, text)) {
-    ++lineno;
-    std::istringstream words(text);
-    std::vector<std::string> toks;
-    for (std::string w; words >> w;) toks.push_back(w);
-    if (toks.empty() || toks[0][0] == '#') continue;
-    auto fail = [&](const std::string& why) { res.errors.push_back({lineno, why}); };
-    if (toks.size() != 3) {
-      fail("expected 3 fields '<hex address> <READ|WRITE> <cycle>', got " +
-           std::to_string(toks.size()));
-      continue;
-    }
-    HbmTraceRequest r;
-    r.line = lineno;
-    std::string why;
-    if (!parse_address(toks[0], r.addr, why)) {
-      fail(why);
-      continue;
-    }
-    std::string cmd = toks[1];
-    for (char& c : cmd) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (cmd != "READ" && cmd != "WRITE") {
-      fail("unknown command '" + toks[1] + "' (expected READ or WRITE)");
-      continue;
-    }
-    r.write = cmd == "WRITE";
-    if (!parse_cycle(toks[2], r.cycle, why)) {
-      fail(why);
-      continue;
-    }
-    if (r.addr % static_cast<uint64_t>(request_bytes) != 0) {
-      fail("address " + hex(r.addr) + " is not aligned to the request size (" +
-           std::to_string(request_bytes) + " bytes)");
-      continue;
-    }
-    if (r.addr >= capacity || capacity - r.addr < static_cast<uint64_t>(request_bytes)) {
-      fail("address " + hex(r.addr) + " is beyond the memory's capacity (" + hex(capacity) +
-           " bytes on " + std::to_string(channels) + " pseudo-channel(s))");
-      continue;
-    }
-    if (prev_line != 0 && r.cycle < prev_cycle) {
-      fail("cycle " + std::to_string(r.cycle) + " is before cycle " + std::to_string(prev_cycle) +
-           " of line " + std::to_string(prev_line) + " (cycles must not decrease)");
-      continue;
-    }
-    prev_cycle = r.cycle;
-    prev_line = lineno;
-    res.requests.push_back(r);
-  }
-  return res;
-}
 
 void print_hbm_report(const HbmReplayReport& r, const std::string& trace, bool json,
                       std::ostream& out) {

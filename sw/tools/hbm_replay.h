@@ -2,12 +2,9 @@
 // 4 pseudo-channels, every channel on the device model and its timing checker) and reports
 // bandwidth, read latency, row-hit rate and refresh time.
 //
-// Trace format (DRAMSim3's): one request a line, `<hex address> <READ|WRITE> <cycle>`, e.g.
-// `0x1f40 READ 120` (the `0x` is optional, the command may be lower case, the cycle is decimal).
-// Blank lines and lines whose first non-blank character is '#' are skipped. Cycles never
-// decrease; every address is aligned to the request size and below the capacity (channels x
-// 256 MiB). The whole file is parsed before anything is simulated: any malformed line stops
-// the tool with `TRACE:LINE: reason` on stderr and exit status 2.
+// Trace format: sw/tools/hbm_trace.h (`<hex address> <READ|WRITE> <cycle>` lines, DRAMSim3's),
+// which also holds the parser. The whole file is parsed before anything is simulated: any
+// malformed line stops the tool with `TRACE:LINE: reason` on stderr and exit status 2.
 //
 // A request at address a goes to port (a / request bytes) mod channels (so requests to one
 // address keep their order) and is presented no earlier than its cycle, counted from the
@@ -20,28 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "sw/tools/hbm_trace.h"
+
 namespace tessera::tools {
-
-struct HbmTraceRequest {
-  int line = 0;       // 1-based line in the trace
-  uint64_t addr = 0;  // byte address, aligned to the request size
-  bool write = false;
-  uint64_t cycle = 0;  // presented no earlier than this cycle after reset
-};
-
-struct HbmTraceError {
-  int line = 0;
-  std::string reason;
-};
-
-struct HbmTraceParseResult {
-  std::vector<HbmTraceRequest> requests;
-  std::vector<HbmTraceError> errors;  // in line order; empty if the trace is well formed
-};
-
-// Parses a trace for a memory of `channels` pseudo-channels (capacity channels x 256 MiB) and
-// requests of `request_bytes` bytes (the alignment every address needs).
-HbmTraceParseResult parse_hbm_trace(std::istream& in, int channels, int request_bytes);
 
 struct HbmReplayOptions {
   int channels = 1;        // 1, 2 or 4: the built models
