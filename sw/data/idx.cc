@@ -3,6 +3,7 @@
 // damaged download is found from the message alone.
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +18,8 @@ namespace {
 constexpr uint8_t kTypeUnsignedByte = 0x08;
 constexpr uint32_t kMaxDims = 4;
 constexpr uint64_t kHeaderBytes = 4;  // magic (2), type (1), number of dims (1)
+// deflate's largest expansion: 258 bytes from 2 bits, so at most 1032 bytes per input byte.
+constexpr uint64_t kMaxDeflateRatio = 1032;
 
 [[noreturn]] void fail_at(const std::string& path, uint64_t offset, const std::string& reason) {
   std::ostringstream message;
@@ -65,11 +68,14 @@ bool is_gzip(const std::vector<uint8_t>& bytes) {
 // Inflates a gzip file (one or more members, as gzip itself accepts).
 std::vector<uint8_t> gunzip(const std::string& path, const std::vector<uint8_t>& compressed) {
   std::vector<uint8_t> out;
-  // The last four bytes are the uncompressed size mod 2^32: a good first guess.
+  // The last four bytes are the uncompressed size mod 2^32: a good first guess, believed only
+  // up to what the compressed bytes can inflate to, so that a damaged trailer cannot make the
+  // reader allocate gigabytes before it inflates a byte (zlib then reports the wrong length).
   if (compressed.size() >= 18) {
     const uint8_t* isize = compressed.data() + compressed.size() - 4;
-    out.reserve(uint32_t(isize[0]) | uint32_t(isize[1]) << 8 | uint32_t(isize[2]) << 16 |
-                uint32_t(isize[3]) << 24);
+    const uint64_t guess = uint32_t(isize[0]) | uint32_t(isize[1]) << 8 | uint32_t(isize[2]) << 16 |
+                           uint32_t(isize[3]) << 24;
+    out.reserve(std::min<uint64_t>(guess, kMaxDeflateRatio * compressed.size()));
   }
   z_stream stream{};
   if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) {
@@ -90,11 +96,14 @@ std::vector<uint8_t> gunzip(const std::string& path, const std::vector<uint8_t>&
         inflateReset(&stream);
         continue;
       }
-      const uint64_t at = stream.total_in;
+      // (stream.total_in counts only the last member: inflateReset clears it.)
+      const uint64_t left = stream.avail_in;
+      const uint64_t at = compressed.size() - left;
       inflateEnd(&stream);
       std::ostringstream message;
-      message << path << ": gzip: " << (compressed.size() - at)
-              << " bytes after the end of the compressed stream";
+      message << path << ": gzip: " << left
+              << " bytes after the end of the compressed stream, from compressed offset 0x"
+              << std::hex << at;
       throw DataError(message.str());
     }
     if (status == Z_OK) continue;

@@ -4,6 +4,7 @@
 // (permutations, the buffer window, shares that concatenate, seek = uninterrupted run); bf16
 // against a nearest-value search that does not use the rounding trick.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -15,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <sstream>
 #include <thread>
 
 #include "sw/data/shuffle.h"
@@ -185,6 +187,62 @@ TEST(IdxRead, CorruptGzipNamesFileAndZlibError) {
   bad_crc[gz.size() - 6] ^= 0x01;
   write_raw(dir.file("r.gz"), bad_crc);
   expect_data_error([&] { read_idx(dir.file("r.gz")); }, {dir.file("r.gz") + ": gzip: "});
+}
+
+// read_idx(path) in a process whose address space has 1 GiB to spare: 0 for a gzip DataError
+// about the length, 1 another DataError, 2 std::bad_alloc, 3 no limit set, 4 no error at all.
+int read_gzip_with_a_gib_to_spare(const std::string& path) {
+  long pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  rlimit limit{};
+  limit.rlim_cur = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (rlim_t{1} << 30);
+  limit.rlim_max = RLIM_INFINITY;
+  if (setrlimit(RLIMIT_AS, &limit) != 0) return 3;
+  try {
+    read_idx(path);
+  } catch (const DataError& e) {
+    const std::string m = e.what();
+    return m.find(path + ": gzip: ") == 0 && m.find("length") != std::string::npos ? 0 : 1;
+  } catch (const std::bad_alloc&) {
+    return 2;
+  }
+  return 4;
+}
+
+// A gzip trailer's size field (ISIZE, the last 4 bytes) is only a reservation hint: a damaged
+// one claiming 4 GiB must not be allocated before inflating (found by fuzz/fuzz_idx.cc: it was
+// reserved as is). With 1 GiB of address space to spare, the read ends in zlib's length check.
+TEST(IdxRead, GzipTrailerSizeIsNotBelievedBeyondTheData) {
+  TempDir dir;
+  write_gzip(dir.file("t.gz"), idx_bytes({2, 3}, pattern_bytes(6)));
+  Bytes gz = read_raw(dir.file("t.gz"));
+  ASSERT_GT(gz.size(), 18u);
+  for (size_t i = gz.size() - 4; i < gz.size(); ++i) gz[i] = 0xFF;
+  write_raw(dir.file("t.gz"), gz);
+  const std::string path = dir.file("t.gz");
+  EXPECT_EXIT(std::_Exit(read_gzip_with_a_gib_to_spare(path)), ::testing::ExitedWithCode(0), "");
+}
+
+// Bytes after the last of several gzip members: counted and placed from the file's start (zlib's
+// total_in restarts at each member).
+TEST(IdxRead, GarbageAfterTheSecondGzipMemberIsCountedFromTheFileStart) {
+  TempDir dir;
+  const Bytes idx = idx_bytes({4}, pattern_bytes(4));
+  write_gzip(dir.file("a.gz"), Bytes(idx.begin(), idx.begin() + 5));
+  write_gzip(dir.file("b.gz"), Bytes(idx.begin() + 5, idx.end()));
+  Bytes two = read_raw(dir.file("a.gz"));
+  const Bytes second = read_raw(dir.file("b.gz"));
+  two.insert(two.end(), second.begin(), second.end());
+  write_raw(dir.file("two.gz"), two);
+  EXPECT_EQ(read_idx(dir.file("two.gz")).data, pattern_bytes(4));
+  const size_t garbage_at = two.size();
+  two.insert(two.end(), {0x01, 0x02, 0x03});
+  write_raw(dir.file("two.gz"), two);
+  std::ostringstream offset;
+  offset << std::hex << garbage_at;
+  expect_data_error([&] { read_idx(dir.file("two.gz")); },
+                    {dir.file("two.gz") + ": gzip: 3 bytes after the end of the compressed stream",
+                     "from compressed offset 0x" + offset.str()});
 }
 
 TEST(IdxRead, MissingFile) {
