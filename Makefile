@@ -12,7 +12,7 @@ REF_PACKAGES   := python3-torch python3-numpy
 SYNTH_PACKAGES := yosys
 WAVES_PACKAGES := gtkwave
 
-.PHONY: help deps configure build train train-accuracy lint docs-check sim test-long soak waves bench bench-hbm synth format clean
+.PHONY: help deps configure build train train-accuracy lint docs-check sim test-long soak waves bench bench-hbm synth format clean fuzz
 
 help:
 	@echo "Tessera targets:"
@@ -45,6 +45,9 @@ help:
 	@echo "  make bench-hbm    the HBM part of make bench alone"
 	@echo "  make synth        Yosys: arithmetic, PE, SRAMs, DMA, MXU at N = 4 (cells, no latches)"
 	@echo "                    and the whole chip top at N = 4 (no latches, proc level)"
+	@echo "  make fuzz         libFuzzer + ASan/UBSan on every input parser (IDX, assembly, program"
+	@echo "                    images, checkpoints, hbm traces, fpu vectors), FUZZ_S=$(FUZZ_S) seconds"
+	@echo "                    each (build/fuzz; scripts/fuzz.sh; fails on any finding)"
 	@echo "  make format       clang-format every C++ source"
 	@echo "  make clean        remove $(BUILD)/"
 	@echo "Variables: JOBS=$(JOBS) (compile jobs), CTEST_JOBS=$(CTEST_JOBS), BUILD=$(BUILD)"
@@ -133,6 +136,13 @@ bench-hbm:
 synth: deps
 	@scripts/ensure_packages.sh $(SYNTH_PACKAGES)
 	@scripts/synth.sh $(BUILD)/synth
+
+# Every parser fuzz target (fuzz/) for FUZZ_S seconds each, in its own clang build (build/fuzz).
+FUZZ_S ?= 60
+
+fuzz:
+	@scripts/ensure_packages.sh clang libclang-rt-14-dev zlib1g-dev cmake
+	FUZZ_S=$(FUZZ_S) BUILD=$(BUILD) scripts/fuzz.sh
 
 format:
 	@scripts/ensure_packages.sh clang-format
