@@ -1,7 +1,11 @@
 // metrics.csv and summary.json (sw/include/tessera/metrics.h).
 #include "tessera/metrics.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "sw/runlog/file_util.h"
@@ -55,8 +59,8 @@ size_t utf8_sequence_length(const std::string& s, size_t i) {
 
 }  // namespace
 
-MetricsCsv::MetricsCsv(const std::string& dir, std::vector<std::string> extra_columns)
-    : columns_{"step", "loss", "accuracy"} {
+void MetricsCsv::set_columns(std::vector<std::string> extra_columns) {
+  columns_ = {"step", "loss", "accuracy"};
   for (const std::string& c : extra_columns) {
     if (c.empty() || c.find_first_of(",\"\r\n") != std::string::npos) {
       throw std::invalid_argument("metrics.csv: bad column name '" + c +
@@ -64,20 +68,78 @@ MetricsCsv::MetricsCsv(const std::string& dir, std::vector<std::string> extra_co
     }
     columns_.push_back(c);
   }
+}
+
+std::string MetricsCsv::header() const {
+  std::string header;
+  for (size_t i = 0; i < columns_.size(); ++i) header += (i ? "," : "") + columns_[i];
+  return header + "\n";
+}
+
+MetricsCsv::MetricsCsv(const std::string& dir, std::vector<std::string> extra_columns) {
+  set_columns(std::move(extra_columns));
   make_dirs(dir);
   path_ = (dir.empty() ? std::string(".") : dir) + "/" + kMetricsCsvName;
   file_ = std::fopen(path_.c_str(), "w");
   if (file_ == nullptr) throw std::runtime_error(errno_message(path_, "cannot create"));
-  std::string header;
-  for (size_t i = 0; i < columns_.size(); ++i) header += (i ? "," : "") + columns_[i];
-  header += "\n";
-  if (std::fputs(header.c_str(), file_) == EOF || std::fflush(file_) != 0) {
+  if (std::fputs(header().c_str(), file_) == EOF || std::fflush(file_) != 0) {
     throw std::runtime_error(errno_message(path_, "write"));
   }
 }
 
+MetricsCsv::MetricsCsv(const std::string& dir, std::vector<std::string> extra_columns,
+                       int64_t first_step) {
+  set_columns(std::move(extra_columns));
+  make_dirs(dir);
+  path_ = (dir.empty() ? std::string(".") : dir) + "/" + kMetricsCsvName;
+  const std::string head = header();
+  std::string kept = head, text;
+  const bool exists = ::access(path_.c_str(), F_OK) == 0;
+  if (exists) {
+    text = read_file(path_);
+    if (text.compare(0, head.size(), head) != 0) {
+      const std::string found = text.substr(0, text.find('\n'));
+      throw std::runtime_error(path_ + ": line 1: header is '" + found + "', this run writes '" +
+                               head.substr(0, head.size() - 1) + "'");
+    }
+    int64_t last = -1;
+    size_t pos = head.size();
+    for (size_t line = 2; pos < text.size(); ++line) {
+      const size_t nl = text.find('\n', pos);
+      if (nl == std::string::npos) break;  // a torn last line: the killed run's, not covered
+      const std::string row = text.substr(pos, nl - pos);
+      char* end = nullptr;
+      errno = 0;
+      const long long step = std::strtoll(row.c_str(), &end, 10);
+      if (end == row.c_str() || *end != ',' || errno != 0 || step < 0 || step <= last) {
+        throw std::runtime_error(path_ + ": line " + std::to_string(line) + " (byte offset " +
+                                 std::to_string(pos) + "): malformed row '" + row +
+                                 "' (expected an increasing step, then the values)");
+      }
+      if (step >= first_step) break;
+      kept.append(text, pos, nl + 1 - pos);
+      last = step;
+      pos = nl + 1;
+    }
+    if (last >= 0 && last + 1 != first_step) {
+      throw std::runtime_error(path_ + ": its rows end at step " + std::to_string(last) +
+                               ", the checkpoint is at step " + std::to_string(first_step) +
+                               ": the rows in between are missing");
+    }
+  }
+  if (!exists || kept != text) write_file_atomically(path_, kept);  // else nothing to drop
+  file_ = std::fopen(path_.c_str(), "a");
+  if (file_ == nullptr) throw std::runtime_error(errno_message(path_, "cannot open to append"));
+}
+
 MetricsCsv::~MetricsCsv() {
   if (file_ != nullptr) std::fclose(file_);
+}
+
+void MetricsCsv::sync() {
+  if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0) {
+    throw std::runtime_error(errno_message(path_, "fsync"));
+  }
 }
 
 void MetricsCsv::add_row(int64_t step, double loss, double accuracy,

@@ -1,7 +1,9 @@
 // TensorBoard event files (sw/include/tessera/tfevents.h).
 #include "tessera/tfevents.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,7 +51,9 @@ std::string tfrecord_frame(const std::string& data) {
   return out;
 }
 
-EventWriter::EventWriter(const std::string& dir) {
+EventWriter::EventWriter(const std::string& dir) { create(dir); }
+
+void EventWriter::create(const std::string& dir) {
   make_dirs(dir);
   const std::string base = (dir.empty() ? std::string(".") : dir) + "/events.out.tfevents." +
                            std::to_string(static_cast<long long>(std::time(nullptr))) + "." +
@@ -73,6 +77,84 @@ EventWriter::EventWriter(const std::string& dir) {
   event.bytes(kFieldEventFileVersion, kEventFileVersion);
   write_record(event.str());
   flush();
+}
+
+EventWriter::EventWriter(const std::string& dir, int64_t first_step) {
+  make_dirs(dir);
+  const std::string folder = dir.empty() ? std::string(".") : dir;
+  // The newest event file of the folder: the run's (a fresh run keeps one).
+  std::string newest;
+  struct timespec newest_time {};
+  if (DIR* d = ::opendir(folder.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.rfind("events.out.tfevents.", 0) != 0 || name.find(".tmp.") != std::string::npos)
+        continue;
+      struct stat st {};
+      if (::stat((folder + "/" + name).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      const bool later = newest.empty() || st.st_mtim.tv_sec > newest_time.tv_sec ||
+                         (st.st_mtim.tv_sec == newest_time.tv_sec &&
+                          st.st_mtim.tv_nsec > newest_time.tv_nsec);
+      if (later) {
+        newest = name;
+        newest_time = st.st_mtim;
+      }
+    }
+    ::closedir(d);
+  }
+  if (newest.empty()) {
+    create(dir);
+    return;
+  }
+  path_ = folder + "/" + newest;
+  const std::string file = read_file(path_);
+  // Keep whole, intact records of steps below first_step; the first is the file_version event.
+  size_t pos = 0;
+  int64_t last_step = -1;
+  for (int index = 0; pos < file.size(); ++index) {
+    const std::string where =
+        path_ + ": record " + std::to_string(index) + " at byte " + std::to_string(pos);
+    if (file.size() - pos < 12) break;  // torn
+    const uint64_t length = get_le(file, pos, 8);
+    if (static_cast<uint32_t>(get_le(file, pos + 8, 4)) != masked_crc32c(file.data() + pos, 8))
+      break;
+    if (length > file.size() - pos - 12 || file.size() - pos - 12 - length < 4) break;
+    const std::string data = file.substr(pos + 12, length);
+    if (static_cast<uint32_t>(get_le(file, pos + 12 + length, 4)) !=
+        masked_crc32c(data.data(), data.size()))
+      break;
+    bool has_step = false;
+    int64_t step = 0;
+    try {
+      proto::Reader event(data);
+      proto::Field f;
+      while (event.next(f)) {
+        if (f.number == kFieldEventStep && f.wire_type == proto::kVarint) {
+          step = static_cast<int64_t>(f.u);
+          has_step = true;
+        }
+      }
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(where + ": " + e.what());
+    }
+    if (index == 0 && has_step) {
+      throw std::runtime_error(where + ": the first record is not the file_version event");
+    }
+    if (has_step && step >= first_step) break;
+    if (has_step) last_step = step;
+    pos += 12 + length + 4;
+  }
+  if (pos == 0) {
+    throw std::runtime_error(path_ + ": record 0 at byte 0: torn or damaged file_version event");
+  }
+  if (last_step >= 0 && last_step + 1 != first_step) {
+    throw std::runtime_error(path_ + ": its records end at step " + std::to_string(last_step) +
+                             " (byte " + std::to_string(pos) + "), the checkpoint is at step " +
+                             std::to_string(first_step) + ": the steps in between are missing");
+  }
+  if (pos != file.size()) write_file_atomically(path_, file.substr(0, pos));  // else nothing to drop
+  file_ = std::fopen(path_.c_str(), "ab");
+  if (file_ == nullptr) throw std::runtime_error(errno_message(path_, "cannot open to append"));
 }
 
 EventWriter::~EventWriter() {
@@ -101,6 +183,11 @@ void EventWriter::add_scalar(const std::string& tag, int64_t step, float value, 
 
 void EventWriter::flush() {
   if (std::fflush(file_) != 0) throw std::runtime_error(errno_message(path_, "flush"));
+}
+
+void EventWriter::sync() {
+  flush();
+  if (::fsync(::fileno(file_)) != 0) throw std::runtime_error(errno_message(path_, "fsync"));
 }
 
 std::vector<ScalarEvent> read_scalar_events(const std::string& path) {

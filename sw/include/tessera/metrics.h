@@ -22,16 +22,28 @@ class MetricsCsv {
   // header. Extra column names must be non-empty and hold no ',', '"', CR or LF
   // (std::invalid_argument otherwise). Throws std::runtime_error naming the path and strerror.
   explicit MetricsCsv(const std::string& dir, std::vector<std::string> extra_columns = {});
+  // Continues the DIR/metrics.csv of a run resumed in place at step `first_step`: keeps the
+  // header (it must be the one these columns give) and the whole rows of steps below
+  // `first_step`, drops the rest (rows a killed run logged after its checkpoint, a torn last
+  // line), replaces the file with them atomically and appends from there. A missing file is
+  // created as by the other constructor. Throws std::runtime_error naming the file and line for
+  // another header, a malformed row, or rows that stop short of first_step - 1.
+  MetricsCsv(const std::string& dir, std::vector<std::string> extra_columns, int64_t first_step);
   ~MetricsCsv();
   MetricsCsv(const MetricsCsv&) = delete;
   MetricsCsv& operator=(const MetricsCsv&) = delete;
 
   // One row; `extras` must have one value per extra column (std::invalid_argument otherwise).
   void add_row(int64_t step, double loss, double accuracy, const std::vector<double>& extras = {});
+  // Makes every row written so far durable (fsync): called before a checkpoint, so that the
+  // rows of the steps a checkpoint covers survive a crash.
+  void sync();
   const std::string& path() const { return path_; }
   const std::vector<std::string>& columns() const { return columns_; }
 
  private:
+  void set_columns(std::vector<std::string> extra_columns);
+  std::string header() const;
   std::string path_;
   std::vector<std::string> columns_;
   std::FILE* file_ = nullptr;

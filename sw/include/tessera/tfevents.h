@@ -26,6 +26,13 @@ class EventWriter {
   // that name exists already (two writers in one second), appends ".1", ".2", ... so that no
   // file is ever overwritten. Throws std::runtime_error naming the path and strerror.
   explicit EventWriter(const std::string& dir);
+  // Continues the event file of a run resumed in place at step `first_step`: the newest
+  // events.out.tfevents.* in DIR (by modification time) keeps its name and its records up to the
+  // first one of a step >= first_step or the first torn or damaged record (a killed run's tail),
+  // is replaced with them atomically, and is appended to. When DIR has no event file, creates one
+  // as the other constructor. Throws std::runtime_error naming the file and the record's byte
+  // offset when the kept records stop short of step first_step - 1 (or the first record is bad).
+  EventWriter(const std::string& dir, int64_t first_step);
   ~EventWriter();
   EventWriter(const EventWriter&) = delete;
   EventWriter& operator=(const EventWriter&) = delete;
@@ -34,9 +41,12 @@ class EventWriter {
   void add_scalar(const std::string& tag, int64_t step, float value,
                   double wall_time = unix_time_now());
   void flush();
+  // flush() and fsync: the records so far survive a crash (called before a checkpoint).
+  void sync();
   const std::string& path() const { return path_; }
 
  private:
+  void create(const std::string& dir);
   void write_record(const std::string& data);
   std::string path_;
   std::FILE* file_ = nullptr;
