@@ -168,7 +168,13 @@ int main(int argc, char** argv) {
   cmp->add_flag("--evaluate", co.evaluate, "the evaluation (forward-only) program");
   cmp->add_option("--asm", co.asm_out, "write the program as assembly to FILE");
 
-  CLI11_PARSE(app, argc, argv);
+  // A bad command line is bad input like any other: exit status 2 (CLI11's own codes, 105 for
+  // a value out of range, 109 for an unknown flag, ..., would say nothing to a script).
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0
+  }
 
   if (ord->parsed()) {
     try {

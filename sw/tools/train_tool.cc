@@ -1,7 +1,10 @@
 // tessera train (train_tool.h).
 #include "sw/tools/train_tool.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -17,6 +20,7 @@
 #include <memory>
 #include <sstream>
 
+#include "sw/runlog/file_util.h"
 #include "sw/tools/step_report.h"
 #include "tessera/checkpoint.h"
 #include "tessera/keras.h"
@@ -54,8 +58,16 @@ void mkdirs(const std::string& path) {
 }
 
 // Checkpoint <-> model state.
+// `loss` and `accuracy` (of the last step taken) go into the checkpoint's meta, so that a run
+// resumed at its final step reports them in summary.json as the uninterrupted run does.
+std::string g9(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
 runlog::Checkpoint to_checkpoint(keras::Sequential& model, uint64_t step,
-                                 data::Pipeline::Position pos, uint64_t seed) {
+                                 data::Pipeline::Position pos, uint64_t seed, double loss,
+                                 double accuracy) {
   const compiler::CnnSpec& s = model.spec();
   compiler::CnnParams p;
   compiler::AdamState a;
@@ -78,6 +90,7 @@ runlog::Checkpoint to_checkpoint(keras::Sequential& model, uint64_t step,
   add("adam/v/", a.v);
   c.tensors.push_back({"adam/beta1_power", {1}, {a.beta1_power}});
   c.tensors.push_back({"adam/beta2_power", {1}, {a.beta2_power}});
+  c.meta = {{"loss", g9(loss)}, {"accuracy", g9(accuracy)}};
   return c;
 }
 
@@ -161,6 +174,96 @@ void maybe_die(uint64_t step) {
   if (std::sscanf(k, "%d:%llu", &r, &s) == 2 && r == mpi::rank() && s == step) ::raise(SIGKILL);
 }
 
+// An exclusive lock on a run folder: flock(2) on DIR/.lock, which holds the holder's pid. The
+// kernel drops a flock when its process ends, however it ends (SIGKILL included), so a killed
+// run never leaves a stale lock in the way of its resume; the .lock file itself stays.
+class RunFolderLock {
+ public:
+  RunFolderLock() = default;
+  RunFolderLock(const RunFolderLock&) = delete;
+  RunFolderLock& operator=(const RunFolderLock&) = delete;
+  ~RunFolderLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // True when this process holds the lock now; false with `message` set otherwise.
+  bool acquire(const std::string& dir, std::string& message) {
+    const std::string path = dir + "/.lock";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      message = path + ": cannot open the run folder's lock: " + std::strerror(errno);
+      return false;
+    }
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int e = errno;
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+      std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      ::close(fd_);
+      fd_ = -1;
+      message = e == EWOULDBLOCK
+                    ? "run folder " + dir + " is in use by another tessera train (pid " +
+                          (pid.empty() ? std::string("unknown") : pid) + " holds " + path +
+                          "); wait for it to end or choose another --out"
+                    : path + ": cannot lock: " + std::strerror(e);
+      return false;
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+      message = path + ": cannot write the pid: " + std::strerror(errno);
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Removes what writers killed mid-write left in `dir` (not its subfolders): the tmp files of the
+// atomic replacements (NAME.tmp.<pid>[.png]). Only called with the folder's lock held, so no
+// live writer owns one. Returns how many went.
+int remove_stale_tmp_files(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tmp.") != std::string::npos && e.is_regular_file(ec) &&
+        std::filesystem::remove(e.path(), ec))
+      ++removed;
+  }
+  return removed;
+}
+
+// Removes the event files in `dir`: a new run in a folder replaces its metrics.csv, summary and
+// checkpoint, and an old event file would show another run's curves beside this one's.
+void remove_event_files(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 &&
+        e.is_regular_file(ec))
+      std::filesystem::remove(e.path(), ec);
+}
+
+// The run folder a --resume argument names: the folder itself, or for its checkpoint file
+// (DIR/checkpoint/ckpt.tsr) the folder two levels up; empty for another file.
+std::string resume_run_dir(const std::string& resume) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(resume);
+  if (fs::is_directory(p, ec)) return p.string();
+  if (p.parent_path().filename() == "checkpoint") return p.parent_path().parent_path().string();
+  return "";
+}
+
+bool same_folder(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code ec1, ec2;
+  const auto x = std::filesystem::weakly_canonical(a, ec1);
+  const auto y = std::filesystem::weakly_canonical(b, ec2);
+  return !ec1 && !ec2 && x == y;
+}
+
 }  // namespace
 
 int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
@@ -204,6 +307,10 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
     err << "tessera train: " << e.what() << "\n";
     return 2;
   }
+  if (opt.steps == 0 && opt.epochs == 0) {
+    err << "tessera train: --epochs 0 (and no --steps): nothing to train\n";
+    return 2;
+  }
   if (sampled && opt.sample_every < 1) {
     err << "tessera train: --sample-every must be at least 1\n";
     return 2;
@@ -218,6 +325,18 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
     if (opt.data.empty())
       err << "  (the default data is Debian's dataset-fashion-mnist: apt-get install "
              "dataset-fashion-mnist, or pass --data DIR)\n";
+    return 2;
+  }
+  // The model takes 28x28 images: an IDX file of other dimensions is refused here, naming the
+  // file and the offset of its dimensions (the loader accepts any size).
+  for (const auto& [set, name] : {std::pair<const data::Dataset*, const char*>{
+                                      &train_set, "train-images-idx3-ubyte"},
+                                  {&test_set, "t10k-images-idx3-ubyte"}}) {
+    if (set->rows == 28 && set->cols == 28) continue;
+    std::string file = data_dir + "/" + name;
+    if (::access(file.c_str(), F_OK) != 0) file += ".gz";
+    err << "tessera train: dataset: " << file << ": offset 0x8: images are " << set->rows << "x"
+        << set->cols << ", the model takes 28x28\n";
     return 2;
   }
   if (opt.eval_samples && opt.eval_samples < test_set.count) {
@@ -247,6 +366,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   std::unique_ptr<keras::Sequential> model = make_model(), shadow;
   data::Pipeline::Position start{};
   uint64_t first_step = 0;
+  double last_loss = 0, last_acc = 0;  // of the last step taken (a checkpoint's, on resume)
   try {
     compile(*model, backend, opt.batch);
     if (sampled) {
@@ -267,6 +387,11 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
                                     std::to_string(opt.seed));
       model->set_state(p, a);
       first_step = c.step;
+      for (const auto& [key, value] : c.meta) {
+        // floats (a step's loss and accuracy are), written %.9g: strtof gives them back
+        if (key == "loss") last_loss = std::strtof(value.c_str(), nullptr);
+        if (key == "accuracy") last_acc = std::strtof(value.c_str(), nullptr);
+      }
       start = {c.data_epoch, c.data_index};
       out << "resuming " << path << " at step " << first_step << " (epoch " << start.epoch
           << ", batch " << start.index << ")\n";
@@ -285,9 +410,11 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   pipe.seek(start);
   const uint64_t per_epoch = pipe.batches_per_epoch();
   const uint64_t total = opt.steps ? opt.steps : opt.epochs * per_epoch;
-  if (first_step >= total) {
-    err << "tessera train: the checkpoint is at step " << first_step << ", nothing left of "
-        << total << " steps\n";
+  // A checkpoint at the last step (a run killed after training, during its evaluation or its
+  // run-folder writes) finishes the run: no step, then the evaluation and the files.
+  if (first_step > total) {
+    err << "tessera train: the checkpoint is at step " << first_step << ", past this run's "
+        << total << " steps (--steps / --epochs)\n";
     return 2;
   }
 
@@ -310,9 +437,55 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
       if (!dir.empty()) std::filesystem::remove_all(dir, ec);
     }
   } scratch{rank == 0 ? std::string() : run_dir};
-  mkdirs(run_dir + "/checkpoint");
-  runlog::MetricsCsv csv(run_dir, {"epoch", "step_cycles", "mxu_utilization", "wall_seconds"});
-  runlog::EventWriter events(run_dir);
+  // One run at a time in a folder: rank 0 locks it before writing anything there (the other
+  // ranks write only their scratch folders, and only once rank 0 holds the lock).
+  RunFolderLock lock;
+  {
+    std::string why;
+    bool locked = true;
+    if (rank == 0) {
+      try {
+        runlog::make_dirs(run_dir);  // refuses an --out that is a file, naming it
+        locked = lock.acquire(run_dir, why);
+      } catch (const std::exception& e) {
+        why = e.what();
+        locked = false;
+      }
+    }
+    if (distributed) locked = mpi::allgather({static_cast<uint8_t>(locked)})[0][0] != 0;
+    if (!locked) {
+      if (rank == 0) err << "tessera train: " << why << "\n";
+      return 2;
+    }
+  }
+  // Resuming in place (--resume DIR --out DIR) continues the folder's metrics.csv and event
+  // file from the checkpoint's step (the rows a killed run logged after its checkpoint go); any
+  // other run starts them afresh. Either way the tmp files of writers killed mid-write go.
+  const bool in_place = rank == 0 && same_folder(resume_run_dir(opt.resume), run_dir);
+  const std::vector<std::string> columns = {"epoch", "step_cycles", "mxu_utilization",
+                                            "wall_seconds"};
+  std::unique_ptr<runlog::MetricsCsv> csv_writer;
+  std::unique_ptr<runlog::EventWriter> event_writer;
+  try {
+    if (rank != 0) std::filesystem::remove_all(run_dir);  // a killed rank's old scratch
+    mkdirs(run_dir + "/checkpoint");
+    remove_stale_tmp_files(run_dir);
+    remove_stale_tmp_files(run_dir + "/checkpoint");
+    if (in_place) {
+      const auto at = static_cast<int64_t>(first_step);
+      csv_writer = std::make_unique<runlog::MetricsCsv>(run_dir, columns, at);
+      event_writer = std::make_unique<runlog::EventWriter>(run_dir, at);
+    } else {
+      remove_event_files(run_dir);
+      csv_writer = std::make_unique<runlog::MetricsCsv>(run_dir, columns);
+      event_writer = std::make_unique<runlog::EventWriter>(run_dir);
+    }
+  } catch (const std::exception& e) {
+    err << "tessera train: " << e.what() << "\n";
+    return 2;
+  }
+  runlog::MetricsCsv& csv = *csv_writer;
+  runlog::EventWriter& events = *event_writer;
   const std::string ckpt_path = run_dir + "/checkpoint/ckpt.tsr";
   const int n = opt.array;
   const compiler::CnnTrainStep& step_prog = model->train_step();
@@ -353,11 +526,14 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   std::vector<PhaseTiming> phases;
   uint64_t sampled_steps = 0;
   const auto t_start = Clock::now();
-  double last_loss = 0, last_acc = 0;
   uint64_t last_step = first_step;
+  // The rows and events of the steps a checkpoint covers are made durable before it is written,
+  // so that a resume at its step finds them all (and drops any logged after it).
   auto save = [&](uint64_t steps_done) {
-    runlog::save_checkpoint(ckpt_path,
-                            to_checkpoint(*model, steps_done, pipe.position(), opt.seed));
+    csv.sync();
+    events.sync();
+    runlog::save_checkpoint(ckpt_path, to_checkpoint(*model, steps_done, pipe.position(),
+                                                     opt.seed, last_loss, last_acc));
   };
   try {
     for (uint64_t s = first_step; s < total; ++s) {
@@ -412,6 +588,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
         events.add_scalar("step_cycles", static_cast<int64_t>(s), static_cast<float>(cyc));
         events.add_scalar("mxu_utilization", static_cast<int64_t>(s), static_cast<float>(mxu_util));
       }
+      events.flush();
       last_loss = logs.loss;
       last_acc = logs.accuracy;
       last_step = s + 1;
@@ -519,10 +696,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
                   "roofline.png\n";
     }
   }
-  {
-    std::ofstream f(run_dir + "/cycle_report.txt");
-    f << report.str();
-  }
+  runlog::write_file_atomically(run_dir + "/cycle_report.txt", report.str());
   using runlog::JsonValue;
   JsonValue::Object phase_cycles;  // of the sampled rtl step (empty otherwise)
   for (const PhaseTiming& ph : phases)
