@@ -152,7 +152,7 @@ EventWriter::EventWriter(const std::string& dir, int64_t first_step) {
                              " (byte " + std::to_string(pos) + "), the checkpoint is at step " +
                              std::to_string(first_step) + ": the steps in between are missing");
   }
-  if (pos != file.size()) write_file_atomically(path_, file.substr(0, pos));  // else nothing to drop
+  if (pos != file.size()) write_file_atomically(path_, file.substr(0, pos));  // else: all kept
   file_ = std::fopen(path_.c_str(), "ab");
   if (file_ == nullptr) throw std::runtime_error(errno_message(path_, "cannot open to append"));
 }

@@ -1,5 +1,7 @@
 #include "sw/tools/asm_tool.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -9,9 +11,10 @@ namespace tessera::tools {
 
 int run_asm(const std::string& in_path, const std::string& out_path,
             const assembler::AsmOptions& options, std::ostream& err) {
+  errno = 0;
   std::ifstream in(in_path, std::ios::binary);
   if (!in) {
-    err << in_path << ": cannot read the file\n";
+    err << in_path << ": cannot read the file: " << std::strerror(errno ? errno : ENOENT) << "\n";
     return 2;
   }
   std::stringstream text;
@@ -37,9 +40,10 @@ int run_asm(const std::string& in_path, const std::string& out_path,
 
 int run_disasm(const std::string& in_path, const assembler::AsmOptions& options, std::ostream& out,
                std::ostream& err) {
+  errno = 0;
   std::ifstream in(in_path, std::ios::binary);
   if (!in) {
-    err << in_path << ": cannot read the file\n";
+    err << in_path << ": cannot read the file: " << std::strerror(errno ? errno : ENOENT) << "\n";
     return 2;
   }
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),

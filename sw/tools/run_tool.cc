@@ -1,5 +1,7 @@
 #include "sw/tools/run_tool.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -11,7 +13,9 @@
 namespace tessera::tools {
 namespace {
 
+// False with errno set when the file cannot be opened.
 bool read_file(const std::string& path, std::vector<uint8_t>& bytes) {
+  errno = 0;
   std::ifstream f(path, std::ios::binary);
   if (!f) return false;
   bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
@@ -50,7 +54,8 @@ int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err) {
   }
   std::vector<uint8_t> program;
   if (!read_file(opt.program, program)) {
-    err << "tessera run: cannot read " << opt.program << "\n";
+    err << "tessera run: " << opt.program << ": cannot read the program: "
+        << std::strerror(errno ? errno : ENOENT) << "\n";
     return 2;
   }
   if (ends_with(opt.program, ".s") || ends_with(opt.program, ".asm")) {
@@ -84,7 +89,8 @@ int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err) {
       return 2;
     }
     if (!read_file(l.substr(eq + 1), ld.bytes)) {
-      err << "tessera run: cannot read " << l.substr(eq + 1) << "\n";
+      err << "tessera run: --load '" << l << "': " << l.substr(eq + 1)
+          << ": cannot read: " << std::strerror(errno ? errno : ENOENT) << "\n";
       return 2;
     }
     loads.push_back(std::move(ld));
@@ -133,7 +139,8 @@ int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err) {
     f.write(reinterpret_cast<const char*>(bytes.data()),
             static_cast<std::streamsize>(bytes.size()));
     if (!f) {
-      err << "tessera run: cannot write " << d.file << "\n";
+      err << "tessera run: --dump: " << d.file << ": cannot write: " << std::strerror(errno)
+          << "\n";
       return 2;
     }
   }
