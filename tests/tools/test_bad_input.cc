@@ -397,7 +397,8 @@ std::string line_with(const std::string& text, const std::string& needle) {
 
 TEST_F(BadInput, EveryCaseGetsItsStatusAMessageNamingThePlaceAndOverwritesNothing) {
   ASSERT_GE(std::size(kCases), 30u);
-  std::string table = "| # | case | command | exit | message |\n|---|---|---|---|---|\n";
+  std::string table =
+      "| # | case | command | exit | message | untouched |\n|---|---|---|---|---|---|\n";
   int n = 0;
   for (const BadInputCase& c : kCases) {
     ++n;
@@ -432,7 +433,8 @@ TEST_F(BadInput, EveryCaseGetsItsStatusAMessageNamingThePlaceAndOverwritesNothin
     shown = replace_all(shown, "|", "\\|");
     table += "| " + std::to_string(n) + " | " + c.what + " | `tessera " +
              replace_all(replace_all(c.command, "$D", "DIR"), "|", "\\|") + "` | " +
-             std::to_string(status) + " | `" + shown + "` |\n";
+             std::to_string(status) + " | `" + shown + "` | " +
+             (*c.keep ? std::string("`DIR/") + c.keep + "`" : std::string("—")) + " |\n";
   }
   if (HasFailure()) {
     kept_ = true;
