@@ -4,7 +4,7 @@ speed of the chip"): each generated C++ line is charged to the first RTL signal 
 above it (tpu_top__DOT__u_hbm__DOT__g_pc__BRA__0__KET__... is u_hbm.g_pc[0]); lines outside the
 model are charged to their file in brackets.
 
-  scripts/model_cflags_variant.sh /tmp/vg -g
+  scripts/model_cflags_variant.sh /tmp/vg "-g -gdwarf-4"   # valgrind 3.19 cannot read DWARF 5
   valgrind --tool=cachegrind --cache-sim=yes --cachegrind-out-file=/tmp/vg/cg.out \\
       /tmp/vg/systemc_cost plain step 16 8
   scripts/cachegrind_by_block.py /tmp/vg/cg.out I1mr 2     # event, path depth

@@ -11,20 +11,25 @@
 # Compare variants built by this script with each other: it compiles every file with the fast
 # files' flags, so its code layout (and instruction-cache misses) differs a little from the
 # build's. Needs a configured and built tree in build/.
+# MODEL=Vtpu_top_n16_host re-verilates the host-arithmetic build instead (run it as
+# `OUT/systemc_cost plain step 16 B host`); ADD_FLAGS="..." appends Verilator flags, e.g.
+# ADD_FLAGS="--threads 2" for a multithreaded model (docs/performance.md).
 set -euo pipefail
 out=$(realpath -m "${1:?usage: scripts/model_verilator_variant.sh OUT [DROPPED_FLAG...]}"); shift
 root=$(realpath "$(dirname "$0")/..")
-B=$root/build/sim/CMakeFiles/tessera_models.dir/Vtpu_top_n16.dir
+model=${MODEL:-Vtpu_top_n16}
+B=$root/build/sim/CMakeFiles/tessera_models.dir/$model.dir
 rm -rf $out; mkdir -p $out/gen
 args=$(cat $B/verilator_args.txt | tr ';' '\n' | sed -e "s|^$B$|$out/gen|" | grep -v '^/usr/bin/verilator_bin$')
 for d in "$@"; do args=$(grep -v -x -- "$d" <<< "$args"); done
+for f in ${ADD_FLAGS:-}; do args+=$'\n'"$f"; done
 mapfile -t a <<< "$args"
 verilator "${a[@]}" > $out/gen.log 2>&1
 cd "$root/build"
 cmds=$(ninja -t commands systemc_cost)
-tmpl=$(grep 'Vtpu_top_n16.dir/.*DepSet.*\.cpp$' <<< "$cmds" | grep -v copy_if | sed -n 1p | sed -e 's|/usr/bin/ccache ||' -e 's| -MD -MT [^ ]* -MF [^ ]*||' -e "s|-I$B |-I$out/gen |g")
+tmpl=$(grep "$model\.dir/.*DepSet.*\.cpp\$" <<< "$cmds" | grep -v copy_if | sed -n 1p | sed -e 's|/usr/bin/ccache ||' -e 's| -MD -MT [^ ]* -MF [^ ]*||' -e "s|-I$B |-I$out/gen |g")
 objs=()
-for src in $(grep -o "$out/gen/[A-Za-z0-9_]*\.cpp" $out/gen/Vtpu_top_n16.cmake | sort -u); do
+for src in $(grep -o "$out/gen/[A-Za-z0-9_]*\.cpp" $out/gen/$model.cmake | sort -u); do
   obj="$out/$(basename $src).o"
   echo "$(sed -e "s| -o [^ ]* -c [^ ]*$| -o $obj -c $src|" <<< "$tmpl")"
   objs+=("$obj")

@@ -325,14 +325,18 @@ module tpu_hbm #(
         c = rsp_sel[PcW*p +: PcW];
         if (emit[p] && !head_w_q[p]) rob_wp_q[RobW*p +: RobW] <= r + RobW'(1);
         if (rd_pop[p]) rob_rp_q[RobW*p +: RobW] <= rob_rp_q[RobW*p +: RobW] + RobW'(1);
-        // slot valid bits: set when filled (zeros for out of range), cleared when popped
-        vld = rob_vld_q[RobDepth*p +: RobDepth];
-        if (emit[p] && !head_w_q[p] && oor[p]) vld[r] = 1'b1;
-        if (rsp_any[p]) vld[RobW'(pc_rd_tag[TagW*c +: SlotW])] = 1'b1;
-        if (rd_pop[p]) vld[rob_rp_q[RobW*p +: RobW]] = 1'b0;
-        rob_vld_q[RobDepth*p +: RobDepth] <= vld;
-        rob_cnt_q[(RobW+1)*p +: RobW+1] <= rob_cnt_q[(RobW+1)*p +: RobW+1] +
-                                          (RobW+1)'(emit[p] && !head_w_q[p]) - (RobW+1)'(rd_pop[p]);
+        // slot valid bits: set when filled (zeros for out of range), cleared when popped. Written
+        // only in a cycle that fills, sends or pops (an enable: a quiet port's reorder state is
+        // not evaluated, where the 64-bit slice insert ran every cycle for every port).
+        if ((emit[p] && !head_w_q[p]) || rsp_any[p] || rd_pop[p]) begin
+          vld = rob_vld_q[RobDepth*p +: RobDepth];
+          if (emit[p] && !head_w_q[p] && oor[p]) vld[r] = 1'b1;
+          if (rsp_any[p]) vld[RobW'(pc_rd_tag[TagW*c +: SlotW])] = 1'b1;
+          if (rd_pop[p]) vld[rob_rp_q[RobW*p +: RobW]] = 1'b0;
+          rob_vld_q[RobDepth*p +: RobDepth] <= vld;
+          rob_cnt_q[(RobW+1)*p +: RobW+1] <= rob_cnt_q[(RobW+1)*p +: RobW+1] +
+              (RobW+1)'(emit[p] && !head_w_q[p]) - (RobW+1)'(rd_pop[p]);
+        end
         // write tracker: an entry per write request, done when every burst's WR has issued
         w = wt_wp_q[WtW*p +: WtW];
         if (wt_alloc[p]) begin
@@ -341,8 +345,9 @@ module tpu_hbm #(
         end
         if (wt_oor[p]) wt_err_q[WtDepth*p + 32'(head_wslot_q[WtW*p +: WtW])] <= 1'b1;
         if (wd_pop[p]) wt_rp_q[WtW*p +: WtW] <= wt_rp_q[WtW*p +: WtW] + WtW'(1);
-        wt_cnt_q[(WtW+1)*p +: WtW+1] <= wt_cnt_q[(WtW+1)*p +: WtW+1] +
-            (WtW+1)'(wt_alloc[p]) - (WtW+1)'(wd_pop[p]);
+        if (wt_alloc[p] || wd_pop[p])
+          wt_cnt_q[(WtW+1)*p +: WtW+1] <= wt_cnt_q[(WtW+1)*p +: WtW+1] +
+              (WtW+1)'(wt_alloc[p]) - (WtW+1)'(wd_pop[p]);
         if (rsp_any[p]) begin
           rsp_rr_q[PcW*p +: PcW] <= (rsp_sel[PcW*p +: PcW] == PcW'(Channels - 1)) ? '0 :
                                     rsp_sel[PcW*p +: PcW] + PcW'(1);
