@@ -1,7 +1,19 @@
 # Tessera — the front door. `make help` lists the targets.
 # Every target installs the Debian packages it needs first (scripts/ensure_packages.sh).
 
+# SAN=1: everything built with AddressSanitizer + UndefinedBehaviorSanitizer into build-san/
+# (make sim SAN=1 runs the whole regression under them; docs/testing.md).
+SAN     ?= 0
+ifeq ($(SAN),1)
+BUILD   ?= build-san
+SAN_CMAKE := -DTESSERA_SANITIZE=ON
+export ASAN_OPTIONS  ?= detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
+export LSAN_OPTIONS  ?= suppressions=$(CURDIR)/scripts/lsan.supp:print_suppressions=0
+else
 BUILD   ?= build
+SAN_CMAKE :=
+endif
 JOBS    ?= 2
 CTEST_JOBS ?= 2
 
@@ -50,13 +62,14 @@ help:
 	@echo "                    each (build/fuzz; scripts/fuzz.sh; fails on any finding)"
 	@echo "  make format       clang-format every C++ source"
 	@echo "  make clean        remove $(BUILD)/"
-	@echo "Variables: JOBS=$(JOBS) (compile jobs), CTEST_JOBS=$(CTEST_JOBS), BUILD=$(BUILD)"
+	@echo "Variables: JOBS=$(JOBS) (compile jobs), CTEST_JOBS=$(CTEST_JOBS), BUILD=$(BUILD),"
+	@echo "           SAN=1 (ASan + UBSan build in build-san/: make sim SAN=1)"
 
 deps:
 	@scripts/ensure_packages.sh $(SIM_PACKAGES)
 
 $(BUILD)/build.ninja: CMakeLists.txt sim/CMakeLists.txt rtl/tpu.f
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(SAN_CMAKE)
 
 configure: deps $(BUILD)/build.ninja
 
