@@ -4,8 +4,9 @@
 # target for FUZZ_S seconds on its working corpus build/fuzz/corpus/<target>, seeded from
 # fuzz/corpus/<target> and build/fuzz/seeds/<target>; crash inputs go to
 # build/fuzz/artifacts/<target>/, the log to build/fuzz/logs/<target>.log. Prints one line per
-# target (executions, final cov/ft, corpus size, findings) and exits 1 if any target found
-# something (a crash, leak, timeout or out-of-memory input).
+# target (executions, final cov/ft, libFuzzer's corpus: inputs/bytes, and the files in the
+# corpus folder, findings) and exits 1 if any target found something (a crash, leak, timeout or
+# out-of-memory input).
 # Usage: scripts/fuzz.sh [TARGET...]     (default: every target; names without fuzz_)
 # Environment: FUZZ_S seconds per target (60), FUZZ_PARALLEL targets at a time (1),
 #              FUZZ_BUILD_JOBS compile jobs (1), BUILD the build folder (build).
@@ -48,18 +49,20 @@ run_target() {
   [ -d "$out/seeds/$t" ] && dirs+=("$out/seeds/$t")
   local rc=0
   TMPDIR="$(cd "$out/tmp/$t" && pwd)" "$out/fuzz_$t" "${args[@]}" "${dirs[@]}" >"$log" 2>&1 || rc=$?
-  local execs rate cov ft found files
+  local execs rate cov ft corp found files
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
   rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)"
   cov="$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)"
   ft="$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)"
   found="$(find "$artifacts" -type f -newer "$marker" \
     \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)"
+  corp="$(grep -o 'corp: [0-9]*/[0-9]*[a-zA-Z]*' "$log" | tail -1 | cut -d' ' -f2)"
   files="$(find "$corpus" -type f | wc -l)"
   local verdict="ok"
   if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then verdict="FOUND (exit $rc; see $log)"; fi
-  printf 'fuzz_%-12s %ss  executions %s (%s/s)  cov: %s ft: %s  corpus %s files  findings %s  %s\n' \
-    "$t" "$secs" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$files" "$found" "$verdict" \
+  printf 'fuzz_%-12s %ss  executions %s (%s/s)  cov: %s ft: %s  corp: %s (%s files)  findings %s  %s\n' \
+    "$t" "$secs" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" "$files" "$found" \
+    "$verdict" \
     >"$out/logs/$t.summary"
   [ "$verdict" = "ok" ]
 }
