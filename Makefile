@@ -77,8 +77,8 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The default `make train`: one epoch (468 steps of batch 128; the last 96 images dropped) of
-# the example CNN on the rtl backend at N = 16, data-parallel on 2 chips (64 images each, one host thread per chip when the
-# cores are there), in the host-arithmetic build of the chip (--arith host: the RTL's registers
+# the example CNN on the rtl backend at N = 16, data-parallel on 2 chips (64 images each, one
+# host thread per chip when the cores are there), in the host-arithmetic build of the chip (--arith host: the RTL's registers
 # and cycles, the host's IEEE arithmetic, bit-identical to the pure-RTL build by test_host_arith);
 # then the 10,000 test images on the functional backend. ~2 s a step on 2 cores
 # (docs/performance.md). Seed 1: its one-epoch test accuracy is the median of seeds 0-4 (seed 0
