@@ -24,7 +24,7 @@ REF_PACKAGES   := python3-torch python3-numpy
 SYNTH_PACKAGES := yosys
 WAVES_PACKAGES := gtkwave
 
-.PHONY: help deps configure build train train-accuracy lint docs-check sim test-long soak waves bench bench-hbm synth format clean fuzz
+.PHONY: help deps configure build train train-accuracy lint docs-check sim test-long soak waves bench bench-hbm synth format clean fuzz coverage
 
 help:
 	@echo "Tessera targets:"
@@ -60,6 +60,8 @@ help:
 	@echo "  make fuzz         libFuzzer + ASan/UBSan on every input parser (IDX, assembly, program"
 	@echo "                    images, checkpoints, hbm traces, fpu vectors), FUZZ_S=$(FUZZ_S) seconds"
 	@echo "                    each (build/fuzz; scripts/fuzz.sh; fails on any finding)"
+	@echo "  make coverage     the regression in a coverage build (build/cov): Verilator line +"
+	@echo "                    toggle per RTL block, gcov of sw/, HTML in build/coverage/"
 	@echo "  make format       clang-format every C++ source"
 	@echo "  make clean        remove $(BUILD)/"
 	@echo "Variables: JOBS=$(JOBS) (compile jobs), CTEST_JOBS=$(CTEST_JOBS), BUILD=$(BUILD),"
@@ -149,6 +151,12 @@ bench-hbm:
 synth: deps
 	@scripts/ensure_packages.sh $(SYNTH_PACKAGES)
 	@scripts/synth.sh $(BUILD)/synth
+
+# The regression in a coverage build (build/cov): RTL line + toggle per block, gcov of sw/,
+# HTML and a summary under build/coverage (scripts/coverage.sh; docs/testing.md, "Coverage").
+coverage: deps
+	@scripts/ensure_packages.sh lcov llvm
+	JOBS=$(JOBS) CTEST_JOBS=$(CTEST_JOBS) scripts/coverage.sh
 
 # Every parser fuzz target (fuzz/) for FUZZ_S seconds each, in its own clang build (build/fuzz).
 FUZZ_S ?= 60

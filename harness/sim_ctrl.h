@@ -10,6 +10,12 @@
 
 #include <verilated.h>
 #include <verilated_fst_c.h>
+#ifdef TESSERA_COVERAGE
+#include <unistd.h>
+#include <verilated_cov.h>
+
+#include <atomic>
+#endif
 
 #include <cstdint>
 #include <cstdlib>
@@ -69,6 +75,9 @@ class SimBase {
     Verilated::threadContextp(ctx_.get());
     top_->final();
     if (trace_) trace_->close();
+#ifdef TESSERA_COVERAGE
+    write_coverage();
+#endif
   }
   SimBase(const SimBase&) = delete;
   SimBase& operator=(const SimBase&) = delete;
@@ -83,6 +92,18 @@ class SimBase {
   void dump(uint64_t time) {
     if (trace_) trace_->dump(time);
   }
+#ifdef TESSERA_COVERAGE
+  // The coverage build (make coverage): each model's line and toggle counts go to their own
+  // file in TESSERA_COVERAGE_DIR when the model goes away (scripts/coverage.sh merges them).
+  void write_coverage() {
+    const char* dir = std::getenv("TESSERA_COVERAGE_DIR");
+    if (!dir || !*dir) return;
+    static std::atomic<unsigned> serial{0};
+    const std::string path = std::string(dir) + "/" + std::to_string(::getpid()) + "-" +
+                             std::to_string(serial++) + ".dat";
+    ctx_->coveragep()->write(path.c_str());
+  }
+#endif
   std::unique_ptr<VerilatedContext> ctx_;
   std::unique_ptr<Model> top_;
   std::unique_ptr<VerilatedFstC> trace_;
