@@ -18,6 +18,7 @@ JOBS    ?= 2
 CTEST_JOBS ?= 2
 
 SIM_PACKAGES   := verilator cmake ninja-build g++ clang ccache libgtest-dev libcli11-dev zlib1g-dev \
+                  nlohmann-json3-dev \
                   libsystemc-dev libopenmpi-dev openmpi-bin \
                   dataset-fashion-mnist gnuplot-nox python3
 REF_PACKAGES   := python3-torch python3-numpy

@@ -26,17 +26,33 @@
 namespace tessera::keras {
 
 struct Layer {
-  enum class Kind { kConv2D, kMaxPool2D, kFlatten, kDense } kind;
-  uint32_t units = 0;  // Conv2D filters / Dense units
-  uint32_t size = 0;   // Conv2D kernel / MaxPool2D pool
+  enum class Kind { kConv2D, kMaxPool2D, kAveragePool2D, kFlatten, kDense, kDropout } kind;
+  uint32_t units = 0;    // Conv2D filters / Dense units
+  uint32_t size = 0;     // Conv2D kernel / pool size
+  uint32_t strides = 0;  // Conv2D stride (0: 1) / pool stride (0: the pool size)
   std::string activation, padding = "valid";
+  float rate = 0;     // Dropout: the fraction dropped
+  uint64_t seed = 0;  // Dropout: its mask stream
   std::array<uint32_t, 3> input_shape{};  // H, W, C (first layer only; zeros: unset)
+
+  uint32_t stride() const { return strides ? strides : (kind == Kind::kConv2D ? 1 : size); }
+  bool operator==(const Layer& o) const;
 };
 Layer Conv2D(uint32_t filters, uint32_t kernel_size, const std::string& activation = "relu",
-             std::array<uint32_t, 3> input_shape = {}, const std::string& padding = "valid");
-Layer MaxPool2D(uint32_t pool_size = 2);
+             std::array<uint32_t, 3> input_shape = {}, const std::string& padding = "valid",
+             uint32_t strides = 1);
+Layer MaxPool2D(uint32_t pool_size = 2, uint32_t strides = 0);
+Layer AveragePool2D(uint32_t pool_size = 2, uint32_t strides = 0);
 Layer Flatten();
 Layer Dense(uint32_t units, const std::string& activation = "");
+Layer Dropout(float rate, uint64_t seed = 0);
+const char* kind_name(Layer::Kind k);
+
+// The layer stack the chip compiler lowers today (Conv2D(relu, valid, stride 1, one input
+// channel) -> MaxPool2D -> Flatten -> Dense(softmax); docs/compiler.md, "Supported models") as
+// the compiler's spec; anything else throws std::invalid_argument naming the layer and the
+// argument. Sequential::compile and `tessera compile --model` use it.
+compiler::CnnSpec lowerable_spec(const std::vector<Layer>& layers);
 
 struct Adam {
   float learning_rate = 1e-3f, beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;
