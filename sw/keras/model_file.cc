@@ -245,6 +245,13 @@ ModelDescription parse_model_description(std::string_view text, const std::strin
     if (colon != std::string::npos) what = what.substr(colon + 2);
     throw ModelFileError(source + ":" + std::to_string(line) + ":" + std::to_string(col) +
                          ": not JSON: " + what);
+  } catch (const Json::exception& e) {
+    // A number beyond a double (out_of_range 406: "number overflow parsing '1e999'"; found by
+    // fuzz_model): the JSON reader names the number, not its place.
+    std::string what = e.what();
+    const size_t close = what.find("] ");
+    if (close != std::string::npos) what = what.substr(close + 2);
+    throw ModelFileError(source + ": not JSON: " + what);
   }
   if (!doc.is_object())
     throw ModelFileError(source + ": the model must be a JSON object with \"layers\"");

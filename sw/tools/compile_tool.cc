@@ -1,4 +1,4 @@
-// tessera compile: compiles the example CNN's training step and, with --dump, prints the graph
+// tessera compile: compiles a model's training step (--model FILE; default the example CNN) and, with --dump, prints the graph
 // IR after each pass (sw/compiler/graph.h: build, autodiff, numerics, fuse, lower), then the
 // HBM plan and the emitted program's statistics per phase (docs/compiler.md walks through it).
 // --asm FILE writes the whole program as assembly (tessera disasm's canonical text).
@@ -13,11 +13,23 @@
 #include "tessera/asm.h"
 #include "tessera/compiler.h"
 #include "tessera/driver.h"
+#include "tessera/model_file.h"
 
 namespace tessera::tools {
 
 int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) {
   compiler::CnnSpec s;
+  if (!o.model.empty()) {
+    try {
+      s = keras::lowerable_spec(keras::load_model_description(o.model).layers);
+    } catch (const keras::ModelFileError& e) {
+      err << "tessera compile: " << e.what() << "\n";
+      return 2;
+    } catch (const std::exception& e) {
+      err << "tessera compile: " << o.model << ": " << e.what() << "\n";
+      return 2;
+    }
+  }
   const driver::DeviceConfig c = driver::chip_for_array(o.array);
   const compiler::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
   std::unique_ptr<compiler::CnnTrainStep> step;

@@ -1,4 +1,4 @@
-// tessera compile: compile the example CNN's training (or evaluation) step for a chip
+// tessera compile: compile a model's (default: the example CNN's) training (or evaluation) step for a chip
 // configuration and print the compiler's stages (--dump) and statistics; --asm writes the
 // program's assembly. Exit status 0, or 2 for a configuration the chip cannot run.
 #pragma once
@@ -12,6 +12,7 @@ namespace tessera::tools {
 struct CompileOptions {
   int array = 16;
   uint32_t batch = 128;
+  std::string model;  // a model description file (default: the example CNN)
   bool dump = false;
   bool evaluate = false;
   std::string asm_out;

@@ -127,6 +127,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
   trn->add_option("--seed", tr.seed, "weight initialisation and data order")->capture_default_str();
+  trn->add_option("--model", tr.model,
+                  "a model description file (JSON, docs/training.md; default: the example CNN, "
+                  "examples/models/example_cnn.json)");
   trn->add_option("--data", tr.data, "Fashion-MNIST/MNIST IDX directory (default: Debian's)");
   trn->add_option("--out", tr.out, "run folder (default runs/<timestamp>)");
   trn->add_option("--resume", tr.resume, "continue from a run folder's checkpoint");
@@ -161,7 +164,8 @@ int main(int argc, char** argv) {
   ord->add_option("-o,--out", order_out, "output: little-endian uint32 sample ids")->required();
 
   tessera::tools::CompileOptions co;
-  auto* cmp = app.add_subcommand("compile", "compile the example CNN's step (docs/compiler.md)");
+  auto* cmp = app.add_subcommand("compile", "compile a model's step (docs/compiler.md)");
+  cmp->add_option("--model", co.model, "a model description file (default: the example CNN)");
   cmp->add_option("--array", co.array, "MXU array size N")->capture_default_str();
   cmp->add_option("--batch", co.batch, "batch size")->capture_default_str();
   cmp->add_flag("--dump", co.dump, "print the representation after each stage");

@@ -24,6 +24,7 @@
 #include "sw/tools/step_report.h"
 #include "tessera/checkpoint.h"
 #include "tessera/keras.h"
+#include "tessera/model_file.h"
 #include "tessera/metrics.h"
 #include "tessera/mpi_ring.h"
 #include "tessera/plot.h"
@@ -152,7 +153,7 @@ std::string bar(double frac, int width) {
 std::string options_signature(const TrainOptions& o) {
   std::ostringstream s;
   s << o.backend << "|" << o.steps << "|" << o.epochs << "|" << o.batch << "|" << o.array << "|"
-    << o.chips << "|" << o.channels << "|" << o.arith << "|" << o.seed << "|" << o.data << "|" << o.resume << "|"
+    << o.chips << "|" << o.channels << "|" << o.arith << "|" << o.seed << "|" << o.model << "|" << o.data << "|" << o.resume << "|"
     << o.sample_every << "|" << o.checkpoint_every << "|" << o.eval_samples << "|" << o.eval_backend
     << "|" << o.stop_after;
   return s.str();
@@ -307,6 +308,25 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
     err << "tessera train: " << e.what() << "\n";
     return 2;
   }
+  // The model: a description file, or the example CNN; refused here, before any long work,
+  // when it is malformed or when the chip compiler does not lower it.
+  keras::ModelDescription model_desc = keras::example_cnn();
+  if (!opt.model.empty()) {
+    try {
+      model_desc = keras::load_model_description(opt.model);
+    } catch (const std::exception& e) {
+      err << "tessera train: " << e.what() << "\n";
+      return 2;
+    }
+  }
+  try {
+    keras::lowerable_spec(model_desc.layers);
+  } catch (const std::exception& e) {
+    err << "tessera train: " << (opt.model.empty() ? "the example CNN" : opt.model) << ": "
+        << e.what() << "\n";
+    return 2;
+  }
+  const std::array<uint32_t, 3> in_shape = model_desc.layers.front().input_shape;
   if (opt.steps == 0 && opt.epochs == 0) {
     err << "tessera train: --epochs 0 (and no --steps): nothing to train\n";
     return 2;
@@ -327,16 +347,17 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
              "dataset-fashion-mnist, or pass --data DIR)\n";
     return 2;
   }
-  // The model takes 28x28 images: an IDX file of other dimensions is refused here, naming the
-  // file and the offset of its dimensions (the loader accepts any size).
+  // The model takes images of its input_shape (28x28 for the example): an IDX file of other
+  // dimensions is refused here, naming the file and the offset of its dimensions (the loader
+  // accepts any size).
   for (const auto& [set, name] : {std::pair<const data::Dataset*, const char*>{
                                       &train_set, "train-images-idx3-ubyte"},
                                   {&test_set, "t10k-images-idx3-ubyte"}}) {
-    if (set->rows == 28 && set->cols == 28) continue;
+    if (set->rows == in_shape[0] && set->cols == in_shape[1]) continue;
     std::string file = data_dir + "/" + name;
     if (::access(file.c_str(), F_OK) != 0) file += ".gz";
     err << "tessera train: dataset: " << file << ": offset 0x8: images are " << set->rows << "x"
-        << set->cols << ", the model takes 28x28\n";
+        << set->cols << ", the model takes " << in_shape[0] << "x" << in_shape[1] << "\n";
     return 2;
   }
   if (opt.eval_samples && opt.eval_samples < test_set.count) {
@@ -349,10 +370,8 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   // The model, replicated on --chips chips (one chip: the strategy is a single replica).
   const keras::TPUStrategy strategy(opt.chips, opt.threads);
   auto make_model = [&](bool replicated = true) {
-    return std::make_unique<keras::Sequential>(
-        std::vector<keras::Layer>{keras::Conv2D(32, 3, "relu", {28, 28, 1}), keras::MaxPool2D(2),
-                                  keras::Flatten(), keras::Dense(10, "softmax")},
-        replicated ? strategy : keras::TPUStrategy(1));
+    return std::make_unique<keras::Sequential>(model_desc.layers,
+                                               replicated ? strategy : keras::TPUStrategy(1));
   };
   auto compile = [&](keras::Sequential& m, driver::Backend be, uint32_t batch) {
     keras::DeviceOptions d;
@@ -709,6 +728,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
        {"chips", JsonValue(opt.chips)},
        {"channels", JsonValue(opt.channels)},
        {"arith", JsonValue(opt.arith)},
+       {"model", JsonValue(model_desc.name.empty() ? opt.model : model_desc.name)},
        {"steps", JsonValue(static_cast<unsigned long long>(last_step))},
        {"first_step", JsonValue(static_cast<unsigned long long>(first_step))},
        {"batch", JsonValue(opt.batch)},

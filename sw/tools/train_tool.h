@@ -26,6 +26,7 @@ struct TrainOptions {
   int chips = 1;    // data-parallel replicas (TPUStrategy); batch is the global batch
   int threads = 0;  // host threads for the rtl ring (0: one per chip, at most the cores)
   uint64_t seed = 0;
+  std::string model;              // a model description file (default: the example CNN)
   std::string data;               // default: Debian's dataset-fashion-mnist
   std::string out;                // default: runs/<timestamp>
   std::string resume;             // a run folder (or its checkpoint file) to continue from

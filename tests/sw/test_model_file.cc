@@ -108,6 +108,9 @@ TEST(ModelFile, MalformedFilesNameWhereAndWhat) {
   } cases[] = {
       {"{\"layers\": [\n  {\"class_name\": \"Dense\",, }]}", "m.json:2:26: not JSON"},
       {"", "m.json:1:1: not JSON"},
+      // a number beyond a double: the JSON reader's out_of_range, not its parse_error (fuzz_model)
+      {R"({"input_shape": [1e999, 28, 1], "layers": []})",
+       "m.json: not JSON: number overflow parsing '1e999'"},
       {"[1, 2]", "m.json: the model must be a JSON object"},
       {R"({"input_shape": [28, 28, 1]})", "needs \"layers\""},
       {R"({"input_shape": [28, 28, 1], "layers": []})", "needs \"layers\""},

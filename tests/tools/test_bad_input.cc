@@ -154,6 +154,24 @@ const BadInputCase kCases[] = {
      TRAIN SMALL
      "--backend functional --batch 8 --seed 1 --steps 4 --resume $D/events --out $D/events",
      2, "record 0 at byte 0: torn or damaged file_version event", "events"},
+    // ---- tessera train / compile: model description files ----
+    {"model file missing", TRAIN QUICK SMALL OUT "--model $D/nomodel.json", 2,
+     "$D/nomodel.json: cannot open the model file", "out"},
+    {"model file not JSON", TRAIN QUICK SMALL OUT "--model $D/model_syntax.json", 2,
+     "$D/model_syntax.json:3:1: not JSON", "out"},
+    {"model file: unknown layer class", TRAIN QUICK SMALL OUT "--model $D/model_lstm.json", 2,
+     "$D/model_lstm.json: layers[2] (LSTM): unknown layer class", "out"},
+    {"model file: argument out of range", TRAIN QUICK SMALL OUT "--model $D/model_kernel.json", 2,
+     "$D/model_kernel.json: layers[0] (Conv2D): 'kernel_size' must be an integer from 1 to 7, "
+     "not 11",
+     "out"},
+    {"model the chip compiler does not lower", TRAIN QUICK SMALL OUT "--model $D/model_mlp.json",
+     2, "$D/model_mlp.json: compile: layer 0 is Flatten, expected Conv2D", "out"},
+    {"model for other images than the data's", TRAIN QUICK SMALL OUT "--model $D/model_32.json",
+     2, "$D/small/train-images-idx3-ubyte.gz: offset 0x8: images are 28x28, the model takes 32x32",
+     "out"},
+    {"compile: model file not lowered", "compile --model $D/model_mlp.json", 2,
+     "tessera compile: $D/model_mlp.json: compile: layer 0 is Flatten, expected Conv2D", ""},
     // ---- tessera run ----
     {"illegal instruction (rtl)", "run $D/illegal.bin --backend rtl --dump 0x0:16=$D/dump.bin", 1,
      "chip fault ILLEGAL_INSTRUCTION at pc 0xf000000 (address 0x0, info 0xffffffff) at cycle ",
@@ -315,6 +333,18 @@ make('data_empty', 'train-labels-idx1-ubyte', b'')
     const std::string ckpt = read_file(good + "/checkpoint/ckpt.tsr");
     ASSERT_GT(ckpt.size(), 100u);
     write_file(dir_ + "/garbage.tsr", "garbage\n");
+    write_file(dir_ + "/model_syntax.json", "{\"layers\": [\n  {\"class_name\": \"Flatten\"}\n");
+    const std::string conv = R"({"class_name": "Conv2D", "filters": 8, "kernel_size": 3,
+        "activation": "relu"}, {"class_name": "MaxPool2D"}, )";
+    const std::string head = R"({"class_name": "Flatten"}, {"class_name": "Dense", "units": 10,
+        "activation": "softmax"}]})";
+    write_file(dir_ + "/model_lstm.json", R"({"input_shape": [28, 28, 1], "layers": [)" + conv +
+                                              R"({"class_name": "LSTM"}, )" + head);
+    write_file(dir_ + "/model_kernel.json",
+               R"({"input_shape": [28, 28, 1], "layers": [{"class_name": "Conv2D",
+                   "filters": 8, "kernel_size": 11}, {"class_name": "MaxPool2D"}, )" + head);
+    write_file(dir_ + "/model_mlp.json", R"({"input_shape": [28, 28, 1], "layers": [)" + head);
+    write_file(dir_ + "/model_32.json", R"({"input_shape": [32, 32, 1], "layers": [)" + conv + head);
     write_file(dir_ + "/truncated.tsr", ckpt.substr(0, ckpt.size() / 2));
     std::string badcrc = ckpt;
     badcrc[badcrc.size() - tessera::runlog::kCheckpointCrcBytes - 40] ^= 0x10;

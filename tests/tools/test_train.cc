@@ -654,6 +654,26 @@ TEST_F(TrainTool, SameSeedSameLosses) {
   EXPECT_NE(columns(read_file(path("three/metrics.csv")), 3), one);
 }
 
+// A model description file of the example CNN trains exactly as the built-in default (the
+// file is read into the same layers, the same spec, the same program): losses and weights.
+TEST_F(TrainTool, ModelFileOfTheExampleTrainsAsTheDefault) {
+  const std::string flags = "--steps 3 --batch 8 --seed 2 --out ";
+  const Result r1 = train(flags + path("default"));
+  ASSERT_EQ(r1.status, 0) << r1.err;
+  const Result r2 =
+      train("--model " + std::string(TESSERA_SOURCE_DIR) + "/examples/models/example_cnn.json " +
+            flags + path("file"));
+  ASSERT_EQ(r2.status, 0) << r2.err;
+  EXPECT_EQ(columns(read_file(path("default/metrics.csv")), 3),
+            columns(read_file(path("file/metrics.csv")), 3));
+  Checkpoint c1, c2;
+  ASSERT_NO_THROW(c1 = load(path("default/checkpoint/ckpt.tsr")));
+  ASSERT_NO_THROW(c2 = load(path("file/checkpoint/ckpt.tsr")));
+  expect_same_checkpoint(c1, c2);
+  EXPECT_NE(read_file(path("file/summary.json")).find("\"model\": \"example_cnn\""),
+            std::string::npos);
+}
+
 // The sampled backend: every step on the functional model, every K-th also on the rtl chip from
 // the same state, checked bit-identical; the rtl step is timed and sampled for the per-phase
 // report and the Chrome-trace timeline.

@@ -1,0 +1,113 @@
+// keras::Layer: the layer constructors and what the chip compiler lowers today
+// (tessera/keras.h). Apart from Sequential so that the model-file parser and its fuzz target
+// need no device.
+#include <stdexcept>
+#include <string>
+
+#include "tessera/keras.h"
+
+namespace tessera::keras {
+
+const char* kind_name(Layer::Kind k) {
+  switch (k) {
+    case Layer::Kind::kConv2D:
+      return "Conv2D";
+    case Layer::Kind::kMaxPool2D:
+      return "MaxPool2D";
+    case Layer::Kind::kAveragePool2D:
+      return "AveragePool2D";
+    case Layer::Kind::kFlatten:
+      return "Flatten";
+    case Layer::Kind::kDense:
+      return "Dense";
+    case Layer::Kind::kDropout:
+      return "Dropout";
+  }
+  return "?";
+}
+
+bool Layer::operator==(const Layer& o) const {
+  return kind == o.kind && units == o.units && size == o.size && stride() == o.stride() &&
+         activation == o.activation && padding == o.padding && rate == o.rate && seed == o.seed &&
+         input_shape == o.input_shape;
+}
+
+Layer Conv2D(uint32_t filters, uint32_t kernel_size, const std::string& activation,
+             std::array<uint32_t, 3> input_shape, const std::string& padding, uint32_t strides) {
+  Layer l{Layer::Kind::kConv2D};
+  l.units = filters;
+  l.size = kernel_size;
+  l.strides = strides;
+  l.activation = activation;
+  l.input_shape = input_shape;
+  l.padding = padding;
+  return l;
+}
+Layer MaxPool2D(uint32_t pool_size, uint32_t strides) {
+  Layer l{Layer::Kind::kMaxPool2D};
+  l.size = pool_size;
+  l.strides = strides;
+  return l;
+}
+Layer AveragePool2D(uint32_t pool_size, uint32_t strides) {
+  Layer l{Layer::Kind::kAveragePool2D};
+  l.size = pool_size;
+  l.strides = strides;
+  return l;
+}
+Layer Flatten() { return Layer{Layer::Kind::kFlatten}; }
+Layer Dense(uint32_t units, const std::string& activation) {
+  Layer l{Layer::Kind::kDense};
+  l.units = units;
+  l.activation = activation;
+  return l;
+}
+Layer Dropout(float rate, uint64_t seed) {
+  Layer l{Layer::Kind::kDropout};
+  l.rate = rate;
+  l.seed = seed;
+  return l;
+}
+
+compiler::CnnSpec lowerable_spec(const std::vector<Layer>& layers) {
+  auto bad = [](const std::string& why) { throw std::invalid_argument("compile: " + why); };
+  // The stack the chip compiler lowers: Conv2D(relu, valid) -> MaxPool2D -> Flatten ->
+  // Dense(softmax), one input channel.
+  const Layer::Kind want[] = {Layer::Kind::kConv2D, Layer::Kind::kMaxPool2D, Layer::Kind::kFlatten,
+                              Layer::Kind::kDense};
+  for (size_t i = 0; i < layers.size() && i < 4; ++i)
+    if (layers[i].kind != want[i])
+      bad("layer " + std::to_string(i) + " is " + kind_name(layers[i].kind) + ", expected " +
+          kind_name(want[i]) + " (the chip compiler lowers Conv2D -> MaxPool2D -> Flatten -> "
+          "Dense; docs/compiler.md)");
+  if (layers.size() != 4)
+    bad("the chip compiler lowers Conv2D -> MaxPool2D -> Flatten -> Dense; this model has " +
+        std::to_string(layers.size()) + " layers");
+  const Layer& conv = layers[0];
+  if (conv.activation != "relu")
+    bad("layer 0 (Conv2D): activation must be relu, not '" + conv.activation + "'");
+  if (conv.padding != "valid")
+    bad("layer 0 (Conv2D): padding must be valid, not '" + conv.padding + "'");
+  if (conv.stride() != 1)
+    bad("layer 0 (Conv2D): strides must be 1, not " + std::to_string(conv.stride()));
+  const auto in = conv.input_shape;
+  if (in[0] == 0) bad("the first layer needs input_shape");
+  if (in[2] != 1)
+    bad("layer 0 (Conv2D): one input channel only (input_shape " + std::to_string(in[0]) + "x" +
+        std::to_string(in[1]) + "x" + std::to_string(in[2]) + ")");
+  if (layers[1].stride() != layers[1].size)
+    bad("layer 1 (MaxPool2D): strides must equal pool_size (" + std::to_string(layers[1].size) +
+        "), not " + std::to_string(layers[1].stride()));
+  if (layers[3].activation != "softmax")
+    bad("layer 3 (Dense): activation must be softmax, not '" + layers[3].activation + "'");
+  compiler::CnnSpec spec;
+  spec.height = in[0];
+  spec.width = in[1];
+  spec.filters = conv.units;
+  spec.kernel = conv.size;
+  spec.pool = layers[1].size;
+  spec.classes = layers[3].units;
+  return spec;
+}
+
+}  // namespace tessera::keras
