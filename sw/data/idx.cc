@@ -107,13 +107,17 @@ std::vector<uint8_t> gunzip(const std::string& path, const std::vector<uint8_t>&
       throw DataError(message.str());
     }
     if (status == Z_OK) continue;
+    // Where inflate stopped, as an offset into the compressed file.
+    std::ostringstream at;
+    at << " at compressed offset 0x" << std::hex << compressed.size() - stream.avail_in;
     if (status == Z_BUF_ERROR && stream.avail_in == 0) {
       inflateEnd(&stream);
-      throw DataError(path + ": gzip: unexpected end of compressed data (file truncated)");
+      throw DataError(path + ": gzip: unexpected end of compressed data (file truncated)" +
+                      at.str());
     }
     const std::string reason = stream.msg ? stream.msg : zError(status);
     inflateEnd(&stream);
-    throw DataError(path + ": gzip: " + reason);
+    throw DataError(path + ": gzip: " + reason + at.str());
   }
   inflateEnd(&stream);
   return out;

@@ -141,8 +141,9 @@ class FunctionalDevice : public Device {
       throw DeviceTimeout(who + "no HALT after " + std::to_string(timeout) +
                           " instructions (functional backend)" +
                           (r.status == functional::RunStatus::kBlocked
-                               ? ": blocked on a remote WAIT no neighbour can meet"
-                               : ""));
+                               ? ": blocked on the remote WAIT at pc " + hex(r.stop_pc) +
+                                     ", which no neighbour can meet"
+                               : "; next instruction at pc " + hex(r.stop_pc)));
     }
     if (r.status == functional::RunStatus::kFaulted) {
       try {

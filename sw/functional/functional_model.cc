@@ -172,10 +172,11 @@ std::string RunResult::describe() const {
     case RunStatus::kHalted:
       return "halted after " + std::to_string(instructions) + " instructions";
     case RunStatus::kWatchdog:
-      return "watchdog: " + std::to_string(instructions) + " instructions without HALT";
+      return "watchdog: " + std::to_string(instructions) + " instructions without HALT (next pc " +
+             hex(stop_pc) + ")";
     case RunStatus::kBlocked:
-      return "blocked after " + std::to_string(instructions) +
-             " instructions on a remote WAIT no neighbour has signalled far enough";
+      return "blocked after " + std::to_string(instructions) + " instructions on the remote WAIT at pc " +
+             hex(stop_pc) + ", which no neighbour has signalled far enough";
     case RunStatus::kFaulted:
       break;
   }
@@ -326,6 +327,7 @@ FunctionalModel::Step FunctionalModel::step() {
       if (inst.op == Opcode::kWait && inst.remote && rc_[inst.sc] < inst.value &&
           (links_[0] != nullptr || links_[1] != nullptr)) {
         r.status = RunStatus::kBlocked;
+        r.stop_pc = pc;
         return Step::kBlocked;
       }
       if (trace_) trace_(pc, inst);
@@ -382,6 +384,7 @@ RunResult FunctionalModel::run(uint64_t prog_addr, uint64_t max_instructions) {
   while (true) {
     if (result_.instructions >= max_instructions) {
       result_.status = RunStatus::kWatchdog;
+      result_.stop_pc = pc_;
       break;
     }
     const Step s = step();

@@ -49,6 +49,7 @@ RingResult FunctionalRing::run(const std::vector<uint64_t>& prog_addrs, uint64_t
           out.chips.clear();
           for (auto& m : chips_) out.chips.push_back(m->result());
           out.chips[r].status = RunStatus::kWatchdog;
+          out.chips[r].stop_pc = c.pc();
           return out;
         }
         const FunctionalModel::Step s = c.step();

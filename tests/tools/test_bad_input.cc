@@ -96,9 +96,13 @@ const BadInputCase kCases[] = {
      "neither train-labels-idx1-ubyte nor train-labels-idx1-ubyte.gz exists in $D/data_missing",
      "out"},
     {"gzip file truncated", TRAIN QUICK OUT "--data $D/data_gztrunc", 2,
-     "$D/data_gztrunc/train-labels-idx1-ubyte.gz: gzip: unexpected end of compressed data", "out"},
+     "$D/data_gztrunc/train-labels-idx1-ubyte.gz: gzip: unexpected end of compressed data (file "
+     "truncated) at compressed offset 0x",
+     "out"},
     {"gzip file corrupt", TRAIN QUICK OUT "--data $D/data_gzcorrupt", 2,
-     "$D/data_gzcorrupt/train-labels-idx1-ubyte.gz: gzip: incorrect data check", "out"},
+     "$D/data_gzcorrupt/train-labels-idx1-ubyte.gz: gzip: incorrect data check at compressed "
+     "offset 0x",
+     "out"},
     {"wrong IDX magic", TRAIN QUICK OUT "--data $D/data_magic", 2,
      "$D/data_magic/train-images-idx3-ubyte: offset 0x0: bad magic 0x12 0x34", "out"},
     {"wrong IDX element type", TRAIN QUICK OUT "--data $D/data_type", 2,
@@ -184,6 +188,9 @@ const BadInputCase kCases[] = {
      "run $D/ok.s --backend functional --prog-addr 0x3", 1, "chip fault FETCH_RANGE at pc 0x3", ""},
     {"sync deadlock", "run $D/deadlock.s --backend rtl", 1,
      "chip fault SYNC_DEADLOCK at pc 0xf000010 (address 0x0, info 0x0) at cycle ", ""},
+    {"long program hits the watchdog (functional)",
+     "run $D/long.s --backend functional --timeout 2000", 3,
+     "no HALT after 2000 instructions (functional backend); next instruction at pc 0xf000010", ""},
     {"hung program hits the watchdog", "run $D/hang.s --backend rtl --timeout 2000", 3,
      "no HALT after 2000 cycles; decode at pc 0xf000050; DMA: queued busy ; MXU: idle; VPU: "
      "queued held by a WAIT",
@@ -385,6 +392,7 @@ make('data_empty', 'train-labels-idx1-ubyte', b'')
     write_file(dir_ + "/hang.s",
                "dma.loop src, 0, 4000, 64, 8, 2\ndma.loop dst, 0, 4000, 2, 8, 8000\n"
                "dma.copy hbm, ub, 2, 0x10000, 0x0\nsignal dma, sc0\nwait vpu, sc0, 1\nhalt\n");
+    write_file(dir_ + "/long.s", "repeat 60000, 1\nnop\nhalt\n");  // 60,002 instructions
     write_file(dir_ + "/unknown.s", "nop\nfoo v1\nhalt\n");
     write_file(dir_ + "/syntax.s", "nop\nvpu.ld f33, v1, 0\n");
     write_file(dir_ + "/immediate.s", "mxu.ldw 0x100, 99999999999\nhalt\n");

@@ -71,6 +71,7 @@ struct RunResult {
   uint64_t fault_pc = 0;
   uint64_t fault_addr = 0;  // two's complement for a negative DMA element address
   uint32_t fault_info = 0;
+  uint64_t stop_pc = 0;  // watchdog / blocked: the instruction it stopped before
   uint64_t instructions = 0;  // retired (HALT included; the faulting instruction not)
   uint64_t macs = 0;          // MXU.MM rows x N x N
   std::vector<UndefinedRead> undefined_reads;
