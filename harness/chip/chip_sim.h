@@ -25,6 +25,9 @@ struct ChipRun {
   uint32_t fault_code = 0, fault_pc = 0, fault_addr = 0, fault_info = 0;
   uint64_t cycles = 0;  // doorbell to the end
   bool timed_out = false;
+  // With stop_on_assertion: an RTL assertion ($error) failed in the last cycle run; the
+  // simulator printed its report, the chip's state is the cycle's (ChipSim::run stops there).
+  bool assertion_failed = false;
 };
 
 // One timeline sample of a run (ChipSim::run with sampling).
@@ -71,6 +74,13 @@ class ChipSim {
 
   // Back to two evaluations a cycle (the equivalence test of the one-evaluation cycle).
   void use_two_evals() { sim_.set_clock_prev(nullptr); }
+  // An RTL assertion ends the run (ChipRun::assertion_failed) instead of aborting the process:
+  // for the driver, which reports it as an error of the program that ran (a read of
+  // never-written accumulator rows, say). Off by default: a test harness wants the abort.
+  void stop_on_assertion(bool on) {
+    stop_on_assertion_ = on;
+    sim_.context().fatalOnError(!on);
+  }
   bool single_eval() const { return sim_.single_eval(); }
 
   Model& top() { return sim_.top(); }
@@ -249,6 +259,10 @@ class ChipSim {
         break;
       }
       step();
+      if (stop_on_assertion_ && sim_.context().gotError()) {
+        r.assertion_failed = true;
+        break;
+      }
     }
     m.csr_valid_i = 0;
     r.cycles = sim_.cycle() - start;
@@ -331,6 +345,7 @@ class ChipSim {
   };
   hbm::HbmAddressMap map_;
   int trefi_;
+  bool stop_on_assertion_ = false;
 };
 
 }  // namespace tessera::chip

@@ -67,7 +67,9 @@ template <class Model>
 class RtlDevice : public Device {
  public:
   explicit RtlDevice(const DeviceConfig& c)
-      : Device(c), owned_(std::make_unique<chip::ChipSim<Model>>(c.channels)), chip_(*owned_) {}
+      : Device(c), owned_(std::make_unique<chip::ChipSim<Model>>(c.channels)), chip_(*owned_) {
+    chip_.stop_on_assertion(true);
+  }
   RtlDevice(const DeviceConfig& c, chip::ChipSim<Model>& chip) : Device(c), chip_(chip) {}
   RunReport counters(uint64_t cycles) {
     RunReport rep;
@@ -97,10 +99,22 @@ class RtlDevice : public Device {
   uint32_t csr_read(uint32_t offset) override { return chip_.csr_read(offset); }
 
   RunReport run(uint64_t prog_addr, uint64_t timeout) override {
+    if (assertion_failed_)
+      throw DeviceAssertion("the chip stopped on an RTL assertion in an earlier run; open a new "
+                            "device", 0, 0, 0, 0, 0);
     // Doorbell at a fixed refresh phase: a program's cycle count is reproducible run to run.
     std::vector<chip::ChipSample> samples;
     const chip::ChipRun r =
         chip_.run(static_cast<uint32_t>(prog_addr), timeout, true, sample_every_, &samples);
+    if (r.assertion_failed) {
+      assertion_failed_ = true;
+      const uint32_t pc = chip_.csr_read(isa::CSR_PC);
+      std::ostringstream s;
+      s << "RTL assertion failed at cycle " << r.cycles << " (decode at pc 0x" << std::hex << pc
+        << "): the program did what the chip's checks forbid; the simulator's report above "
+           "names the check";
+      throw DeviceAssertion(s.str(), 0, pc, 0, 0, r.cycles);
+    }
     if (r.timed_out) throw DeviceTimeout(hang_report(timeout));
     if (r.status == isa::STATUS_FAULTED) throw_fault(r.cycles);
     RunReport rep = counters(r.cycles);
@@ -111,6 +125,7 @@ class RtlDevice : public Device {
  private:
   std::unique_ptr<chip::ChipSim<Model>> owned_;
   chip::ChipSim<Model>& chip_;
+  bool assertion_failed_ = false;
 };
 
 // The ring's other processes, under mpirun: one chip per rank, every window's traffic and

@@ -188,6 +188,9 @@ const BadInputCase kCases[] = {
      "run $D/ok.s --backend functional --prog-addr 0x3", 1, "chip fault FETCH_RANGE at pc 0x3", ""},
     {"sync deadlock", "run $D/deadlock.s --backend rtl", 1,
      "chip fault SYNC_DEADLOCK at pc 0xf000010 (address 0x0, info 0x0) at cycle ", ""},
+    {"program reads accumulator rows never written (rtl)",
+     "run $D/acc_unwritten.s --backend rtl --dump 0x0:16=$D/dump.bin", 1,
+     "RTL assertion failed at cycle ", "dump.bin"},
     {"long program hits the watchdog (functional)",
      "run $D/long.s --backend functional --timeout 2000", 3,
      "no HALT after 2000 instructions (functional backend); next instruction at pc 0xf000010", ""},
@@ -392,6 +395,7 @@ make('data_empty', 'train-labels-idx1-ubyte', b'')
     write_file(dir_ + "/hang.s",
                "dma.loop src, 0, 4000, 64, 8, 2\ndma.loop dst, 0, 4000, 2, 8, 8000\n"
                "dma.copy hbm, ub, 2, 0x10000, 0x0\nsignal dma, sc0\nwait vpu, sc0, 1\nhalt\n");
+    write_file(dir_ + "/acc_unwritten.s", "vpu.ld acc, v1, 5\nhalt\n");  // ACC row 5: never written
     write_file(dir_ + "/long.s", "repeat 60000, 1\nnop\nhalt\n");  // 60,002 instructions
     write_file(dir_ + "/unknown.s", "nop\nfoo v1\nhalt\n");
     write_file(dir_ + "/syntax.s", "nop\nvpu.ld f33, v1, 0\n");

@@ -72,6 +72,15 @@ class DeviceFault : public std::runtime_error {
   uint64_t cycle;
 };
 
+// The rtl backend: an assertion in the RTL failed while the program ran (the simulator printed
+// its report: which check, in which block). A fault of the program as far as a caller goes
+// (code FAULT_NONE, pc the decode PC then, cycle since the doorbell); the device's memory stays
+// readable, its further runs are refused.
+class DeviceAssertion : public DeviceFault {
+ public:
+  using DeviceFault::DeviceFault;
+};
+
 class DeviceTimeout : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
