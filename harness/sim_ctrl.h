@@ -57,6 +57,9 @@ class SimBase {
  public:
   explicit SimBase(const std::string& wave_name) : ctx_(std::make_unique<VerilatedContext>()) {
     ctx_->randReset(2);  // registers without reset start random, never silently zero
+    // TESSERA_RAND_SEED=S: another draw of those random start values (a design that depends
+    // on a register reset does not set shows up as a different result).
+    if (const char* seed = std::getenv("TESSERA_RAND_SEED")) ctx_->randSeed(std::atoi(seed));
     const bool waves = waves_requested() && !wave_name.empty();
     if (waves) ctx_->traceEverOn(true);
     top_ = std::make_unique<Model>(ctx_.get(), "TOP");

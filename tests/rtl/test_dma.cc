@@ -167,6 +167,11 @@ class Dma : public ::testing::Test {
     m.dst_base_i = 0;
     m.dst_count_i = 0;
     m.dst_stride_i = {};
+    // Local destinations only: the ICI write port (tpu_dma_unit's remote copies) stays idle.
+    // Every input is driven: an undriven one starts random (--x-initial unique), which once
+    // turned every destination remote for some TESSERA_RAND_SEED draws.
+    m.dst_remote_i = 0;
+    m.remote_w_ready_i = 0;
     hbm::drive_hbm_port(m, hbm::HbmSlaveOut{});  // the HBM port idle
     m.sram_rgnt_i = 0;
     m.sram_rdata_i = {};
