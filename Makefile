@@ -7,7 +7,7 @@ SAN     ?= 0
 ifeq ($(SAN),1)
 BUILD   ?= build-san
 SAN_CMAKE := -DTESSERA_SANITIZE=ON
-export ASAN_OPTIONS  ?= detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export ASAN_OPTIONS  ?= detect_leaks=1:abort_on_error=1:strict_string_checks=1:fast_unwind_on_malloc=0
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS  ?= suppressions=$(CURDIR)/scripts/lsan.supp:print_suppressions=0
 else

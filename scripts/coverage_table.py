@@ -90,7 +90,7 @@ def main():
         if kind is None:
             continue
         f = keys.get("f", "?")
-        m = re.search(r"(rtl/.*)$", f)
+        m = re.search(r"((?:tests/)?rtl/.*)$", f)
         f = m.group(1) if m else f
         if kind == "line":
             # A line point stands for the statements of one block; S lists their lines. A
