@@ -1,0 +1,164 @@
+// `tessera compile` (sw/tools/compile_tool.cc, docs/compiler.md): --dump prints every pass of
+// the graph compiler in order, then an HBM plan whose regions lie in order inside the total;
+// the statistics line counts the program the compiler builds in-process; --asm writes assembly
+// that the assembler turns back into exactly that program; --model with the example's
+// description file is the default; --evaluate compiles the smaller evaluation step; a file
+// that cannot be written exits 2. Runs the real binary (TESSERA_BIN_DIR/tessera).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sw/compiler/graph.h"
+#include "tessera/asm.h"
+#include "tessera/compiler.h"
+#include "tessera/driver.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CompileCli : public ::testing::Test {
+ protected:
+  CompileCli()
+      : dir_(fs::temp_directory_path() / ("tessera_compile_" + std::to_string(::getpid()))) {
+    fs::create_directories(dir_);
+  }
+  ~CompileCli() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string slurp(const std::string& name) const {
+    std::ifstream f(path(name), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  // Runs tessera with `args`; stdout into `out`, stderr into `err`; returns the exit status.
+  int tessera(const std::string& args, std::string& out, std::string& err) {
+    const std::string bin = std::string(TESSERA_BIN_DIR) + "/tessera";
+    const int st = std::system(
+        (bin + " " + args + " > " + path("out.txt") + " 2> " + path("err.txt")).c_str());
+    out = slurp("out.txt");
+    err = slurp("err.txt");
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+  fs::path dir_;
+};
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string l; std::getline(ss, l);) out.push_back(l);
+  return out;
+}
+
+// The example CNN's training step for an N = 4 chip and batch 8, compiled in-process.
+compiler::CnnTrainStep example_step(compiler::StepKind kind) {
+  const driver::DeviceConfig c = driver::chip_for_array(4);
+  return compiler::CnnTrainStep(compiler::CnnSpec{}, compiler::AdamSpec{},
+                                compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows}, 8, 0, kind);
+}
+
+TEST_F(CompileCli, DumpShowsEveryPassThePlanAndTheProgram) {
+  std::string out, err;
+  ASSERT_EQ(tessera("compile --array 4 --batch 8 --dump --asm " + path("step.s"), out, err), 0)
+      << err;
+  EXPECT_EQ(err, "");
+
+  // The stage headers, in the order the compiler runs its passes.
+  std::vector<std::string> headers;
+  for (const auto& l : lines_of(out))
+    if (l.rfind("== ", 0) == 0) headers.push_back(l);
+  ASSERT_GE(headers.size(), 7u) << out;
+  EXPECT_EQ(headers[0], "== 1 build");
+  EXPECT_EQ(headers[1], "== 2 autodiff");
+  EXPECT_EQ(headers[2], "== 3 numerics (bf16 casts)");
+  EXPECT_EQ(headers[3], "== 4 fuse");
+  EXPECT_EQ(headers[4], "== 5 lower");
+  EXPECT_EQ(headers[5], "== 6 memory (HBM plan, base 0)");
+  EXPECT_EQ(headers[6].rfind("== program: ", 0), 0u) << headers[6];
+
+  // Each pass's text is the graph the in-process compiler dumps after that pass.
+  std::vector<std::pair<std::string, std::string>> dumps;
+  compiler::compile_graph(compiler::CnnSpec{}, 8, &dumps);
+  ASSERT_EQ(dumps.size(), 5u);
+  for (size_t i = 0; i < dumps.size(); ++i) {
+    const std::string block = "== " + std::to_string(i + 1) + " " + dumps[i].first + "\n" +
+                              dumps[i].second + "\n";
+    EXPECT_NE(out.find(block), std::string::npos) << "pass " << dumps[i].first;
+  }
+  // Autodiff adds the backward graph: its dump is longer than the forward one.
+  EXPECT_GT(dumps[1].second.size(), dumps[0].second.size());
+
+  // The HBM plan: regions in increasing order, all inside the total, which matches the layout.
+  const compiler::CnnTrainStep step = example_step(compiler::StepKind::kTrain);
+  const std::regex region(R"(^  0x([0-9a-f]{8})  (.+)$)"), total(R"(^  total (\d+) bytes$)");
+  std::vector<uint64_t> addrs;
+  uint64_t total_bytes = 0;
+  for (const auto& l : lines_of(out)) {
+    std::smatch m;
+    if (std::regex_match(l, m, region)) addrs.push_back(std::stoull(m[1], nullptr, 16));
+    if (std::regex_match(l, m, total)) total_bytes = std::stoull(m[1]);
+  }
+  ASSERT_EQ(addrs.size(), 18u) << out;
+  EXPECT_EQ(addrs.front(), 0u);
+  for (size_t i = 1; i < addrs.size(); ++i) EXPECT_LE(addrs[i - 1], addrs[i]) << "region " << i;
+  EXPECT_EQ(total_bytes, step.layout().bytes);
+  EXPECT_LT(addrs.back(), total_bytes);
+  EXPECT_EQ(addrs.back(), step.layout().program);
+
+  // The statistics line counts the program the compiler builds.
+  const std::string stats = "== program: " + std::to_string(step.program().size()) +
+                            " instructions (" + std::to_string(step.program().size() * 16) +
+                            " bytes";
+  EXPECT_NE(out.find(stats), std::string::npos) << out;
+  EXPECT_NE(out.find("  bound: MXU " + std::to_string(step.mxu_bound_cycles()) + " cycles"),
+            std::string::npos);
+
+  // --asm: the assembler turns the file back into the very program.
+  const assembler::AsmResult a = assembler::assemble(slurp("step.s"), assembler::AsmOptions{4});
+  ASSERT_TRUE(a.ok()) << assembler::format_error("step.s", a.errors.front());
+  ASSERT_EQ(a.instructions.size(), step.program().size());
+  EXPECT_EQ(a.bytes(), step.program_bytes());
+  EXPECT_NE(out.find("wrote " + path("step.s")), std::string::npos);
+}
+
+TEST_F(CompileCli, ExampleModelFileIsTheDefaultAndEvaluateIsSmaller) {
+  std::string def, model, eval, err;
+  ASSERT_EQ(tessera("compile --array 4 --batch 8 --dump", def, err), 0) << err;
+  ASSERT_EQ(tessera("compile --array 4 --batch 8 --dump --model examples/models/example_cnn.json",
+                    model, err),
+            0)
+      << err;
+  EXPECT_EQ(model, def);
+
+  ASSERT_EQ(tessera("compile --array 4 --batch 8 --evaluate --asm " + path("eval.s"), eval, err),
+            0)
+      << err;
+  const compiler::CnnTrainStep ev = example_step(compiler::StepKind::kEvaluate);
+  const compiler::CnnTrainStep tr = example_step(compiler::StepKind::kTrain);
+  EXPECT_LT(ev.program().size(), tr.program().size());
+  EXPECT_NE(eval.find("== program: " + std::to_string(ev.program().size()) + " instructions"),
+            std::string::npos)
+      << eval;
+  const assembler::AsmResult a = assembler::assemble(slurp("eval.s"), assembler::AsmOptions{4});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a.bytes(), ev.program_bytes());
+}
+
+TEST_F(CompileCli, UnwritableAsmFileExits2) {
+  std::string out, err;
+  const std::string bad = path("no/such/dir/step.s");
+  EXPECT_EQ(tessera("compile --array 4 --batch 8 --asm " + bad, out, err), 2);
+  EXPECT_EQ(err, "tessera compile: cannot write " + bad + "\n");
+  EXPECT_FALSE(fs::exists(bad));
+}
+
+}  // namespace
+}  // namespace tessera
