@@ -43,7 +43,7 @@ help:
 	@echo "  make test-long    the arithmetic tests with 2*10^7 random vectors per operation;"
 	@echo "                    the per-step loss against PyTorch over 200 steps"
 	@echo "  make test-seeds   the regression under other random start states (SEEDS=\"$(SEEDS)\")"
-	@echo "  make soak         differential testing: 3000 random legal programs on the chip"
+	@echo "  make soak         differential testing: 3000 random legal programs, 200 Dense stacks on the chip"
 	@echo "                    against the functional model (test_chip_diff; make sim runs 200)"
 	@echo "  make waves TEST=Suite.Name   rerun one test with an FST dump and open it in GTKWave"
 	@echo "  make bench        MXU simulation speed and Verilator build time, N = 8 .. 128"
@@ -125,8 +125,9 @@ test-seeds: build
 	  TESSERA_RAND_SEED=$$s scripts/run_tests.sh $(BUILD) $(CTEST_JOBS) || exit 1; done
 
 soak: configure
-	cmake --build $(BUILD) -j $(JOBS) --target test_chip_diff
+	cmake --build $(BUILD) -j $(JOBS) --target test_chip_diff test_dense_step_rtl
 	TESSERA_DIFF_PROGRAMS=3000 $(BUILD)/tests/test_chip_diff --gtest_filter='ChipDiff.Random*'
+	TESSERA_DENSE_SWEEP=200 $(BUILD)/tests/test_dense_step_rtl
 
 waves: build
 	@scripts/ensure_packages.sh $(WAVES_PACKAGES)

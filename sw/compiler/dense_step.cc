@@ -1,0 +1,820 @@
+// DenseStackStep: lowers a training step of a Dense stack op by op (tessera/dense_step.h;
+// docs/compiler.md, "Dense stacks").
+//
+//   phase      work
+//   setup      VPU: b1^t, b2^t, lr_t (Adam)
+//   fwd_l      matmul x_{l-1} W_l (W^T rows, MXU.LDW t) -> VPU bias, relu -> x_l (bf16, HBM);
+//              the last layer: bias, softmax, cross-entropy, accuracy, d logits (bf16)
+//   bwd_l      DMA dz_l -> dz_l^T; matmul dz_l W_l^T -> VPU relu gradient by x_{l-1} > 0 ->
+//              dz_{l-1} (l > 1); matmul dz_l^T x_{l-1} -> VPU optimizer on W_l^T and its bf16
+//              copy (the gradient read from the ACC); matmul 1^T dz_l -> optimizer on b_l
+// Layer l's input gradient is computed before its weights change (it reads the old copy).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+
+#include "harness/fp_ref.h"
+#include "sw/compiler/lowering_util.h"
+#include "sw/compiler/program_builder.h"
+#include "sw/compiler/reroll.h"
+#include "sw/compiler/vpu_math.h"
+#include "tessera/dense_step.h"
+
+namespace tessera::compiler {
+namespace {
+using namespace lowering;
+using Fn = isa::Funct;
+constexpr isa::Kind kF32 = isa::Kind::kUbF32;
+constexpr isa::Kind kBf16 = isa::Kind::kUbBf16;
+constexpr isa::Kind kAcc = isa::Kind::kAcc;
+constexpr isa::Space kHbm = isa::Space::kHbm;
+constexpr isa::Space kUb = isa::Space::kUb;
+
+// One MXU matmul C[M][Ct N] = A[M][Kt N] x B, operands bf16 in HBM.
+struct Matmul {
+  const char* name = "";
+  uint32_t M = 0, Kt = 0, Ct = 0;
+  uint64_t a = 0;
+  uint32_t a_pitch = 0;  // bytes between A rows
+  uint64_t w = 0;
+  uint32_t w_pitch = 0;  // bytes between weight rows
+  // true: weight row c is output column c and holds the contraction (W^T rows: MXU.LDW t);
+  // false: weight row j is contraction index j and holds the output columns
+  bool w_by_column = false;
+  bool whole_columns = false;  // every column tile in one group (the softmax's rows)
+  uint32_t epi_row_bytes = 0;  // UB scratch the epilogue needs per ACC row of the group
+};
+// The epilogue of one (row block, column group): ACC row of (row r, tile c) = c * R + r.
+struct Block {
+  uint32_t r0, rows, c0, ct, R;
+  uint32_t scratch;  // UB: epi_row_bytes x R x ct bytes
+};
+using Epilogue = std::function<void(const Block&)>;
+
+// The generic tiled matmul: row blocks of R rows x column groups of CT tiles fill the ACC;
+// the contraction runs in groups of KG tiles, A and weight rows double-buffered in the UB (the
+// builder's sync lets the DMA load group g + 1 while the MXU works on group g).
+void emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,
+                 uint32_t acc_rows, const Epilogue& epi) {
+  const uint32_t N = b.n();
+  uint32_t CT = std::min(op.Ct, std::max<uint32_t>(1, acc_rows / std::min(op.M, acc_rows)));
+  if (op.whole_columns) CT = op.Ct;
+  uint32_t R = std::min(op.M, acc_rows / CT);
+  // scratch at most half the arena
+  const uint64_t arena = ub_hi - ub_lo;
+  if (op.epi_row_bytes)
+    while (uint64_t{R} * CT * op.epi_row_bytes > arena / 2 && R > 1) R = (R + 1) / 2;
+  UbArena a(ub_lo, ub_hi, static_cast<int>(N), op.name);
+  const uint32_t scratch = op.epi_row_bytes ? a.take(uint64_t{R} * CT * op.epi_row_bytes) : 0;
+  const uint64_t per_tile = (uint64_t{R} + uint64_t{CT} * N) * 2 * N;
+  const uint32_t KG =
+      static_cast<uint32_t>(std::min<uint64_t>(op.Kt, a.free() / (2 * per_tile + 128)));
+  if (KG < 1) a.take(a.free() + 1);  // throws, naming the op: does not fit
+  uint32_t abuf[2], wbuf[2];
+  for (int i = 0; i < 2; ++i) {
+    abuf[i] = a.take(uint64_t{R} * KG * N * 2);
+    wbuf[i] = a.take(uint64_t{CT} * N * KG * N * 2);
+  }
+  const uint32_t KGN = KG * N, groups = ceil_div(op.Kt, KG);
+  for (uint32_t r0 = 0; r0 < op.M; r0 += R) {
+    const uint32_t rows = std::min(R, op.M - r0);
+    for (uint32_t c0 = 0; c0 < op.Ct; c0 += CT) {
+      const uint32_t ct = std::min(CT, op.Ct - c0), ctn = ct * N;
+      auto load = [&](uint32_t g) {
+        const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = g % 2;
+        b.dma_copy(hbm(op.a + uint64_t{r0} * op.a_pitch + uint64_t{g} * KGN * 2,
+                       {{kgn, 2}, {rows, int32_t(op.a_pitch)}}),
+                   ub(abuf[i], {{kgn, 2}, {rows, int32_t(KGN * 2)}}), 2);
+        if (op.w_by_column)
+          b.dma_copy(hbm(op.w + uint64_t{c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
+                         {{kgn, 2}, {ctn, int32_t(op.w_pitch)}}),
+                     ub(wbuf[i], {{kgn, 2}, {ctn, int32_t(KGN * 2)}}), 2);
+        else
+          b.dma_copy(hbm(op.w + uint64_t{g} * KGN * op.w_pitch + uint64_t{c0} * N * 2,
+                         {{ctn, 2}, {kgn, int32_t(op.w_pitch)}}),
+                     ub(wbuf[i], {{ctn, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
+        b.signal(isa::Unit::kDma);
+      };
+      load(0);
+      for (uint32_t g = 0; g < groups; ++g) {
+        if (g + 1 < groups) load(g + 1);
+        const uint32_t kg = std::min(KG, op.Kt - g * KG), i = g % 2;
+        for (uint32_t kt = 0; kt < kg; ++kt)
+          for (uint32_t c = 0; c < ct; ++c) {
+            if (op.w_by_column)
+              b.mxu_ldw(wbuf[i] + (c * N * KGN + kt * N) * 2, KGN * 2, true);
+            else
+              b.mxu_ldw(wbuf[i] + (kt * N * CT * N + c * N) * 2, CT * N * 2);
+            b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, rows, c * R);
+          }
+        b.signal(isa::Unit::kMxu);
+      }
+      epi({r0, rows, c0, ct, R, scratch});
+    }
+  }
+}
+
+// The HBM planner's interval first-fit: each buffer takes the lowest offset (32-byte aligned)
+// where it overlaps no placed buffer whose phase interval intersects its own.
+uint64_t plan_transients(std::vector<DenseStackStep::Layout::Transient>& ts) {
+  std::vector<size_t> order(ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return ts[x].bytes > ts[y].bytes; });
+  std::vector<size_t> placed;
+  uint64_t total = 0;
+  for (size_t i : order) {
+    auto& t = ts[i];
+    uint64_t at = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (size_t j : placed) {
+        const auto& p = ts[j];
+        const bool live = p.first <= t.last && t.first <= p.last;
+        if (live && at < p.addr + p.bytes && p.addr < at + t.bytes) {
+          at = (p.addr + p.bytes + 31) / 32 * 32;
+          moved = true;
+        }
+      }
+    }
+    t.addr = at;
+    placed.push_back(i);
+    total = std::max(total, at + t.bytes);
+  }
+  return total;
+}
+
+void put32(std::vector<uint8_t>& v, size_t at, uint32_t x) {
+  for (int i = 0; i < 4; ++i) v[at + i] = static_cast<uint8_t>(x >> (8 * i));
+}
+uint32_t get32(const std::vector<uint8_t>& v, size_t at) {
+  return uint32_t{v[at]} | uint32_t{v[at + 1]} << 8 | uint32_t{v[at + 2]} << 16 |
+         uint32_t{v[at + 3]} << 24;
+}
+}  // namespace
+
+DenseStackStep::DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& opt,
+                               const ChipShape& chip, uint32_t batch, uint64_t hbm_base,
+                               StepKind kind, const Layout* share_state)
+    : spec_(spec), opt_(opt), chip_(chip), batch_(batch), kind_(kind) {
+  if (chip.n < 4 || (chip.n & (chip.n - 1)))
+    throw std::invalid_argument("array size N = " + std::to_string(chip.n) +
+                                ": a power of two >= 4");
+  if (batch == 0) throw std::invalid_argument("batch size 0");
+  if (spec.inputs == 0) throw std::invalid_argument("the model has no inputs");
+  if (spec.layers.empty()) throw std::invalid_argument("the model has no Dense layer");
+  for (size_t l = 0; l < spec.layers.size(); ++l)
+    if (spec.layers[l].units == 0)
+      throw std::invalid_argument("layer " + std::to_string(l + 1) + " (Dense): units 0");
+  if (spec.classes() < 2)
+    throw std::invalid_argument("the last Dense layer (softmax) needs >= 2 units, has " +
+                                std::to_string(spec.classes()));
+  if (opt.kind == OptimizerSpec::Kind::kSgd && !(opt.momentum >= 0 && opt.momentum < 1))
+    throw std::invalid_argument("SGD momentum " + std::to_string(opt.momentum) +
+                                ": must be in [0, 1)");
+  plan_hbm(hbm_base, share_state);
+  compile();
+}
+
+uint64_t DenseStackStep::data_bytes(const DenseStackSpec& spec, const ChipShape& chip,
+                                    uint32_t batch) {
+  DenseStackStep s;
+  s.spec_ = spec;
+  s.chip_ = chip;
+  s.batch_ = batch;
+  s.plan_hbm(0, nullptr);
+  return s.layout_.bytes;
+}
+
+std::pair<uint64_t, uint64_t> DenseStackStep::state_range() const {
+  const uint64_t lo = layout_.layers.front().w;
+  return {lo, layout_.ones + padded(batch_) * 2 - lo};
+}
+
+void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
+  const uint32_t N = chip_.n, B = batch_, Bpad = padded(B), L = spec_.layers.size();
+  Layout& Y = layout_;
+  Y = Layout{};
+  Y.base = base;
+  uint64_t at = base;
+  auto take = [&](uint64_t bytes) {
+    const uint64_t a = at;
+    at = (at + bytes + 31) / 32 * 32;
+    return a;
+  };
+  std::vector<uint32_t> P{padded(spec_.inputs)};
+  for (const auto& l : spec_.layers) P.push_back(padded(l.units));
+  const uint32_t Cpad = P.back(), Cc = Cpad / N;
+  Y.images = take(uint64_t{Bpad} * P[0] * 2);
+  Y.labels = take(uint64_t{Bpad} * 4);
+  if (share) {
+    Y.layers = share->layers;
+    Y.powers = share->powers;
+    Y.consts = share->consts;
+  } else {
+    for (uint32_t l = 1; l <= L; ++l) {
+      LayerRegions r;
+      const uint64_t wb = uint64_t{P[l]} * P[l - 1];
+      r.w = take(wb * 4);
+      r.w_m = take(wb * 4);
+      r.w_v = take(wb * 4);
+      r.w16 = take(wb * 2);
+      r.b = take(P[l] * 4);
+      r.b_m = take(P[l] * 4);
+      r.b_v = take(P[l] * 4);
+      Y.layers.push_back(r);
+    }
+    Y.powers = take(2 * N * 4);
+    Y.consts = take(2 * Cc * N * 4);
+  }
+  Y.ones = take(uint64_t{Bpad} * 2);
+  Y.metrics = take(2 * N * 4);
+  Y.probs = take(uint64_t{Bpad} * Cpad * 4);
+  // Transients. Phases: fwd_l = l (1..L), bwd_l = 2L + 1 - l.
+  auto bwd = [&](uint32_t l) { return int(2 * L + 1 - l); };
+  for (uint32_t l = 1; l < L; ++l)  // x_l: written by fwd_l, read by bwd_{l+1}
+    Y.transients.push_back({"x" + std::to_string(l), 0, uint64_t{Bpad} * P[l] * 2, int(l),
+                            bwd(l + 1)});
+  for (uint32_t l = 1; l <= L; ++l) {  // dz_l: from fwd_L (l = L) or bwd_{l+1}, to bwd_l
+    const int first = l == L ? int(L) : bwd(l + 1);
+    Y.transients.push_back({"dz" + std::to_string(l), 0, uint64_t{Bpad} * P[l] * 2, first, bwd(l)});
+    Y.transients.push_back({"dzT" + std::to_string(l), 0, uint64_t{P[l]} * Bpad * 2, bwd(l),
+                            bwd(l)});
+  }
+  for (const auto& t : Y.transients) Y.transient_unshared += t.bytes;
+  Y.transient_bytes = plan_transients(Y.transients);
+  const uint64_t tbase = take(Y.transient_bytes);
+  for (auto& t : Y.transients) t.addr += tbase;
+  Y.bytes = at - base;
+}
+
+void DenseStackStep::compile() {
+  const uint32_t N = chip_.n, B = batch_, Bpad = padded(B), L = spec_.layers.size();
+  const uint32_t row2n = 2 * N, row4n = 4 * N;
+  std::vector<uint32_t> P{padded(spec_.inputs)}, D{spec_.inputs};
+  for (const auto& l : spec_.layers) {
+    P.push_back(padded(l.units));
+    D.push_back(l.units);
+  }
+  const uint32_t Cpad = P.back(), Cc = Cpad / N;
+  const Layout& Y = layout_;
+  auto transient = [&](const std::string& name) {
+    for (const auto& t : Y.transients)
+      if (t.name == name) return t.addr;
+    throw std::logic_error("no transient " + name);
+  };
+  auto x_addr = [&](uint32_t l) { return l == 0 ? Y.images : transient("x" + std::to_string(l)); };
+  const bool train = kind_ == StepKind::kTrain;
+  const bool adam = opt_.kind == OptimizerSpec::Kind::kAdam;
+
+  ProgramBuilder b(static_cast<int>(N), chip_.ub_bytes, chip_.acc_rows);
+  std::vector<BuilderStats> phase_start;
+  auto phase = [&](const std::string& name) {
+    stats_.phases.push_back({name, b.size(), 0});
+    phase_start.push_back(b.stats());
+  };
+  // Global UB: powers, lr_t, metrics, labels, class constants, one layer's bias.
+  UbArena global(0, chip_.ub_bytes, static_cast<int>(N), "setup");
+  const uint32_t ub_powers = global.take(2 * row4n), ub_lrt = global.take(row4n);
+  const uint32_t ub_metrics = global.take(2 * row4n);
+  const uint32_t ub_labels = global.take(uint64_t{Bpad} * 4);
+  const uint32_t ub_consts = global.take(2 * Cc * row4n);
+  uint32_t maxP = 0;
+  for (uint32_t l = 1; l <= L; ++l) maxP = std::max(maxP, P[l]);
+  const uint32_t ub_bias = global.take(uint64_t{maxP} * 4);
+  const uint64_t arena_lo = chip_.ub_bytes - global.free(), arena_hi = chip_.ub_bytes;
+
+  // Registers: V0 stays zero; V1 loss sum, V2 correct count (forward); the optimizer's in
+  // AdamRegs (V1..V12) during the backward pass.
+  phase("setup");
+  b.vpu_li(0, 0);
+  if (train) {
+    copy_linear(b, kHbm, Y.powers, kUb, ub_powers, 2 * N, 4);
+    if (adam) {
+      b.vpu_ld(kF32, 1, ub_powers);
+      b.vpu_ld(kF32, 2, ub_powers + row4n);
+      b.vpu_lif(3, opt_.beta1);
+      b.vpu_op(Fn::kMul, 1, 1, 3);
+      b.vpu_lif(3, opt_.beta2);
+      b.vpu_op(Fn::kMul, 2, 2, 3);
+      b.vpu_st(kF32, 1, ub_powers);
+      b.vpu_st(kF32, 2, ub_powers + row4n);
+      b.vpu_lif(3, 1.0f);
+      b.vpu_op(Fn::kSub, 4, 3, 2);
+      b.vpu_op(Fn::kSqrt, 4, 4);
+      b.vpu_op(Fn::kSub, 5, 3, 1);
+      b.vpu_op(Fn::kDiv, 4, 4, 5);
+      b.vpu_lif(3, opt_.lr);
+      b.vpu_op(Fn::kMul, 4, 3, 4);
+      b.vpu_st(kF32, 4, ub_lrt);
+      b.signal(isa::Unit::kVpu);
+      copy_linear(b, kUb, ub_powers, kHbm, Y.powers, 2 * N, 4);
+    }
+  }
+  copy_linear(b, kHbm, Y.labels, kUb, ub_labels, Bpad, 4);
+  copy_linear(b, kHbm, Y.consts, kUb, ub_consts, 2 * Cc * N, 4);
+  b.signal(isa::Unit::kDma);
+  b.vpu_li(1, 0);
+  b.vpu_li(2, 0);
+
+  // ---- forward ----
+  for (uint32_t l = 1; l <= L; ++l) {
+    phase("fwd" + std::to_string(l));
+    const LayerRegions& R = Y.layers[l - 1];
+    const bool last = l == L, relu = !last && spec_.layers[l - 1].relu;
+    copy_linear(b, kHbm, R.b, kUb, ub_bias, P[l], 4);
+    b.signal(isa::Unit::kDma);
+    Matmul op;
+    op.name = last ? "softmax layer" : "Dense forward";
+    op.M = Bpad;
+    op.Kt = P[l - 1] / N;
+    op.Ct = P[l] / N;
+    op.a = x_addr(l - 1);
+    op.a_pitch = P[l - 1] * 2;
+    op.w = R.w16;
+    op.w_pitch = P[l - 1] * 2;
+    op.w_by_column = true;
+    if (!last) {
+      op.epi_row_bytes = row2n;
+      const uint64_t out = x_addr(l);
+      emit_matmul(b, op, arena_lo, arena_hi, chip_.acc_rows, [&](const Block& k) {
+        const uint32_t pitch = k.ct * row2n;
+        for (uint32_t c = 0; c < k.ct; ++c) {
+          b.vpu_ld(kF32, 4, ub_bias + (k.c0 + c) * row4n);
+          for (uint32_t r = 0; r < k.rows; ++r) {
+            b.vpu_ld(kAcc, 3, c * k.R + r);
+            b.vpu_op(Fn::kAdd, 3, 3, 4);
+            if (relu) b.vpu_op(Fn::kMax, 3, 3, 0);
+            b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
+          }
+        }
+        b.signal(isa::Unit::kVpu);
+        b.dma_copy(ub(k.scratch, {{k.ct * N, 2}, {k.rows, int32_t(pitch)}}),
+                   hbm(out + (uint64_t{k.r0} * P[l] + k.c0 * N) * 2,
+                       {{k.ct * N, 2}, {k.rows, int32_t(P[l] * 2)}}),
+                   2);
+      });
+      continue;
+    }
+    // the softmax layer: every class tile in one group; scratch per row: logits / exps (fp32),
+    // d logits (bf16), probabilities (fp32, evaluate)
+    op.whole_columns = true;
+    if (chip_.acc_rows < Cc)
+      throw std::invalid_argument("the softmax layer's " + std::to_string(D[l]) +
+                                  " classes need more ACC rows than the chip's " +
+                                  std::to_string(chip_.acc_rows));
+    op.epi_row_bytes = row4n + row2n + (train ? 0 : row4n);
+    const uint64_t dz = train ? transient("dz" + std::to_string(L)) : 0;
+    const float inv_b = 1.0f / static_cast<float>(B);
+    emit_matmul(b, op, arena_lo, arena_hi, chip_.acc_rows, [&](const Block& k) {
+      if (k.ct != Cc) throw std::logic_error("softmax group split");
+      // fp32 rows first (4N-aligned), then the bf16 d logits
+      const uint32_t zrow = k.scratch, prow = zrow + k.R * Cc * row4n,
+                     drow = prow + (train ? 0 : k.R * Cc * row4n);
+      for (uint32_t r = 0; r < k.rows; ++r) {
+        const uint32_t smp = k.r0 + r;
+        const uint32_t z_at = zrow + r * Cc * row4n, d_at = drow + r * Cc * row2n,
+                       p_at = prow + r * Cc * row4n;
+        if (smp >= B) {  // padding samples: no loss, zero d logits
+          for (uint32_t c = 0; c < Cc; ++c) {
+            b.vpu_st(kBf16, 0, d_at + c * row2n);
+            if (!train) b.vpu_st(kF32, 0, p_at + c * row4n);
+          }
+          continue;
+        }
+        // z = acc + b, masked to -inf beyond the classes; running max in V3
+        for (uint32_t c = 0; c < Cc; ++c) {
+          b.vpu_ld(kAcc, 7, c * k.R + r);
+          b.vpu_ld(kF32, 8, ub_bias + c * row4n);
+          b.vpu_op(Fn::kAdd, 7, 7, 8);
+          b.vpu_ld(kF32, 8, ub_consts + (Cc + c) * row4n);
+          b.vpu_lif(9, -INFINITY);
+          b.vpu_op(Fn::kSel, 7, 7, 9, 8);
+          b.vpu_st(kF32, 7, z_at + c * row4n);
+          if (c == 0)
+            b.vpu_op(Fn::kIOr, 3, 7, 0);
+          else
+            b.vpu_op(Fn::kMax, 3, 3, 7);
+        }
+        b.vpu_op(Fn::kRMax, 3, 3);
+        b.vpu_ld(kF32, 4, ub_labels + (smp / N) * row4n);
+        b.vpu_op(Fn::kBcast, 4, 4, 0, 0, smp % N);
+        // e = exp(z - max) (0 beyond the classes), V5 the label's z - max, V6 the sum of e
+        for (uint32_t c = 0; c < Cc; ++c) {
+          b.vpu_ld(kF32, 7, z_at + c * row4n);
+          b.vpu_op(Fn::kSub, 7, 7, 3);
+          b.vpu_ld(kF32, 13, ub_consts + c * row4n);
+          b.vpu_op(Fn::kCmpEq, 13, 4, 13);
+          b.vpu_op(Fn::kSel, 14, 7, 0, 13);
+          if (c == 0)
+            b.vpu_op(Fn::kIOr, 5, 14, 0);
+          else
+            b.vpu_op(Fn::kAdd, 5, 5, 14);
+          emit_exp(b, 7, 7, 8, 9, 10, 11);
+          b.vpu_ld(kF32, 13, ub_consts + (Cc + c) * row4n);
+          b.vpu_op(Fn::kSel, 7, 7, 0, 13);
+          b.vpu_st(kF32, 7, z_at + c * row4n);
+          if (c == 0)
+            b.vpu_op(Fn::kIOr, 6, 7, 0);
+          else
+            b.vpu_op(Fn::kAdd, 6, 6, 7);
+        }
+        b.vpu_op(Fn::kRSum, 6, 6);
+        // p = e / sum; d logits = (p - onehot) / B
+        for (uint32_t c = 0; c < Cc; ++c) {
+          b.vpu_ld(kF32, 7, z_at + c * row4n);
+          b.vpu_op(Fn::kDiv, 7, 7, 6);
+          if (!train) b.vpu_st(kF32, 7, p_at + c * row4n);
+          b.vpu_ld(kF32, 13, ub_consts + c * row4n);
+          b.vpu_op(Fn::kCmpEq, 13, 4, 13);
+          b.vpu_lif(14, 1.0f);
+          b.vpu_op(Fn::kSel, 14, 14, 0, 13);
+          b.vpu_op(Fn::kSub, 7, 7, 14);
+          b.vpu_lif(14, inv_b);
+          b.vpu_op(Fn::kMul, 7, 7, 14);
+          b.vpu_st(kBf16, 7, d_at + c * row2n);
+        }
+        b.vpu_op(Fn::kRSum, 5, 5);  // z_label - max
+        emit_log(b, 7, 6, 8, 9, 10, 11, 12);
+        b.vpu_op(Fn::kSub, 7, 7, 5);  // loss = ln(sum e) - (z_label - max)
+        b.vpu_op(Fn::kAdd, 1, 1, 7);
+        b.vpu_op(Fn::kCmpEq, 7, 5, 0);  // the label's logit is the largest
+        b.vpu_lif(14, 1.0f);
+        b.vpu_op(Fn::kSel, 7, 14, 0, 7);
+        b.vpu_op(Fn::kAdd, 2, 2, 7);
+      }
+      b.signal(isa::Unit::kVpu);
+      if (train)
+        b.dma_copy(ub(drow, {{Cpad, 2}, {k.rows, int32_t(Cc * row2n)}}),
+                   hbm(dz + uint64_t{k.r0} * Cpad * 2, {{Cpad, 2}, {k.rows, int32_t(Cpad * 2)}}),
+                   2);
+      else
+        b.dma_copy(ub(prow, {{Cpad, 4}, {k.rows, int32_t(Cc * row4n)}}),
+                   hbm(Y.probs + uint64_t{k.r0} * Cpad * 4,
+                       {{Cpad, 4}, {k.rows, int32_t(Cpad * 4)}}),
+                   4);
+    });
+  }
+  b.vpu_lif(15, static_cast<float>(B));
+  b.vpu_op(Fn::kDiv, 1, 1, 15);
+  b.vpu_st(kF32, 1, ub_metrics);
+  b.vpu_st(kF32, 2, ub_metrics + row4n);
+  b.signal(isa::Unit::kVpu);
+  copy_linear(b, kUb, ub_metrics, kHbm, Y.metrics, 2 * N, 4);
+
+  // ---- backward ----
+  if (train) {
+    const AdamRegs ar;
+    // optimizer epilogue on a [rows][ct N] block of a tensor in HBM rows of `pitch` elements
+    // (W^T or the bias as one row): the gradient from the ACC; w16: the bf16 copy (0: none)
+    auto update = [&](const Block& k, uint64_t w, uint64_t m, uint64_t v, uint64_t w16,
+                      uint32_t pitch) {
+      const uint32_t cn = k.ct * N, n4 = k.R * k.ct * row4n;
+      const uint32_t uw = k.scratch, um = uw + n4, uv = um + n4, u16 = uv + n4;
+      const uint64_t off = uint64_t{k.r0} * pitch + k.c0 * N;
+      auto rows4 = [&](uint64_t base) {
+        return hbm(base + off * 4, {{cn, 4}, {k.rows, int32_t(pitch * 4)}});
+      };
+      auto urows = [&](uint32_t base, int e) {
+        return ub(base, {{cn, e}, {k.rows, int32_t(cn * e)}});
+      };
+      b.dma_copy(rows4(w), urows(uw, 4), 4);
+      b.dma_copy(rows4(m), urows(um, 4), 4);
+      if (adam) b.dma_copy(rows4(v), urows(uv, 4), 4);
+      b.signal(isa::Unit::kDma);
+      for (uint32_t r = 0; r < k.rows; ++r)
+        for (uint32_t c = 0; c < k.ct; ++c) {
+          const uint32_t e = r * cn + c * N;
+          b.vpu_ld(kAcc, ar.g, c * k.R + r);
+          b.vpu_ld(kF32, ar.w, uw + e * 4);
+          b.vpu_ld(kF32, ar.m, um + e * 4);
+          if (adam) {
+            b.vpu_ld(kF32, ar.v, uv + e * 4);
+            emit_adam_update(b, ar);
+            b.vpu_st(kF32, ar.v, uv + e * 4);
+          } else {  // m: velocity = mu m - lr g; w += velocity
+            b.vpu_op(Fn::kMul, ar.t1, ar.b1, ar.m);
+            b.vpu_op(Fn::kMul, ar.t2, ar.lr_t, ar.g);
+            b.vpu_op(Fn::kSub, ar.m, ar.t1, ar.t2);
+            b.vpu_op(Fn::kAdd, ar.w, ar.w, ar.m);
+          }
+          b.vpu_st(kF32, ar.w, uw + e * 4);
+          b.vpu_st(kF32, ar.m, um + e * 4);
+          if (w16) b.vpu_st(kBf16, ar.w, u16 + e * 2);
+        }
+      b.signal(isa::Unit::kVpu);
+      b.dma_copy(urows(uw, 4), rows4(w), 4);
+      b.dma_copy(urows(um, 4), rows4(m), 4);
+      if (adam) b.dma_copy(urows(uv, 4), rows4(v), 4);
+      if (w16)
+        b.dma_copy(urows(u16, 2), hbm(w16 + off * 2, {{cn, 2}, {k.rows, int32_t(pitch * 2)}}), 2);
+    };
+    const uint32_t upd_bytes = 3 * row4n + row2n;
+    for (uint32_t l = L; l >= 1; --l) {
+      phase("bwd" + std::to_string(l));
+      const LayerRegions& R = Y.layers[l - 1];
+      const uint64_t dz = transient("dz" + std::to_string(l));
+      const uint64_t dzt = transient("dzT" + std::to_string(l));
+      // dz^T [D_l][Bpad]: the activation rows of the weight gradient (an HBM-to-HBM walk)
+      for (uint32_t u0 = 0; u0 < D[l]; u0 += 65535 / Bpad) {
+        const uint32_t nu = std::min(D[l] - u0, 65535 / Bpad);
+        b.dma_copy(hbm(dz + uint64_t{u0} * 2, {{Bpad, int32_t(P[l] * 2)}, {nu, 2}}),
+                   hbm(dzt + uint64_t{u0} * Bpad * 2, {{Bpad, 2}, {nu, int32_t(Bpad * 2)}}), 2);
+      }
+      if (l > 1) {  // dx = dz W^T, then the relu gradient by x_{l-1} > 0
+        Matmul op;
+        op.name = "Dense input gradient";
+        op.M = Bpad;
+        op.Kt = P[l] / N;
+        op.Ct = P[l - 1] / N;
+        op.a = dz;
+        op.a_pitch = P[l] * 2;
+        op.w = R.w16;
+        op.w_pitch = P[l - 1] * 2;
+        op.w_by_column = false;
+        op.epi_row_bytes = 2 * row2n;
+        const bool relu = spec_.layers[l - 2].relu;
+        const uint64_t x = x_addr(l - 1), out = transient("dz" + std::to_string(l - 1));
+        emit_matmul(b, op, arena_lo, arena_hi, chip_.acc_rows, [&](const Block& k) {
+          const uint32_t pitch = k.ct * row2n, xs = k.scratch + k.R * pitch;
+          const uint64_t off = uint64_t{k.r0} * P[l - 1] + k.c0 * N;
+          if (relu) {
+            b.dma_copy(hbm(x + off * 2, {{k.ct * N, 2}, {k.rows, int32_t(P[l - 1] * 2)}}),
+                       ub(xs, {{k.ct * N, 2}, {k.rows, int32_t(pitch)}}), 2);
+            b.signal(isa::Unit::kDma);
+          }
+          for (uint32_t r = 0; r < k.rows; ++r)
+            for (uint32_t c = 0; c < k.ct; ++c) {
+              b.vpu_ld(kAcc, 3, c * k.R + r);
+              if (relu) {
+                b.vpu_ld(kBf16, 4, xs + r * pitch + c * row2n);
+                b.vpu_op(Fn::kCmpLt, 4, 0, 4);
+                b.vpu_op(Fn::kSel, 3, 3, 0, 4);
+              }
+              b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
+            }
+          b.signal(isa::Unit::kVpu);
+          b.dma_copy(ub(k.scratch, {{k.ct * N, 2}, {k.rows, int32_t(pitch)}}),
+                     hbm(out + off * 2, {{k.ct * N, 2}, {k.rows, int32_t(P[l - 1] * 2)}}), 2);
+        });
+      }
+      // optimizer constants (the AdamRegs: b1 = momentum, lr_t = lr for SGD)
+      if (adam) {
+        emit_adam_constants(b, ar, opt_.beta1, opt_.beta2, opt_.epsilon, ub_lrt);
+      } else {
+        b.vpu_lif(ar.b1, opt_.momentum);
+        b.vpu_lif(ar.lr_t, opt_.lr);
+      }
+      // d W^T = dz^T x_{l-1}: rows the units, columns the inputs
+      Matmul dw;
+      dw.name = "Dense weight gradient";
+      dw.M = D[l];
+      dw.Kt = Bpad / N;
+      dw.Ct = P[l - 1] / N;
+      dw.a = dzt;
+      dw.a_pitch = Bpad * 2;
+      dw.w = x_addr(l - 1);
+      dw.w_pitch = P[l - 1] * 2;
+      dw.w_by_column = false;
+      dw.epi_row_bytes = upd_bytes;
+      emit_matmul(b, dw, arena_lo, arena_hi, chip_.acc_rows, [&](const Block& k) {
+        update(k, R.w, R.w_m, R.w_v, R.w16, P[l - 1]);
+      });
+      // d b = 1^T dz: one row
+      Matmul db;
+      db.name = "Dense bias gradient";
+      db.M = 1;
+      db.Kt = Bpad / N;
+      db.Ct = P[l] / N;
+      db.a = Y.ones;
+      db.a_pitch = Bpad * 2;
+      db.w = dz;
+      db.w_pitch = P[l] * 2;
+      db.w_by_column = false;
+      db.epi_row_bytes = upd_bytes;
+      emit_matmul(b, db, arena_lo, arena_hi, chip_.acc_rows, [&](const Block& k) {
+        update(k, R.b, R.b_m, R.b_v, 0, P[l]);
+      });
+    }
+  }
+
+  std::vector<uint64_t> marks;
+  for (const auto& ph : stats_.phases) marks.push_back(ph.first_instruction);
+  program_ = reroll(b.finish(), &marks);
+  for (size_t p = 0; p < stats_.phases.size(); ++p) stats_.phases[p].first_instruction = marks[p];
+  const BuilderStats& bs = b.stats();
+  for (size_t p = 0; p < stats_.phases.size(); ++p) {
+    const bool last = p + 1 == stats_.phases.size();
+    const uint64_t end = last ? program_.size() : stats_.phases[p + 1].first_instruction;
+    const BuilderStats& s0 = phase_start[p];
+    const BuilderStats& s1 = last ? bs : phase_start[p + 1];
+    StepStats::Phase& ph = stats_.phases[p];
+    ph.instructions = end - ph.first_instruction;
+    ph.mxu_bound = (s1.mxu_rows - s0.mxu_rows) + (s1.mxu_ldw - s0.mxu_ldw) * N;
+    ph.vpu = s1.per_unit[2] - s0.per_unit[2];
+    ph.dma = s1.per_unit[0] - s0.per_unit[0];
+    ph.macs = (s1.mxu_rows - s0.mxu_rows) * N * N;
+    ph.dma_elements = s1.dma_elements - s0.dma_elements;
+  }
+  stats_.instructions = program_.size();
+  stats_.executed = isa::executed_count(program_);
+  stats_.loops = static_cast<uint64_t>(
+      std::count_if(program_.begin(), program_.end(),
+                    [](const isa::Instruction& i) { return i.op == isa::Opcode::kRepeat; }));
+  stats_.waits = bs.waits;
+  stats_.signals = bs.signals;
+  stats_.dma = bs.per_unit[0];
+  stats_.mxu = bs.per_unit[1];
+  stats_.vpu = bs.per_unit[2];
+  stats_.macs = bs.mxu_rows * N * N;
+  stats_.dma_elements = bs.dma_elements;
+  mxu_bound_ = bs.mxu_rows + bs.mxu_ldw * N;
+}
+
+std::vector<uint8_t> DenseStackStep::program_bytes() const {
+  return isa::encode_program(program_);
+}
+
+std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams& p,
+                                                               const DenseOptState& s) const {
+  const uint32_t N = chip_.n, L = spec_.layers.size(), Bpad = padded(batch_);
+  std::vector<uint32_t> P{padded(spec_.inputs)}, D{spec_.inputs};
+  for (const auto& l : spec_.layers) {
+    P.push_back(padded(l.units));
+    D.push_back(l.units);
+  }
+  auto check = [](const DenseParams& q, const std::vector<uint32_t>& d, const char* what) {
+    if (q.kernel.size() != d.size() - 1 || q.bias.size() != d.size() - 1)
+      throw std::invalid_argument(std::string(what) + ": " + std::to_string(q.kernel.size()) +
+                                  " layers, the model has " + std::to_string(d.size() - 1));
+    for (size_t l = 1; l < d.size(); ++l)
+      if (q.kernel[l - 1].size() != size_t{d[l - 1]} * d[l] || q.bias[l - 1].size() != d[l])
+        throw std::invalid_argument(std::string(what) + ": layer " + std::to_string(l) +
+                                    " has the wrong number of values");
+  };
+  check(p, D, "weights");
+  check(s.m, D, "first moments");
+  check(s.v, D, "second moments");
+  std::vector<Write> out;
+  auto transposed = [&](const std::vector<float>& k, uint32_t l, bool bf16) {
+    const int e = bf16 ? 2 : 4;
+    std::vector<uint8_t> img(size_t{P[l]} * P[l - 1] * e, 0);
+    for (uint32_t i = 0; i < D[l - 1]; ++i)
+      for (uint32_t u = 0; u < D[l]; ++u) {
+        const uint32_t bits = fp::bits(k[size_t{i} * D[l] + u]);
+        const size_t at = (size_t{u} * P[l - 1] + i) * e;
+        if (bf16) {
+          const uint16_t h = fp::fp32_to_bf16(bits);
+          img[at] = static_cast<uint8_t>(h);
+          img[at + 1] = static_cast<uint8_t>(h >> 8);
+        } else {
+          put32(img, at, bits);
+        }
+      }
+    return img;
+  };
+  auto vec = [&](const std::vector<float>& v, uint32_t pad) {
+    std::vector<uint8_t> img(size_t{pad} * 4, 0);
+    for (size_t i = 0; i < v.size(); ++i) put32(img, i * 4, fp::bits(v[i]));
+    return img;
+  };
+  for (uint32_t l = 1; l <= L; ++l) {
+    const LayerRegions& R = layout_.layers[l - 1];
+    out.push_back({R.w, transposed(p.kernel[l - 1], l, false)});
+    out.push_back({R.w_m, transposed(s.m.kernel[l - 1], l, false)});
+    out.push_back({R.w_v, transposed(s.v.kernel[l - 1], l, false)});
+    out.push_back({R.w16, transposed(p.kernel[l - 1], l, true)});
+    out.push_back({R.b, vec(p.bias[l - 1], P[l])});
+    out.push_back({R.b_m, vec(s.m.bias[l - 1], P[l])});
+    out.push_back({R.b_v, vec(s.v.bias[l - 1], P[l])});
+  }
+  std::vector<uint8_t> pw(2 * N * 4);
+  for (uint32_t i = 0; i < N; ++i) {
+    put32(pw, i * 4, fp::bits(s.beta1_power));
+    put32(pw, (N + i) * 4, fp::bits(s.beta2_power));
+  }
+  out.push_back({layout_.powers, pw});
+  const uint32_t Cpad = P[L], C = D[L];
+  std::vector<uint8_t> cs(size_t{2} * Cpad * 4);
+  for (uint32_t c = 0; c < Cpad; ++c) {
+    put32(cs, c * 4, fp::bits(static_cast<float>(c)));
+    put32(cs, (Cpad + c) * 4, c < C ? 0xFFFFFFFFu : 0u);
+  }
+  out.push_back({layout_.consts, cs});
+  std::vector<uint8_t> ones(size_t{Bpad} * 2);
+  for (uint32_t i = 0; i < Bpad; ++i) {
+    ones[2 * i] = 0x80;  // bf16 1.0 = 0x3F80
+    ones[2 * i + 1] = 0x3F;
+  }
+  out.push_back({layout_.ones, ones});
+  return out;
+}
+
+std::vector<DenseStackStep::Write> DenseStackStep::batch_image(
+    const std::vector<uint16_t>& images, const std::vector<uint8_t>& labels) const {
+  const uint32_t B = batch_, Bpad = padded(B), K = spec_.inputs, P0 = padded(K);
+  if (images.size() != size_t{B} * K || labels.size() != B)
+    throw std::invalid_argument("batch: " + std::to_string(images.size()) + " values and " +
+                                std::to_string(labels.size()) + " labels for " +
+                                std::to_string(B) + " samples of " + std::to_string(K));
+  std::vector<uint8_t> img(size_t{Bpad} * P0 * 2, 0);
+  for (uint32_t s = 0; s < B; ++s)
+    for (uint32_t k = 0; k < K; ++k) {
+      const uint16_t h = images[size_t{s} * K + k];
+      img[(size_t{s} * P0 + k) * 2] = static_cast<uint8_t>(h);
+      img[(size_t{s} * P0 + k) * 2 + 1] = static_cast<uint8_t>(h >> 8);
+    }
+  std::vector<uint8_t> lb(size_t{Bpad} * 4, 0);
+  for (uint32_t s = 0; s < B; ++s) {
+    if (labels[s] >= spec_.classes())
+      throw std::invalid_argument("label " + std::to_string(labels[s]) + " of sample " +
+                                  std::to_string(s) + ": the model has " +
+                                  std::to_string(spec_.classes()) + " classes");
+    put32(lb, size_t{s} * 4, fp::bits(static_cast<float>(labels[s])));
+  }
+  return {{layout_.images, img}, {layout_.labels, lb}};
+}
+
+void DenseStackStep::read_state(Reader read, void* ctx, DenseParams& p, DenseOptState& s) const {
+  const uint32_t L = spec_.layers.size();
+  std::vector<uint32_t> P{padded(spec_.inputs)}, D{spec_.inputs};
+  for (const auto& l : spec_.layers) {
+    P.push_back(padded(l.units));
+    D.push_back(l.units);
+  }
+  for (DenseParams* q : {&p, &s.m, &s.v}) {
+    q->kernel.assign(L, {});
+    q->bias.assign(L, {});
+  }
+  for (uint32_t l = 1; l <= L; ++l) {
+    const LayerRegions& R = layout_.layers[l - 1];
+    auto kernel = [&](uint64_t addr) {
+      const auto bytes = read(ctx, addr, size_t{P[l]} * P[l - 1] * 4);
+      std::vector<float> k(size_t{D[l - 1]} * D[l]);
+      for (uint32_t i = 0; i < D[l - 1]; ++i)
+        for (uint32_t u = 0; u < D[l]; ++u)
+          k[size_t{i} * D[l] + u] = fp::f32(get32(bytes, (size_t{u} * P[l - 1] + i) * 4));
+      return k;
+    };
+    auto bias = [&](uint64_t addr) {
+      const auto bytes = read(ctx, addr, size_t{D[l]} * 4);
+      std::vector<float> v(D[l]);
+      for (uint32_t u = 0; u < D[l]; ++u) v[u] = fp::f32(get32(bytes, u * 4));
+      return v;
+    };
+    p.kernel[l - 1] = kernel(R.w);
+    s.m.kernel[l - 1] = kernel(R.w_m);
+    s.v.kernel[l - 1] = kernel(R.w_v);
+    p.bias[l - 1] = bias(R.b);
+    s.m.bias[l - 1] = bias(R.b_m);
+    s.v.bias[l - 1] = bias(R.b_v);
+  }
+  const auto pw = read(ctx, layout_.powers, 2 * chip_.n * 4);
+  s.beta1_power = fp::f32(get32(pw, 0));
+  s.beta2_power = fp::f32(get32(pw, chip_.n * 4));
+}
+
+void DenseStackStep::read_metrics(Reader read, void* ctx, float& loss, float& correct) const {
+  const auto m = read(ctx, layout_.metrics, 2 * chip_.n * 4);
+  loss = fp::f32(get32(m, 0));
+  correct = fp::f32(get32(m, chip_.n * 4));
+}
+
+std::vector<float> DenseStackStep::read_probabilities(Reader read, void* ctx) const {
+  const uint32_t C = spec_.classes(), Cpad = padded(C);
+  const auto bytes = read(ctx, layout_.probs, size_t{batch_} * Cpad * 4);
+  std::vector<float> out(size_t{batch_} * C);
+  for (uint32_t s = 0; s < batch_; ++s)
+    for (uint32_t c = 0; c < C; ++c)
+      out[size_t{s} * C + c] = fp::f32(get32(bytes, (size_t{s} * Cpad + c) * 4));
+  return out;
+}
+
+DenseParams glorot_init(const DenseStackSpec& spec, uint64_t seed) {
+  uint64_t state = seed;
+  DenseParams p;
+  uint32_t in = spec.inputs;
+  for (const auto& l : spec.layers) {
+    p.kernel.push_back(glorot(state, size_t{in} * l.units, in, l.units));
+    p.bias.push_back(std::vector<float>(l.units, 0.0f));
+    in = l.units;
+  }
+  return p;
+}
+
+DenseOptState zero_opt_state(const DenseStackSpec& spec) {
+  DenseOptState s;
+  uint32_t in = spec.inputs;
+  for (const auto& l : spec.layers) {
+    for (DenseParams* q : {&s.m, &s.v}) {
+      q->kernel.push_back(std::vector<float>(size_t{in} * l.units, 0.0f));
+      q->bias.push_back(std::vector<float>(l.units, 0.0f));
+    }
+    in = l.units;
+  }
+  return s;
+}
+
+}  // namespace tessera::compiler

@@ -1,0 +1,137 @@
+// The training-step compiler for stacks of Dense layers (docs/compiler.md, "Dense stacks"):
+//   Flatten -> Dense(U1, relu | none) -> ... -> Dense(C, softmax)
+// with sparse categorical cross-entropy and Adam or SGD with momentum, lowered op by op (no
+// fixed layer count or width) into ONE chip program per step, like CnnTrainStep: compiled once,
+// replayed for every batch; weights, optimizer state and the Adam powers live in HBM.
+//
+// Every matmul of the step — the forward z = x W, the input gradient dx = dz W^T, the weight
+// gradient dW^T = dz^T x and the bias gradient db = 1^T dz — is one generic tiled MXU loop
+// (row blocks that fit the ACC, column groups, contraction groups double-buffered through the
+// UB) with an op-specific VPU epilogue on the ACC rows (bias + relu, softmax cross-entropy,
+// relu gradient, the optimizer update). HBM buffers are placed by a liveness planner: the
+// activations and gradients of layers whose lifetimes do not overlap share bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/compiler.h"
+
+namespace tessera::compiler {
+
+struct DenseLayerSpec {
+  uint32_t units = 0;
+  bool relu = false;  // hidden layers: relu or none; the last layer is always softmax
+};
+struct DenseStackSpec {
+  uint32_t inputs = 784;  // Flatten of the input (H W C, NHWC order)
+  std::vector<DenseLayerSpec> layers;
+  uint32_t classes() const { return layers.empty() ? 0 : layers.back().units; }
+};
+
+// Adam (Keras form, as AdamSpec) or SGD with momentum (Keras form: v = mu v - lr g; w += v;
+// momentum 0 is plain SGD, w -= lr g, bit for bit).
+struct OptimizerSpec {
+  enum class Kind { kAdam, kSgd } kind = Kind::kAdam;
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-7f;
+  float momentum = 0.0f;
+};
+
+// Parameters in Keras's layouts (fp32): kernel[l] is [inputs of l][units of l], bias[l] [units].
+struct DenseParams {
+  std::vector<std::vector<float>> kernel, bias;
+};
+// Optimizer state: Adam's moments m, v (SGD: the velocity in m, v unused and zero) and the
+// bias-correction powers b1^t, b2^t.
+struct DenseOptState {
+  DenseParams m, v;
+  float beta1_power = 1.0f, beta2_power = 1.0f;
+};
+
+class DenseStackStep {
+ public:
+  // One HBM tensor of the step.
+  struct Region {
+    std::string name;
+    uint64_t addr = 0, bytes = 0;
+  };
+  // Per layer: the kernel as W^T rows [Up][Kp] (fp32 master, moments, the bf16 copy the MXU
+  // reads; Up, Kp the widths rounded up to N, padding zero), the bias [Up].
+  struct LayerRegions {
+    uint64_t w = 0, w_m = 0, w_v = 0, w16 = 0, b = 0, b_m = 0, b_v = 0;
+  };
+  struct Layout {
+    uint64_t base = 0, bytes = 0;
+    uint64_t images = 0;  // [Bpad][P0] bf16, written by the host (padding zero)
+    uint64_t labels = 0;  // [Bpad] fp32
+    std::vector<LayerRegions> layers;
+    uint64_t powers = 0;   // [2][N] fp32: b1^t, b2^t
+    uint64_t consts = 0;   // [2 Cc][N] fp32: class index, valid-class mask
+    uint64_t ones = 0;     // [Bpad] bf16 1.0: the bias gradient's activation row
+    uint64_t metrics = 0;  // [2][N] fp32: mean loss, correct count
+    uint64_t probs = 0;    // [Bpad][Cpad] fp32 (StepKind::kEvaluate)
+    // The planner's transient buffers (activations x_l, gradients dz_l and dz_l^T), with the
+    // phase interval each is live in and its address (shared bytes where lifetimes allow).
+    struct Transient {
+      std::string name;
+      uint64_t addr = 0, bytes = 0;
+      int first = 0, last = 0;
+    };
+    std::vector<Transient> transients;
+    uint64_t transient_bytes = 0, transient_unshared = 0;  // planned / the sum of all sizes
+  };
+
+  // Lays the step out from `hbm_base` and compiles it; throws std::invalid_argument naming the
+  // layer and the problem for what it cannot lower. `share_state`: an evaluation step reads a
+  // training step's weights in place (same spec and chip).
+  DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& opt, const ChipShape& chip,
+                 uint32_t batch, uint64_t hbm_base, StepKind kind = StepKind::kTrain,
+                 const Layout* share_state = nullptr);
+  static uint64_t data_bytes(const DenseStackSpec& spec, const ChipShape& chip, uint32_t batch);
+
+  const DenseStackSpec& spec() const { return spec_; }
+  const ChipShape& chip() const { return chip_; }
+  uint32_t batch() const { return batch_; }
+  StepKind kind() const { return kind_; }
+  const Layout& layout() const { return layout_; }
+  const std::vector<isa::Instruction>& program() const { return program_; }
+  std::vector<uint8_t> program_bytes() const;
+  const StepStats& stats() const { return stats_; }
+  uint64_t mxu_bound_cycles() const { return mxu_bound_; }
+  // The HBM from the first state tensor to the end of the constants: what rtl and functional
+  // runs compare byte for byte.
+  std::pair<uint64_t, uint64_t> state_range() const;
+
+  using Write = std::pair<uint64_t, std::vector<uint8_t>>;
+  using Reader = std::vector<uint8_t> (*)(void* ctx, uint64_t addr, size_t bytes);
+  std::vector<Write> state_image(const DenseParams& p, const DenseOptState& s) const;
+  // images: [batch][inputs] bf16 (the host's p / 255 rounded), labels: class indices.
+  std::vector<Write> batch_image(const std::vector<uint16_t>& images_bf16,
+                                 const std::vector<uint8_t>& labels) const;
+  void read_state(Reader read, void* ctx, DenseParams& p, DenseOptState& s) const;
+  void read_metrics(Reader read, void* ctx, float& loss, float& correct) const;
+  std::vector<float> read_probabilities(Reader read, void* ctx) const;  // batch x classes
+
+  uint32_t padded(uint32_t width) const { return (width + chip_.n - 1) / chip_.n * chip_.n; }
+
+ private:
+  DenseStackStep() = default;
+  void plan_hbm(uint64_t base, const Layout* share);
+  void compile();
+  DenseStackSpec spec_;
+  OptimizerSpec opt_;
+  ChipShape chip_;
+  uint32_t batch_ = 0;
+  StepKind kind_ = StepKind::kTrain;
+  Layout layout_;
+  std::vector<isa::Instruction> program_;
+  StepStats stats_;
+  uint64_t mxu_bound_ = 0;
+};
+
+// Glorot-uniform kernels and zero biases from a seed (the generator of glorot_init), zero state.
+DenseParams glorot_init(const DenseStackSpec& spec, uint64_t seed);
+DenseOptState zero_opt_state(const DenseStackSpec& spec);
+
+}  // namespace tessera::compiler
