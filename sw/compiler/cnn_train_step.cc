@@ -1170,6 +1170,7 @@ void CnnTrainStep::compile() {
     ph.dma = s1.per_unit[0] - s0.per_unit[0];
     ph.macs = (s1.mxu_rows - s0.mxu_rows) * N * N;
     ph.dma_elements = s1.dma_elements - s0.dma_elements;
+    ph.hbm_bytes = s1.hbm_bytes - s0.hbm_bytes;
   }
   stats_.instructions = program_.size();
   stats_.executed = isa::executed_count(program_);
@@ -1183,6 +1184,7 @@ void CnnTrainStep::compile() {
   stats_.vpu = bs.per_unit[2];
   stats_.macs = bs.mxu_rows * N * N;
   stats_.dma_elements = bs.dma_elements;
+  stats_.hbm_bytes = bs.hbm_bytes;
   mxu_bound_ = bs.mxu_rows + bs.mxu_ldw * N;
   layout_.bytes = layout_.program + program_.size() * isa::kInstructionBytes - layout_.base;
 }

@@ -46,74 +46,139 @@ struct Matmul {
   bool whole_columns = false;  // every column tile in one group (the softmax's rows)
   uint32_t epi_row_bytes = 0;  // UB scratch the epilogue needs per ACC row of the group
 };
-// The epilogue of one (row block, column group): ACC row of (row r, tile c) = c * R + r.
+// The epilogue of a piece of one (row block, column group): rows r0 .. r0 + rows of the output
+// (ar0 .. ar0 + rows of the block); the ACC row of (piece row r, tile c) is
+// acc0 + c * R + ar0 + r.
 struct Block {
   uint32_t r0, rows, c0, ct, R;
-  uint32_t scratch;  // UB: epi_row_bytes x R x ct bytes
+  uint32_t scratch;  // UB: epi_row_bytes x rows x ct bytes (pieces alternate two buffers)
+  uint32_t acc0, ar0;
 };
-using Epilogue = std::function<void(const Block&)>;
+// An epilogue in two parts, software-pipelined by emit_matmul: `load` (DMA into the piece's
+// scratch; may be empty) is emitted a piece ahead of `run` (VPU from the ACC, DMA out).
+struct Epilogue {
+  std::function<void(const Block&)> load, run;
+};
 
-// The generic tiled matmul: row blocks of R rows x column groups of CT tiles fill the ACC;
-// the contraction runs in groups of KG tiles, A and weight rows double-buffered in the UB (the
-// builder's sync lets the DMA load group g + 1 while the MXU works on group g).
-void emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,
-                 uint32_t acc_rows, const Epilogue& epi) {
+// The generic tiled matmul. Row blocks of R rows x column groups of CT tiles fill half the ACC
+// (blocks alternate halves, so block k's epilogue overlaps block k + 1's matmul); (R, CT) is the
+// pair with the least HBM traffic (A is read once per column group, the weights once per row
+// block). The contraction runs in groups of KG tiles, A and weight rows double-buffered in the
+// UB (the builder's sync lets the DMA load the next group while the MXU works). The epilogue
+// runs in pieces of rows through two alternating scratch buffers, so a piece's DMA overlaps the
+// VPU work of the one before. Returns the tiling as text (for tessera compile --dump).
+std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,
+                        uint32_t acc_rows, const Epilogue& epi) {
   const uint32_t N = b.n();
-  uint32_t CT = std::min(op.Ct, std::max<uint32_t>(1, acc_rows / std::min(op.M, acc_rows)));
-  if (op.whole_columns) CT = op.Ct;
-  uint32_t R = std::min(op.M, acc_rows / CT);
-  // scratch at most half the arena
-  const uint64_t arena = ub_hi - ub_lo;
-  if (op.epi_row_bytes)
-    while (uint64_t{R} * CT * op.epi_row_bytes > arena / 2 && R > 1) R = (R + 1) / 2;
+  const uint32_t half = acc_rows / 2;
+  const uint64_t arena = ub_hi - ub_lo, tile = uint64_t{N} * N * 2;
+  uint32_t R = 0, CT = 0, PR = 0;
+  uint64_t best = ~0ull;
+  for (uint32_t ct = op.whole_columns ? op.Ct : 1; ct <= op.Ct; ++ct) {
+    if (ct > half) break;
+    const uint32_t r = std::min(op.M, half / ct);
+    // epilogue pieces: two buffers in at most half the arena
+    const uint32_t pr =
+        op.epi_row_bytes
+            ? static_cast<uint32_t>(std::min<uint64_t>(r, arena / 4 / (uint64_t{ct} * op.epi_row_bytes)))
+            : r;
+    if (pr < 1) continue;
+    const uint64_t left = arena - 2 * uint64_t{pr} * ct * op.epi_row_bytes;
+    uint32_t rr = r;  // rows shrink until one contraction tile of A and W double-buffers
+    while (rr > 1 && 2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) rr = (rr + 1) / 2;
+    if (2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) continue;
+    const uint64_t traffic = uint64_t{op.M} * op.Kt * N * ceil_div(op.Ct, ct) +
+                             uint64_t{op.Ct} * N * op.Kt * N * ceil_div(op.M, rr);
+    if (traffic < best) {
+      best = traffic;
+      R = rr;
+      CT = ct;
+      PR = std::min(pr, rr);
+    }
+  }
   UbArena a(ub_lo, ub_hi, static_cast<int>(N), op.name);
-  const uint32_t scratch = op.epi_row_bytes ? a.take(uint64_t{R} * CT * op.epi_row_bytes) : 0;
-  const uint64_t per_tile = (uint64_t{R} + uint64_t{CT} * N) * 2 * N;
+  if (!CT) a.take(arena + 1);  // throws, naming the op: does not fit
+  uint32_t scratch[2] = {0, 0};
+  if (op.epi_row_bytes)
+    for (auto& sc : scratch) sc = a.take(uint64_t{PR} * CT * op.epi_row_bytes);
+  const uint64_t per_tile = (uint64_t{R} * 2 * N + CT * tile);
   const uint32_t KG =
       static_cast<uint32_t>(std::min<uint64_t>(op.Kt, a.free() / (2 * per_tile + 128)));
-  if (KG < 1) a.take(a.free() + 1);  // throws, naming the op: does not fit
+  if (KG < 1) a.take(a.free() + 1);
   uint32_t abuf[2], wbuf[2];
   for (int i = 0; i < 2; ++i) {
     abuf[i] = a.take(uint64_t{R} * KG * N * 2);
     wbuf[i] = a.take(uint64_t{CT} * N * KG * N * 2);
   }
   const uint32_t KGN = KG * N, groups = ceil_div(op.Kt, KG);
-  for (uint32_t r0 = 0; r0 < op.M; r0 += R) {
-    const uint32_t rows = std::min(R, op.M - r0);
-    for (uint32_t c0 = 0; c0 < op.Ct; c0 += CT) {
-      const uint32_t ct = std::min(CT, op.Ct - c0), ctn = ct * N;
-      auto load = [&](uint32_t g) {
-        const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = g % 2;
-        b.dma_copy(hbm(op.a + uint64_t{r0} * op.a_pitch + uint64_t{g} * KGN * 2,
-                       {{kgn, 2}, {rows, int32_t(op.a_pitch)}}),
-                   ub(abuf[i], {{kgn, 2}, {rows, int32_t(KGN * 2)}}), 2);
-        if (op.w_by_column)
-          b.dma_copy(hbm(op.w + uint64_t{c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
-                         {{kgn, 2}, {ctn, int32_t(op.w_pitch)}}),
-                     ub(wbuf[i], {{kgn, 2}, {ctn, int32_t(KGN * 2)}}), 2);
-        else
-          b.dma_copy(hbm(op.w + uint64_t{g} * KGN * op.w_pitch + uint64_t{c0} * N * 2,
-                         {{ctn, 2}, {kgn, int32_t(op.w_pitch)}}),
-                     ub(wbuf[i], {{ctn, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
-        b.signal(isa::Unit::kDma);
-      };
-      load(0);
-      for (uint32_t g = 0; g < groups; ++g) {
-        if (g + 1 < groups) load(g + 1);
-        const uint32_t kg = std::min(KG, op.Kt - g * KG), i = g % 2;
-        for (uint32_t kt = 0; kt < kg; ++kt)
-          for (uint32_t c = 0; c < ct; ++c) {
-            if (op.w_by_column)
-              b.mxu_ldw(wbuf[i] + (c * N * KGN + kt * N) * 2, KGN * 2, true);
-            else
-              b.mxu_ldw(wbuf[i] + (kt * N * CT * N + c * N) * 2, CT * N * 2);
-            b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, rows, c * R);
-          }
-        b.signal(isa::Unit::kMxu);
-      }
-      epi({r0, rows, c0, ct, R, scratch});
+  struct Blk {
+    uint32_t r0, rows, c0, ct, acc0;
+  };
+  std::vector<Blk> blocks;
+  for (uint32_t r0 = 0; r0 < op.M; r0 += R)
+    for (uint32_t c0 = 0; c0 < op.Ct; c0 += CT)
+      blocks.push_back({r0, std::min(R, op.M - r0), c0, std::min(CT, op.Ct - c0),
+                        static_cast<uint32_t>(blocks.size() % 2) * half});
+  uint32_t slot = 0;
+  auto emit_mm = [&](const Blk& k) {
+    const uint32_t ctn = k.ct * N;
+    std::vector<uint32_t> slots;  // the buffer each group was loaded into
+    auto load = [&](uint32_t g) {
+      const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = slot++ % 2;
+      slots.push_back(i);
+      b.dma_copy(hbm(op.a + uint64_t{k.r0} * op.a_pitch + uint64_t{g} * KGN * 2,
+                     {{kgn, 2}, {k.rows, int32_t(op.a_pitch)}}),
+                 ub(abuf[i], {{kgn, 2}, {k.rows, int32_t(KGN * 2)}}), 2);
+      if (op.w_by_column)
+        b.dma_copy(hbm(op.w + uint64_t{k.c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
+                       {{kgn, 2}, {ctn, int32_t(op.w_pitch)}}),
+                   ub(wbuf[i], {{kgn, 2}, {ctn, int32_t(KGN * 2)}}), 2);
+      else
+        b.dma_copy(hbm(op.w + uint64_t{g} * KGN * op.w_pitch + uint64_t{k.c0} * N * 2,
+                       {{ctn, 2}, {kgn, int32_t(op.w_pitch)}}),
+                   ub(wbuf[i], {{ctn, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
+      b.signal(isa::Unit::kDma);
+    };
+    load(0);
+    for (uint32_t g = 0; g < groups; ++g) {
+      if (g + 1 < groups) load(g + 1);
+      const uint32_t kg = std::min(KG, op.Kt - g * KG), i = slots[g];
+      for (uint32_t kt = 0; kt < kg; ++kt)
+        for (uint32_t c = 0; c < k.ct; ++c) {
+          if (op.w_by_column)
+            b.mxu_ldw(wbuf[i] + (c * N * KGN + kt * N) * 2, KGN * 2, true);
+          else
+            b.mxu_ldw(wbuf[i] + (kt * N * CT * N + c * N) * 2, CT * N * 2);
+          b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c * R);
+        }
+      b.signal(isa::Unit::kMxu);
+    }
+  };
+  // Pipelined: block k + 1's matmul is emitted before block k's epilogue, and each piece's
+  // load before the piece before it runs.
+  uint32_t piece = 0;
+  emit_mm(blocks[0]);
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    if (k + 1 < blocks.size()) emit_mm(blocks[k + 1]);
+    const Blk& bk = blocks[k];
+    std::vector<Block> pieces;
+    for (uint32_t p0 = 0; p0 < bk.rows; p0 += PR, ++piece)
+      pieces.push_back({bk.r0 + p0, std::min(PR, bk.rows - p0), bk.c0, bk.ct, R,
+                        scratch[piece % 2], bk.acc0, p0});
+    if (epi.load) epi.load(pieces[0]);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      if (epi.load && i + 1 < pieces.size()) epi.load(pieces[i + 1]);
+      epi.run(pieces[i]);
     }
   }
+  return std::string(op.name) + ": [" + std::to_string(op.M) + " x " + std::to_string(op.Kt * N) +
+         "] x [" + std::to_string(op.Kt * N) + " x " + std::to_string(op.Ct * N) + "]" +
+         (op.w_by_column ? " (weight tiles transposed, MXU.LDW t)" : "") + "; row blocks of " +
+         std::to_string(R) + ", column groups of " + std::to_string(CT) + " tiles, contraction " +
+         std::to_string(op.Kt) + " tiles in groups of " + std::to_string(KG) + "; " +
+         std::to_string(best * 2) + " operand bytes from HBM; epilogue pieces of " +
+         std::to_string(PR) + " rows, 2 x " + std::to_string(uint64_t{PR} * CT * op.epi_row_bytes) +
+         " bytes of UB";
 }
 
 // The HBM planner's interval first-fit: each buffer takes the lowest offset (32-byte aligned)
@@ -275,6 +340,9 @@ void DenseStackStep::compile() {
     stats_.phases.push_back({name, b.size(), 0});
     phase_start.push_back(b.stats());
   };
+  auto note = [&](const std::string& text) {
+    plan_.push_back(stats_.phases.back().name + "  " + text);
+  };
   // Global UB: powers, lr_t, metrics, labels, class constants, one layer's bias.
   UbArena global(0, chip_.ub_bytes, static_cast<int>(N), "setup");
   const uint32_t ub_powers = global.take(2 * row4n), ub_lrt = global.take(row4n);
@@ -339,12 +407,12 @@ void DenseStackStep::compile() {
     if (!last) {
       op.epi_row_bytes = row2n;
       const uint64_t out = x_addr(l);
-      emit_matmul(b, op, arena_lo, arena_hi, chip_.acc_rows, [&](const Block& k) {
+      note(emit_matmul(b, op, arena_lo, arena_hi, chip_.acc_rows, {nullptr, [&](const Block& k) {
         const uint32_t pitch = k.ct * row2n;
         for (uint32_t c = 0; c < k.ct; ++c) {
           b.vpu_ld(kF32, 4, ub_bias + (k.c0 + c) * row4n);
           for (uint32_t r = 0; r < k.rows; ++r) {
-            b.vpu_ld(kAcc, 3, c * k.R + r);
+            b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
             b.vpu_op(Fn::kAdd, 3, 3, 4);
             if (relu) b.vpu_op(Fn::kMax, 3, 3, 0);
             b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
@@ -355,24 +423,25 @@ void DenseStackStep::compile() {
                    hbm(out + (uint64_t{k.r0} * P[l] + k.c0 * N) * 2,
                        {{k.ct * N, 2}, {k.rows, int32_t(P[l] * 2)}}),
                    2);
-      });
+      }}));
       continue;
     }
     // the softmax layer: every class tile in one group; scratch per row: logits / exps (fp32),
     // d logits (bf16), probabilities (fp32, evaluate)
     op.whole_columns = true;
-    if (chip_.acc_rows < Cc)
+    if (chip_.acc_rows / 2 < Cc)
       throw std::invalid_argument("the softmax layer's " + std::to_string(D[l]) +
-                                  " classes need more ACC rows than the chip's " +
-                                  std::to_string(chip_.acc_rows));
+                                  " classes need more ACC rows than half the chip's " +
+                                  std::to_string(chip_.acc_rows) + " (a sample's row per " +
+                                  "class tile, double-buffered)");
     op.epi_row_bytes = row4n + row2n + (train ? 0 : row4n);
     const uint64_t dz = train ? transient("dz" + std::to_string(L)) : 0;
     const float inv_b = 1.0f / static_cast<float>(B);
-    emit_matmul(b, op, arena_lo, arena_hi, chip_.acc_rows, [&](const Block& k) {
+    note(emit_matmul(b, op, arena_lo, arena_hi, chip_.acc_rows, {nullptr, [&](const Block& k) {
       if (k.ct != Cc) throw std::logic_error("softmax group split");
       // fp32 rows first (4N-aligned), then the bf16 d logits
-      const uint32_t zrow = k.scratch, prow = zrow + k.R * Cc * row4n,
-                     drow = prow + (train ? 0 : k.R * Cc * row4n);
+      const uint32_t zrow = k.scratch, prow = zrow + k.rows * Cc * row4n,
+                     drow = prow + (train ? 0 : k.rows * Cc * row4n);
       for (uint32_t r = 0; r < k.rows; ++r) {
         const uint32_t smp = k.r0 + r;
         const uint32_t z_at = zrow + r * Cc * row4n, d_at = drow + r * Cc * row2n,
@@ -386,7 +455,7 @@ void DenseStackStep::compile() {
         }
         // z = acc + b, masked to -inf beyond the classes; running max in V3
         for (uint32_t c = 0; c < Cc; ++c) {
-          b.vpu_ld(kAcc, 7, c * k.R + r);
+          b.vpu_ld(kAcc, 7, k.acc0 + c * k.R + k.ar0 + r);
           b.vpu_ld(kF32, 8, ub_bias + c * row4n);
           b.vpu_op(Fn::kAdd, 7, 7, 8);
           b.vpu_ld(kF32, 8, ub_consts + (Cc + c) * row4n);
@@ -455,7 +524,7 @@ void DenseStackStep::compile() {
                    hbm(Y.probs + uint64_t{k.r0} * Cpad * 4,
                        {{Cpad, 4}, {k.rows, int32_t(Cpad * 4)}}),
                    4);
-    });
+    }}));
   }
   b.vpu_lif(15, static_cast<float>(B));
   b.vpu_op(Fn::kDiv, 1, 1, 15);
@@ -467,11 +536,12 @@ void DenseStackStep::compile() {
   // ---- backward ----
   if (train) {
     const AdamRegs ar;
-    // optimizer epilogue on a [rows][ct N] block of a tensor in HBM rows of `pitch` elements
-    // (W^T or the bias as one row): the gradient from the ACC; w16: the bf16 copy (0: none)
-    auto update = [&](const Block& k, uint64_t w, uint64_t m, uint64_t v, uint64_t w16,
-                      uint32_t pitch) {
-      const uint32_t cn = k.ct * N, n4 = k.R * k.ct * row4n;
+    // optimizer epilogue on a [rows][ct N] piece of a tensor in HBM rows of `pitch` elements
+    // (W^T or the bias as one row): `load` w, m, v into the scratch, else the update with the
+    // gradient from the ACC and the stores; w16: the bf16 copy (0: none)
+    auto update = [&](bool load, const Block& k, uint64_t w, uint64_t m, uint64_t v,
+                      uint64_t w16, uint32_t pitch) {
+      const uint32_t cn = k.ct * N, n4 = k.rows * k.ct * row4n;
       const uint32_t uw = k.scratch, um = uw + n4, uv = um + n4, u16 = uv + n4;
       const uint64_t off = uint64_t{k.r0} * pitch + k.c0 * N;
       auto rows4 = [&](uint64_t base) {
@@ -480,14 +550,17 @@ void DenseStackStep::compile() {
       auto urows = [&](uint32_t base, int e) {
         return ub(base, {{cn, e}, {k.rows, int32_t(cn * e)}});
       };
-      b.dma_copy(rows4(w), urows(uw, 4), 4);
-      b.dma_copy(rows4(m), urows(um, 4), 4);
-      if (adam) b.dma_copy(rows4(v), urows(uv, 4), 4);
-      b.signal(isa::Unit::kDma);
+      if (load) {
+        b.dma_copy(rows4(w), urows(uw, 4), 4);
+        b.dma_copy(rows4(m), urows(um, 4), 4);
+        if (adam) b.dma_copy(rows4(v), urows(uv, 4), 4);
+        b.signal(isa::Unit::kDma);
+        return;
+      }
       for (uint32_t r = 0; r < k.rows; ++r)
         for (uint32_t c = 0; c < k.ct; ++c) {
           const uint32_t e = r * cn + c * N;
-          b.vpu_ld(kAcc, ar.g, c * k.R + r);
+          b.vpu_ld(kAcc, ar.g, k.acc0 + c * k.R + k.ar0 + r);
           b.vpu_ld(kF32, ar.w, uw + e * 4);
           b.vpu_ld(kF32, ar.m, um + e * 4);
           if (adam) {
@@ -537,17 +610,21 @@ void DenseStackStep::compile() {
         op.epi_row_bytes = 2 * row2n;
         const bool relu = spec_.layers[l - 2].relu;
         const uint64_t x = x_addr(l - 1), out = transient("dz" + std::to_string(l - 1));
-        emit_matmul(b, op, arena_lo, arena_hi, chip_.acc_rows, [&](const Block& k) {
-          const uint32_t pitch = k.ct * row2n, xs = k.scratch + k.R * pitch;
+        auto load_x = [&](const Block& k) {  // x_{l-1} of the piece, for the relu mask
+          const uint32_t pitch = k.ct * row2n, xs = k.scratch + k.rows * pitch;
           const uint64_t off = uint64_t{k.r0} * P[l - 1] + k.c0 * N;
-          if (relu) {
-            b.dma_copy(hbm(x + off * 2, {{k.ct * N, 2}, {k.rows, int32_t(P[l - 1] * 2)}}),
-                       ub(xs, {{k.ct * N, 2}, {k.rows, int32_t(pitch)}}), 2);
-            b.signal(isa::Unit::kDma);
-          }
+          b.dma_copy(hbm(x + off * 2, {{k.ct * N, 2}, {k.rows, int32_t(P[l - 1] * 2)}}),
+                     ub(xs, {{k.ct * N, 2}, {k.rows, int32_t(pitch)}}), 2);
+          b.signal(isa::Unit::kDma);
+        };
+        Epilogue epi;
+        if (relu) epi.load = load_x;
+        epi.run = [&](const Block& k) {
+          const uint32_t pitch = k.ct * row2n, xs = k.scratch + k.rows * pitch;
+          const uint64_t off = uint64_t{k.r0} * P[l - 1] + k.c0 * N;
           for (uint32_t r = 0; r < k.rows; ++r)
             for (uint32_t c = 0; c < k.ct; ++c) {
-              b.vpu_ld(kAcc, 3, c * k.R + r);
+              b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
               if (relu) {
                 b.vpu_ld(kBf16, 4, xs + r * pitch + c * row2n);
                 b.vpu_op(Fn::kCmpLt, 4, 0, 4);
@@ -558,7 +635,8 @@ void DenseStackStep::compile() {
           b.signal(isa::Unit::kVpu);
           b.dma_copy(ub(k.scratch, {{k.ct * N, 2}, {k.rows, int32_t(pitch)}}),
                      hbm(out + off * 2, {{k.ct * N, 2}, {k.rows, int32_t(P[l - 1] * 2)}}), 2);
-        });
+        };
+        note(emit_matmul(b, op, arena_lo, arena_hi, chip_.acc_rows, epi));
       }
       // optimizer constants (the AdamRegs: b1 = momentum, lr_t = lr for SGD)
       if (adam) {
@@ -579,9 +657,10 @@ void DenseStackStep::compile() {
       dw.w_pitch = P[l - 1] * 2;
       dw.w_by_column = false;
       dw.epi_row_bytes = upd_bytes;
-      emit_matmul(b, dw, arena_lo, arena_hi, chip_.acc_rows, [&](const Block& k) {
-        update(k, R.w, R.w_m, R.w_v, R.w16, P[l - 1]);
-      });
+      note(emit_matmul(
+          b, dw, arena_lo, arena_hi, chip_.acc_rows,
+          {[&](const Block& k) { update(true, k, R.w, R.w_m, R.w_v, R.w16, P[l - 1]); },
+           [&](const Block& k) { update(false, k, R.w, R.w_m, R.w_v, R.w16, P[l - 1]); }}));
       // d b = 1^T dz: one row
       Matmul db;
       db.name = "Dense bias gradient";
@@ -594,9 +673,9 @@ void DenseStackStep::compile() {
       db.w_pitch = P[l] * 2;
       db.w_by_column = false;
       db.epi_row_bytes = upd_bytes;
-      emit_matmul(b, db, arena_lo, arena_hi, chip_.acc_rows, [&](const Block& k) {
-        update(k, R.b, R.b_m, R.b_v, 0, P[l]);
-      });
+      note(emit_matmul(b, db, arena_lo, arena_hi, chip_.acc_rows,
+                       {[&](const Block& k) { update(true, k, R.b, R.b_m, R.b_v, 0, P[l]); },
+                        [&](const Block& k) { update(false, k, R.b, R.b_m, R.b_v, 0, P[l]); }}));
     }
   }
 
@@ -617,6 +696,7 @@ void DenseStackStep::compile() {
     ph.dma = s1.per_unit[0] - s0.per_unit[0];
     ph.macs = (s1.mxu_rows - s0.mxu_rows) * N * N;
     ph.dma_elements = s1.dma_elements - s0.dma_elements;
+    ph.hbm_bytes = s1.hbm_bytes - s0.hbm_bytes;
   }
   stats_.instructions = program_.size();
   stats_.executed = isa::executed_count(program_);
@@ -630,7 +710,15 @@ void DenseStackStep::compile() {
   stats_.vpu = bs.per_unit[2];
   stats_.macs = bs.mxu_rows * N * N;
   stats_.dma_elements = bs.dma_elements;
+  stats_.hbm_bytes = bs.hbm_bytes;
   mxu_bound_ = bs.mxu_rows + bs.mxu_ldw * N;
+}
+
+uint64_t DenseStackStep::bound_cycles() const {
+  uint64_t sum = 0;
+  for (const auto& p : stats_.phases)
+    sum += std::max({p.mxu_bound, p.vpu, p.hbm_bytes / kHbmBytesPerCycle});
+  return sum;
 }
 
 std::vector<uint8_t> DenseStackStep::program_bytes() const {

@@ -165,6 +165,7 @@ void ProgramBuilder::dma_copy(const DmaWalk& src, const DmaWalk& dst, int e) {
   Instruction i;
   i.op = isa::Opcode::kDmaCopy;
   stats_.dma_elements += src.elements();
+  stats_.hbm_bytes += src.elements() * e * ((src.space == isa::Space::kHbm) + (dst.space == isa::Space::kHbm));
   i.src_space = src.space;
   i.dst_space = dst.space;
   i.elem_bytes = static_cast<uint8_t>(e);

@@ -47,6 +47,7 @@ struct BuilderStats {
   uint64_t mxu_rows = 0;      // activation rows streamed by MXU.MM (one cycle each at best)
   uint64_t mxu_ldw = 0;       // weight tiles loaded (N rows each)
   uint64_t dma_elements = 0;  // elements moved by DMA.COPY (a word a cycle on contiguous runs)
+  uint64_t hbm_bytes = 0;     // HBM bytes DMA.COPY reads and writes (the memory's bound)
 };
 
 class ProgramBuilder {

@@ -110,4 +110,35 @@ compiler::CnnSpec lowerable_spec(const std::vector<Layer>& layers) {
   return spec;
 }
 
+bool is_dense_stack(const std::vector<Layer>& layers) {
+  return !layers.empty() && layers.front().kind == Layer::Kind::kFlatten;
+}
+
+compiler::DenseStackSpec dense_stack_spec(const std::vector<Layer>& layers) {
+  auto bad = [](const std::string& why) { throw std::invalid_argument("compile: " + why); };
+  if (!is_dense_stack(layers))
+    bad("a Dense stack starts with Flatten (the Dense-stack compiler; docs/compiler.md)");
+  const auto in = layers.front().input_shape;
+  if (in[0] == 0) bad("layer 0 (Flatten) needs input_shape");
+  compiler::DenseStackSpec spec;
+  spec.inputs = in[0] * in[1] * in[2];
+  for (size_t i = 1; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    const std::string at = "layer " + std::to_string(i) + " (" + kind_name(l.kind) + ")";
+    if (l.kind == Layer::Kind::kDropout)
+      bad(at + ": Dropout is not lowered by the Dense-stack compiler (docs/compiler.md, "
+          "\"Supported ops\")");
+    if (l.kind != Layer::Kind::kDense)
+      bad(at + ": after Flatten only Dense layers are lowered (docs/compiler.md)");
+    const bool last = i + 1 == layers.size();
+    if (last && l.activation != "softmax")
+      bad(at + ": the last Dense layer's activation must be softmax, not '" + l.activation + "'");
+    if (!last && l.activation != "relu" && l.activation != "" && l.activation != "linear")
+      bad(at + ": activation must be relu or linear, not '" + l.activation + "'");
+    spec.layers.push_back({l.units, l.activation == "relu"});
+  }
+  if (spec.layers.empty()) bad("the model has no Dense layer after Flatten");
+  return spec;
+}
+
 }  // namespace tessera::keras

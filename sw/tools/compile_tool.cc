@@ -8,20 +8,110 @@
 #include <iomanip>
 #include <memory>
 #include <ostream>
+#include <sstream>
 
 #include "sw/compiler/graph.h"
 #include "tessera/asm.h"
 #include "tessera/compiler.h"
+#include "tessera/dense_step.h"
 #include "tessera/driver.h"
+#include "tessera/keras.h"
 #include "tessera/model_file.h"
 
 namespace tessera::tools {
+
+namespace {
+
+void print_stats(std::ostream& out, const compiler::StepStats& st, uint64_t mxu, uint64_t vpu) {
+  out << "== program: " << st.instructions << " instructions (" << st.instructions * 16
+      << " bytes, " << st.loops << " REPEAT loops; " << st.executed
+      << " executed, loop bodies unrolled), DMA " << st.dma << ", MXU " << st.mxu << ", VPU "
+      << st.vpu << "; sync: " << st.waits << " WAIT, " << st.signals << " SIGNAL; " << st.macs
+      << " MACs; " << st.dma_elements << " DMA elements\n";
+  for (const auto& p : st.phases)
+    out << "  " << std::left << std::setw(10) << p.name << std::right << std::setw(9)
+        << p.instructions << " instructions, MXU bound " << std::setw(8) << p.mxu_bound << ", VPU "
+        << std::setw(8) << p.vpu << ", DMA elements " << std::setw(8) << p.dma_elements << "\n";
+  out << "  bound: MXU " << mxu << " cycles, VPU " << vpu << " cycles\n";
+}
+
+int write_asm(const CompileOptions& o, const std::vector<isa::Instruction>& prog,
+              std::ostream& out, std::ostream& err) {
+  if (o.asm_out.empty()) return 0;
+  std::ofstream f(o.asm_out);
+  if (!f) {
+    err << "tessera compile: cannot write " << o.asm_out << "\n";
+    return 2;
+  }
+  for (const auto& i : prog) f << assembler::disassemble(i) << "\n";
+  out << "wrote " << o.asm_out << "\n";
+  return 0;
+}
+
+std::string hex(uint64_t v) {
+  std::ostringstream s;
+  s << "0x" << std::hex << std::setw(8) << std::setfill('0') << v;
+  return s.str();
+}
+
+// A Dense stack: DenseStackStep's op-by-op lowering, its HBM plan (persistent tensors, then the
+// liveness planner's transients with their phase intervals) and the program.
+int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec,
+                  std::ostream& out, std::ostream& err) {
+  const driver::DeviceConfig c = driver::chip_for_array(o.array);
+  const compiler::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
+  std::unique_ptr<compiler::DenseStackStep> step;
+  try {
+    step = std::make_unique<compiler::DenseStackStep>(
+        spec, compiler::OptimizerSpec{}, chip, o.batch, 0,
+        o.evaluate ? compiler::StepKind::kEvaluate : compiler::StepKind::kTrain);
+  } catch (const std::exception& e) {
+    err << "tessera compile: " << e.what() << "\n";
+    return 2;
+  }
+  if (o.dump) {
+    out << "== 1 layers (DenseStackStep: lowered op by op)\n  input [" << o.batch << ", "
+        << spec.inputs << "] bf16\n";
+    for (size_t l = 0; l < spec.layers.size(); ++l) {
+      const bool last = l + 1 == spec.layers.size();
+      out << "  dense" << l + 1 << " = Dense(" << spec.layers[l].units << ", "
+          << (last ? "softmax" : spec.layers[l].relu ? "relu" : "linear") << ")\n";
+    }
+    out << "\n== 2 lower (one tiled MXU matmul per op, N = " << c.n << ", UB " << c.ub_bytes
+        << " bytes, " << c.acc_rows << " ACC rows)\n";
+    for (const auto& line : step->lowering_plan()) out << "  " << line << "\n";
+    const auto& Y = step->layout();
+    out << "\n== 3 memory (HBM plan, base 0)\n";
+    out << "  " << hex(Y.images) << "  images bf16 [Bpad][P0]\n  " << hex(Y.labels)
+        << "  labels f32 [Bpad]\n";
+    for (size_t l = 0; l < Y.layers.size(); ++l)
+      out << "  " << hex(Y.layers[l].w) << "  dense" << l + 1
+          << " W^T f32 [Up][Kp], m, v, bf16 copy; bias f32 [Up], m, v\n";
+    out << "  " << hex(Y.powers) << "  powers f32 [2][N]\n  " << hex(Y.consts)
+        << "  consts f32 [2Cc][N]\n  " << hex(Y.ones) << "  ones bf16 [Bpad]\n  "
+        << hex(Y.metrics) << "  metrics f32 [2][N]\n  " << hex(Y.probs)
+        << "  probs f32 [Bpad][Cpad]\n";
+    out << "  transients (phases: fwd1.. = 1.., bwd_l = 2L + 1 - l): " << Y.transient_bytes
+        << " bytes planned for " << Y.transient_unshared << " bytes of buffers\n";
+    for (const auto& t : Y.transients)
+      out << "    " << hex(t.addr) << "  " << std::left << std::setw(6) << t.name << std::right
+          << std::setw(10) << t.bytes << " bytes, live in phases " << t.first << ".." << t.last
+          << "\n";
+    out << "  total " << Y.bytes << " bytes\n\n";
+  }
+  print_stats(out, step->stats(), step->mxu_bound_cycles(), step->vpu_bound_cycles());
+  return write_asm(o, step->program(), out, err);
+}
+
+}  // namespace
 
 int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) {
   compiler::CnnSpec s;
   if (!o.model.empty()) {
     try {
-      s = keras::lowerable_spec(keras::load_model_description(o.model).layers);
+      const auto layers = keras::load_model_description(o.model).layers;
+      if (keras::is_dense_stack(layers)) return compile_dense(o, keras::dense_stack_spec(layers), out, err);
+      s = keras::lowerable_spec(layers);
     } catch (const keras::ModelFileError& e) {
       err << "tessera compile: " << e.what() << "\n";
       return 2;
@@ -64,28 +154,8 @@ int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) 
           << std::setfill(' ') << "  " << r.first << "\n";
     out << "  total " << L.bytes << " bytes\n\n";
   }
-  const compiler::StepStats& st = step->stats();
-  out << "== program: " << st.instructions << " instructions (" << st.instructions * 16
-      << " bytes, " << st.loops << " REPEAT loops; " << st.executed
-      << " executed, loop bodies unrolled), DMA " << st.dma << ", MXU " << st.mxu << ", VPU "
-      << st.vpu << "; sync: " << st.waits << " WAIT, " << st.signals << " SIGNAL; " << st.macs
-      << " MACs; " << st.dma_elements << " DMA elements\n";
-  for (const auto& p : st.phases)
-    out << "  " << std::left << std::setw(10) << p.name << std::right << std::setw(9)
-        << p.instructions << " instructions, MXU bound " << std::setw(8) << p.mxu_bound << ", VPU "
-        << std::setw(8) << p.vpu << ", DMA elements " << std::setw(8) << p.dma_elements << "\n";
-  out << "  bound: MXU " << step->mxu_bound_cycles() << " cycles, VPU " << step->vpu_bound_cycles()
-      << " cycles\n";
-  if (!o.asm_out.empty()) {
-    std::ofstream f(o.asm_out);
-    if (!f) {
-      err << "tessera compile: cannot write " << o.asm_out << "\n";
-      return 2;
-    }
-    for (const auto& i : step->program()) f << assembler::disassemble(i) << "\n";
-    out << "wrote " << o.asm_out << "\n";
-  }
-  return 0;
+  print_stats(out, step->stats(), step->mxu_bound_cycles(), step->vpu_bound_cycles());
+  return write_asm(o, step->program(), out, err);
 }
 
 }  // namespace tessera::tools

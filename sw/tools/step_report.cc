@@ -12,7 +12,12 @@ namespace tessera::tools {
 
 std::vector<PhaseTiming> phase_timings(const compiler::CnnTrainStep& step, uint64_t prog_addr,
                                        const driver::RunReport& run) {
-  const auto& ph = step.stats().phases;
+  return phase_timings(step.stats(), prog_addr, run);
+}
+
+std::vector<PhaseTiming> phase_timings(const compiler::StepStats& stats, uint64_t prog_addr,
+                                       const driver::RunReport& run) {
+  const auto& ph = stats.phases;
   std::vector<PhaseTiming> out(ph.size());
   for (size_t p = 0; p < ph.size(); ++p) {
     out[p].name = ph[p].name;

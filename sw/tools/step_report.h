@@ -26,6 +26,9 @@ struct PhaseTiming {
 // Maps the run's samples to the step's phases (`prog_addr`: where the program is loaded).
 std::vector<PhaseTiming> phase_timings(const compiler::CnnTrainStep& step, uint64_t prog_addr,
                                        const driver::RunReport& run);
+// The same for any compiled step's phases (DenseStackStep's fwd_l / bwd_l).
+std::vector<PhaseTiming> phase_timings(const compiler::StepStats& stats, uint64_t prog_addr,
+                                       const driver::RunReport& run);
 // The per-phase table (text).
 std::string phase_report(const std::vector<PhaseTiming>& phases, int n);
 // Chrome Trace Event JSON: program phases, and per unit its UNIT_STATE intervals (instructions

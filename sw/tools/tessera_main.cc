@@ -143,6 +143,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   trn->add_option("--stop-after", tr.stop_after, "stop after this step (checkpointed)");
   trn->add_flag("!--no-progress", tr.progress, "no progress bar");
+  trn->add_option("--optimizer", tr.optimizer, "Dense stacks: adam or sgd")
+      ->check(CLI::IsMember({"adam", "sgd"}))
+      ->capture_default_str();
+  trn->add_option("--lr", tr.lr, "Dense stacks: learning rate (default: Adam 1e-3, SGD 0.01)");
+  trn->add_option("--momentum", tr.momentum, "Dense stacks: SGD momentum")
+      ->capture_default_str();
   trn->add_option(
       "--dump-init", tr.dump_init,
       "write the initial weights and the sample order here (for the PyTorch reference)");

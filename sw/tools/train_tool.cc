@@ -25,6 +25,7 @@
 #include "tessera/checkpoint.h"
 #include "tessera/keras.h"
 #include "tessera/model_file.h"
+#include "sw/tools/train_dense.h"
 #include "tessera/metrics.h"
 #include "tessera/mpi_ring.h"
 #include "tessera/plot.h"
@@ -318,6 +319,21 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
       err << "tessera train: " << e.what() << "\n";
       return 2;
     }
+  }
+  if (keras::is_dense_stack(model_desc.layers)) {  // the Dense-stack compiler's model
+    compiler::DenseStackSpec spec;
+    try {
+      spec = keras::dense_stack_spec(model_desc.layers);
+    } catch (const std::exception& e) {
+      err << "tessera train: " << opt.model << ": " << e.what() << "\n";
+      return 2;
+    }
+    return train_dense(opt, model_desc, spec, out, err);
+  }
+  if (opt.optimizer != "adam" || opt.lr != 0) {
+    err << "tessera train: the example CNN trains with Adam 1e-3 (--optimizer/--lr are for "
+           "Dense stacks)\n";
+    return 2;
   }
   try {
     keras::lowerable_spec(model_desc.layers);

@@ -40,6 +40,10 @@ struct TrainOptions {
   // conv_bias.f32, dense_kernel.f32, dense_bias.f32) and the training sample order (order.u32:
   // the sample ids of every step) into this folder, for tests/reference/train_ref.py.
   std::string dump_init;
+  // Dense stacks (--model with a Flatten first): the optimizer, adam or sgd; lr 0 is the
+  // default (Adam 1e-3, SGD 0.01); SGD's momentum. The example CNN trains with Adam 1e-3.
+  std::string optimizer = "adam";
+  float lr = 0, momentum = 0;
 };
 
 int train(const TrainOptions& opt, std::ostream& out, std::ostream& err);

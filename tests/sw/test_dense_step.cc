@@ -170,7 +170,7 @@ TEST(DenseStackStep, RefusesWhatItCannotLower) {
   bad.kind = compiler::OptimizerSpec::Kind::kSgd;
   bad.momentum = 1.5f;
   EXPECT_THROW(compiler::DenseStackStep(ok, bad, chip, 4, 0), std::invalid_argument);
-  // 200 classes need 50 ACC rows a sample at N = 4: fine; 400 need 100 > 64
+  // 100 classes need 25 ACC rows a sample at N = 4: fine; 400 need 100 > 64 / 2
   compiler::DenseStackSpec wide = none;
   wide.layers = {{400, false}};
   try {

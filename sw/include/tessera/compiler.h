@@ -117,6 +117,7 @@ struct StepStats {
   uint64_t dma = 0, mxu = 0, vpu = 0;  // instructions per unit (sync included)
   uint64_t macs = 0;                   // MXU.MM rows x N x N
   uint64_t dma_elements = 0;           // elements the DMA moves (a word a cycle on runs)
+  uint64_t hbm_bytes = 0;              // HBM bytes the DMA reads and writes
   struct Phase {
     std::string name;
     uint64_t first_instruction = 0, instructions = 0;  // in the program
@@ -125,6 +126,7 @@ struct StepStats {
     uint64_t dma = 0;        // DMA instructions
     uint64_t macs = 0;
     uint64_t dma_elements = 0;
+    uint64_t hbm_bytes = 0;
   };
   std::vector<Phase> phases;
 };

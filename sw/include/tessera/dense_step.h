@@ -99,6 +99,14 @@ class DenseStackStep {
   std::vector<uint8_t> program_bytes() const;
   const StepStats& stats() const { return stats_; }
   uint64_t mxu_bound_cycles() const { return mxu_bound_; }
+  uint64_t vpu_bound_cycles() const { return stats_.vpu; }
+  // HBM bytes over the pseudo-channel's peak, 16 B a cycle (docs/memory.md).
+  uint64_t dma_bound_cycles() const { return stats_.hbm_bytes / kHbmBytesPerCycle; }
+  // The step's bound: per phase the largest of its MXU, VPU and DMA bounds, summed.
+  uint64_t bound_cycles() const;
+  static constexpr uint64_t kHbmBytesPerCycle = 16;
+  // One line per lowered matmul: its phase, shapes and tiling (tessera compile --dump).
+  const std::vector<std::string>& lowering_plan() const { return plan_; }
   // The HBM from the first state tensor to the end of the constants: what rtl and functional
   // runs compare byte for byte.
   std::pair<uint64_t, uint64_t> state_range() const;
@@ -128,6 +136,7 @@ class DenseStackStep {
   std::vector<isa::Instruction> program_;
   StepStats stats_;
   uint64_t mxu_bound_ = 0;
+  std::vector<std::string> plan_;
 };
 
 // Glorot-uniform kernels and zero biases from a seed (the generator of glorot_init), zero state.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tessera/compiler.h"
+#include "tessera/dense_step.h"
 #include "tessera/data.h"
 #include "tessera/driver.h"
 
@@ -53,6 +54,12 @@ const char* kind_name(Layer::Kind k);
 // the compiler's spec; anything else throws std::invalid_argument naming the layer and the
 // argument. Sequential::compile and `tessera compile --model` use it.
 compiler::CnnSpec lowerable_spec(const std::vector<Layer>& layers);
+// A Flatten -> Dense(relu | linear)* -> Dense(softmax) stack (the first layer a Flatten with
+// the input_shape) as the Dense-stack compiler's spec (tessera/dense_step.h); anything else
+// throws std::invalid_argument naming the layer and the argument. is_dense_stack: the stack
+// starts with Flatten (so it is this compiler's to accept or refuse, not CnnTrainStep's).
+bool is_dense_stack(const std::vector<Layer>& layers);
+compiler::DenseStackSpec dense_stack_spec(const std::vector<Layer>& layers);
 
 struct Adam {
   float learning_rate = 1e-3f, beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;

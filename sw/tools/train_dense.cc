@@ -1,0 +1,280 @@
+// tessera train --model FILE for a Dense stack (Flatten -> Dense ... -> Dense(softmax)):
+// compiles the step with DenseStackStep, trains on the chosen backend, evaluates on the test
+// set and writes the run folder: metrics.csv, summary.json and the trained weights in the
+// export format (docs/training.md, "Weight export") with the test probabilities of the first
+// images, which tests/reference/dense_export_check.py reproduces in PyTorch.
+#include "sw/tools/train_dense.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "harness/fp_ref.h"
+#include "sw/runlog/file_util.h"
+#include "sw/tools/step_report.h"
+#include "tessera/data.h"
+#include "tessera/dense_step.h"
+#include "tessera/driver.h"
+
+namespace tessera::tools {
+namespace {
+
+std::vector<uint8_t> dev_read(void* ctx, uint64_t addr, size_t bytes) {
+  return static_cast<driver::Device*>(ctx)->read(addr, bytes);
+}
+
+std::string g9(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string f32_bytes(const std::vector<float>& v) {
+  std::string s(v.size() * 4, '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint32_t b = fp::bits(v[i]);
+    for (int k = 0; k < 4; ++k) s[i * 4 + k] = static_cast<char>(b >> (8 * k));
+  }
+  return s;
+}
+
+// A compiled step on a device: the program and its HBM.
+struct Compiled {
+  std::unique_ptr<compiler::DenseStackStep> step;
+  uint64_t prog = 0;
+};
+
+Compiled compile_on(driver::Device& dev, const compiler::DenseStackSpec& spec,
+                    const compiler::OptimizerSpec& opt, uint32_t batch, compiler::StepKind kind,
+                    const compiler::DenseStackStep::Layout* share) {
+  const auto& c = dev.config();
+  const compiler::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
+  Compiled k;
+  const uint64_t base = dev.alloc(compiler::DenseStackStep::data_bytes(spec, chip, batch));
+  k.step = std::make_unique<compiler::DenseStackStep>(spec, opt, chip, batch, base, kind, share);
+  k.prog = dev.load_program(k.step->program_bytes());
+  return k;
+}
+
+}  // namespace
+
+void export_dense_weights(const std::string& dir, const std::string& model_name,
+                          const compiler::DenseStackSpec& spec, const compiler::DenseParams& p) {
+  runlog::make_dirs(dir);
+  std::ostringstream m;
+  m << "{\n  \"format\": \"tessera-dense-weights-1\",\n  \"model\": \"" << model_name
+    << "\",\n  \"inputs\": " << spec.inputs << ",\n  \"layers\": [\n";
+  uint32_t in = spec.inputs;
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const auto& d = spec.layers[l];
+    const std::string k = "dense" + std::to_string(l) + "_kernel.f32",
+                      b = "dense" + std::to_string(l) + "_bias.f32";
+    runlog::write_file_atomically(dir + "/" + k, f32_bytes(p.kernel[l]));
+    runlog::write_file_atomically(dir + "/" + b, f32_bytes(p.bias[l]));
+    const bool last = l + 1 == spec.layers.size();
+    m << "    {\"class_name\": \"Dense\", \"units\": " << d.units << ", \"activation\": \""
+      << (last ? "softmax" : d.relu ? "relu" : "linear") << "\", \"kernel\": {\"file\": \"" << k
+      << "\", \"shape\": [" << in << ", " << d.units << "]}, \"bias\": {\"file\": \"" << b
+      << "\", \"shape\": [" << d.units << "]}}" << (last ? "\n" : ",\n");
+    in = d.units;
+  }
+  m << "  ]\n}\n";
+  runlog::write_file_atomically(dir + "/manifest.json", m.str());
+}
+
+int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
+                const compiler::DenseStackSpec& spec, std::ostream& out, std::ostream& err) {
+  auto refuse = [&](const std::string& why) {
+    err << "tessera train: " << opt.model << ": " << why << "\n";
+    return 2;
+  };
+  if (opt.chips != 1) return refuse("--chips: data parallelism runs the example CNN only");
+  if (opt.backend == "sampled") return refuse("--backend sampled runs the example CNN only");
+  if (!opt.resume.empty()) return refuse("--resume: Dense-stack runs are not checkpointed");
+  compiler::OptimizerSpec os;
+  if (opt.optimizer == "sgd") {
+    os.kind = compiler::OptimizerSpec::Kind::kSgd;
+    os.lr = opt.lr > 0 ? opt.lr : 0.01f;
+    os.momentum = opt.momentum;
+  } else {
+    os.lr = opt.lr > 0 ? opt.lr : 1e-3f;
+  }
+  const auto in = model.layers.front().input_shape;
+  data::Dataset train_ds, test_ds;
+  driver::DeviceConfig dc, ec;
+  std::unique_ptr<driver::Device> dev, edev;
+  Compiled tr;
+  try {
+    const std::string dir = opt.data.empty() ? data::default_data_dir() : opt.data;
+    train_ds = data::load_mnist(dir, data::Split::kTrain);
+    test_ds = data::load_mnist(dir, data::Split::kTest);
+    if (train_ds.rows != in[0] || train_ds.cols != in[1] || in[2] != 1)
+      return refuse("input_shape " + std::to_string(in[0]) + "x" + std::to_string(in[1]) + "x" +
+                    std::to_string(in[2]) + " does not match the dataset's " +
+                    std::to_string(train_ds.rows) + "x" + std::to_string(train_ds.cols) + "x1");
+    dc = driver::chip_for_array(opt.array);
+    dc.backend = driver::parse_backend(opt.backend);
+    dc.arith = driver::parse_arith(opt.arith);
+    dc.channels = opt.channels;
+    dev = driver::Device::open(dc);
+    tr = compile_on(*dev, spec, os, opt.batch, compiler::StepKind::kTrain, nullptr);
+    ec = dc;
+    ec.backend = driver::parse_backend(opt.eval_backend);
+    if (ec.backend != dc.backend) edev = driver::Device::open(ec);
+  } catch (const std::exception& e) {
+    return refuse(e.what());
+  }
+  driver::Device& evd = edev ? *edev : *dev;
+  const compiler::DenseParams init = compiler::glorot_init(spec, opt.seed);
+  for (const auto& w : tr.step->state_image(init, compiler::zero_opt_state(spec)))
+    dev->write(w.first, w.second);
+  if (!opt.dump_init.empty()) {  // the initial weights, for tests/reference/dense_ref.py
+    export_dense_weights(opt.dump_init, model.name, spec, init);
+    out << "wrote the initial weights to " << opt.dump_init << "\n";
+  }
+
+  data::PipelineConfig pc;
+  pc.batch = opt.batch;
+  pc.seed = opt.seed;
+  data::Pipeline pipe(train_ds, pc);
+  const uint64_t steps = opt.steps ? opt.steps : opt.epochs * pipe.batches_per_epoch();
+  const std::string run_dir = opt.out.empty() ? "runs/dense" : opt.out;
+  runlog::make_dirs(run_dir);
+  std::ostringstream csv;
+  csv << "step,epoch,loss,accuracy,cycles\n";
+  std::vector<uint64_t> cycles;
+  const auto t0 = std::chrono::steady_clock::now();
+  float loss = 0, correct = 0;
+  out << "model " << model.name << ": " << spec.inputs;
+  for (const auto& l : spec.layers) out << " -> Dense(" << l.units << (l.relu ? ", relu)" : ")");
+  out << ", " << (os.kind == compiler::OptimizerSpec::Kind::kAdam ? "Adam" : "SGD") << " lr "
+      << os.lr << ", batch " << opt.batch << ", " << steps << " steps on "
+      << driver::backend_name(dc.backend) << " N = " << dc.n << "\n";
+  for (uint64_t s = 0; s < steps; ++s) {
+    const data::Batch batch = pipe.next();
+    for (const auto& w : tr.step->batch_image(data::images_to_bf16(batch), batch.labels))
+      dev->write(w.first, w.second);
+    driver::RunReport rep;
+    // the first step on the rtl chip is sampled: the per-phase cycle report and timeline
+    const bool profile = s == 0 && dc.backend == driver::Backend::kRtl;
+    dev->set_sampling(profile ? 256 : 0);
+    try {
+      rep = dev->run(tr.prog, 2'000'000'000);
+      if (profile) {
+        const auto phases = phase_timings(tr.step->stats(), tr.prog, rep);
+        std::ostringstream r;
+        const auto& st = tr.step->stats();
+        r << "step 0: " << rep.cycles << " cycles; bound " << tr.step->bound_cycles()
+          << " cycles (per phase the largest of MXU, VPU, DMA; "
+          << g9(double(rep.cycles) / double(tr.step->bound_cycles())) << "x); unit bounds: MXU "
+          << tr.step->mxu_bound_cycles() << ", VPU " << tr.step->vpu_bound_cycles()
+          << ", DMA " << tr.step->dma_bound_cycles() << " (" << st.hbm_bytes
+          << " HBM bytes at " << compiler::DenseStackStep::kHbmBytesPerCycle
+          << " B/cycle), their sum " << g9(double(rep.cycles) /
+                                           double(tr.step->mxu_bound_cycles() +
+                                                  tr.step->vpu_bound_cycles() +
+                                                  tr.step->dma_bound_cycles()))
+          << "x of the step\n"
+          << phase_report(phases, dc.n) << "phase      MXU bound  VPU bound  DMA bound\n";
+        for (const auto& p : st.phases)
+          r << p.name << std::string(p.name.size() < 10 ? 10 - p.name.size() : 1, ' ')
+            << p.mxu_bound << "  " << p.vpu << "  " << p.hbm_bytes / 16 << "\n";
+        runlog::write_file_atomically(run_dir + "/cycle_report.txt", r.str());
+        write_chrome_trace(run_dir + "/timeline.json", phases, rep);
+      }
+    } catch (const std::exception& e) {
+      err << "tessera train: step " << s << ": " << e.what() << "\n";
+      return 1;
+    }
+    tr.step->read_metrics(dev_read, dev.get(), loss, correct);
+    cycles.push_back(rep.cycles);
+    csv << s << "," << batch.epoch << "," << g9(loss) << "," << g9(correct / opt.batch) << ","
+        << rep.cycles << "\n";
+    if (opt.progress && (s % 50 == 0 || s + 1 == steps))
+      out << "step " << s << " epoch " << batch.epoch << " loss " << loss << " accuracy "
+          << correct / opt.batch << (rep.cycles ? " cycles " + std::to_string(rep.cycles) : "")
+          << "\n";
+  }
+  const double train_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  compiler::DenseParams p;
+  compiler::DenseOptState st;
+  tr.step->read_state(dev_read, dev.get(), p, st);
+
+  // ---- test set: forward passes (the evaluation program reads the weights in place; on
+  // another backend the state is copied over first) ----
+  const uint32_t total = opt.eval_samples
+                             ? static_cast<uint32_t>(std::min<uint64_t>(opt.eval_samples,
+                                                                        test_ds.count))
+                             : test_ds.count;
+  const size_t px = size_t{test_ds.rows} * test_ds.cols;
+  Compiled holder;  // the weights' step on the evaluation device (edev)
+  const compiler::DenseStackStep::Layout* weights = &tr.step->layout();
+  if (edev) {
+    holder = compile_on(evd, spec, os, opt.batch, compiler::StepKind::kTrain, nullptr);
+    for (const auto& w : holder.step->state_image(p, st)) evd.write(w.first, w.second);
+    weights = &holder.step->layout();
+  }
+  std::vector<Compiled> evals;
+  auto eval_step = [&](uint32_t b) -> Compiled& {
+    for (auto& e : evals)
+      if (e.step->batch() == b) return e;
+    evals.push_back(compile_on(evd, spec, os, b, compiler::StepKind::kEvaluate, weights));
+    return evals.back();
+  };
+  double loss_sum = 0, hits = 0;
+  const uint32_t C = spec.classes(), keep = std::min<uint32_t>(total, 1000);
+  std::vector<float> probs;
+  for (uint32_t s0 = 0; s0 < total; s0 += opt.batch) {
+    const uint32_t b = std::min(opt.batch, total - s0);
+    Compiled& e = eval_step(b);
+    data::Batch batch;
+    batch.images.assign(test_ds.images.begin() + s0 * px, test_ds.images.begin() + (s0 + b) * px);
+    batch.labels.assign(test_ds.labels.begin() + s0, test_ds.labels.begin() + s0 + b);
+    for (const auto& w : e.step->batch_image(data::images_to_bf16(batch), batch.labels))
+      evd.write(w.first, w.second);
+    try {
+      evd.run(e.prog, 2'000'000'000);
+    } catch (const std::exception& ex) {
+      err << "tessera train: evaluation at test image " << s0 << ": " << ex.what() << "\n";
+      return 1;
+    }
+    float l = 0, c = 0;
+    e.step->read_metrics(dev_read, &evd, l, c);
+    loss_sum += double{l} * b;
+    hits += c;
+    if (s0 < keep) {
+      const auto pr = e.step->read_probabilities(dev_read, &evd);
+      const uint32_t take = std::min(b, keep - s0);
+      probs.insert(probs.end(), pr.begin(), pr.begin() + size_t{take} * C);
+    }
+  }
+  const double test_acc = hits / total, test_loss = loss_sum / total;
+  std::vector<uint64_t> sorted = cycles;
+  std::sort(sorted.begin(), sorted.end());
+  const uint64_t median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+
+  runlog::write_file_atomically(run_dir + "/metrics.csv", csv.str());
+  export_dense_weights(run_dir + "/weights", model.name, spec, p);
+  runlog::write_file_atomically(run_dir + "/weights/test_probs.f32", f32_bytes(probs));
+  std::ostringstream js;
+  js << "{\n  \"model\": \"" << model.name << "\",\n  \"compiler\": \"DenseStackStep\",\n"
+     << "  \"backend\": \"" << driver::backend_name(dc.backend) << "\",\n  \"array\": " << dc.n
+     << ",\n  \"batch\": " << opt.batch << ",\n  \"steps\": " << steps
+     << ",\n  \"seed\": " << opt.seed << ",\n  \"final_loss\": " << g9(loss)
+     << ",\n  \"test_samples\": " << total << ",\n  \"test_loss\": " << g9(test_loss)
+     << ",\n  \"test_accuracy\": " << g9(test_acc) << ",\n  \"median_step_cycles\": " << median
+     << ",\n  \"train_seconds\": " << g9(train_s) << ",\n  \"test_probs_images\": " << keep
+     << "\n}\n";
+  runlog::write_file_atomically(run_dir + "/summary.json", js.str());
+  out << "test accuracy " << test_acc << " loss " << test_loss << " (" << total << " images)";
+  if (median) out << ", median step " << median << " cycles";
+  out << "\nwrote " << run_dir << "/{summary.json,metrics.csv,weights/}\n";
+  return 0;
+}
+
+}  // namespace tessera::tools

@@ -1,0 +1,26 @@
+// tessera train for Dense stacks (sw/tools/train_dense.cc; docs/training.md, "Dense stacks").
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "sw/tools/train_tool.h"
+#include "tessera/dense_step.h"
+#include "tessera/model_file.h"
+
+namespace tessera::tools {
+
+// Trains `spec` (from `model`) as TrainOptions say; the run folder gets metrics.csv,
+// summary.json and weights/ (export_dense_weights plus test_probs.f32). Exit status 0, 1 (a
+// device fault) or 2 (an option the Dense path does not take, a bad dataset).
+int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
+                const compiler::DenseStackSpec& spec, std::ostream& out, std::ostream& err);
+
+// The weight export (docs/training.md, "Weight export"): DIR/manifest.json (format
+// "tessera-dense-weights-1", the layers with units, activation and their tensors' files and
+// shapes) and one raw little-endian fp32 file per tensor, kernels [inputs][units] (Keras's
+// layout; PyTorch's Linear.weight is its transpose).
+void export_dense_weights(const std::string& dir, const std::string& model_name,
+                          const compiler::DenseStackSpec& spec, const compiler::DenseParams& p);
+
+}  // namespace tessera::tools

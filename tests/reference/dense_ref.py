@@ -1,0 +1,305 @@
+#!/usr/bin/python3
+"""Independent PyTorch reference for the Dense stacks Tessera compiles (DenseStackStep).
+
+Reads the weight export of `tessera train` (docs/training.md, "Weight export"):
+    DIR/manifest.json   {"format": "tessera-dense-weights-1", "inputs": K, "layers": [
+                         {"units", "activation", "kernel": {"file", "shape"}, "bias": {...}}]}
+    DIR/<file>.f32      raw little-endian float32; kernels [inputs][units] (Keras layout)
+
+Modes:
+  selftest             the hand-written forward/backward (fp32, no rounding) against torch
+                       autograd on nn.Linear layers
+  export-check RUN     loads RUN/weights into a plain torch nn.Sequential (Linear.weight =
+                       kernel^T) and checks its softmax on the first test images against
+                       RUN/weights/test_probs.f32, the chip's (fp32 in torch; the chip rounds
+                       MXU operands to bf16, so agreement is to that rounding)
+  train                the same model in fp32 PyTorch from the same initial weights and sample
+                       order for E epochs: the accuracy comparison
+  loss-match           trains from an initial-weights export (tessera train --dump-init) on the
+                       sample order of `tessera data-order` with Adam (Keras form), the chip's
+                       rounding points (bf16 MXU operands and activations) and the MXU's
+                       accumulation order (mxu_matmul), and compares the per-step loss with a
+                       metrics.csv (exp and log are libm's: the chip's VPU polynomials differ
+                       by an ulp or so)
+
+Only the standard library, numpy and torch are used.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def bf16_round(x):
+    """Round fp32 to the nearest bf16 value (ties to even), as fp32."""
+    u = x.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    r = torch.where(r >= 0x80000000, r - 0x100000000, r)
+    return r.to(torch.int32).view(torch.float32).reshape(x.shape)
+
+
+def read_idx(path):
+    for p in (path, path + ".gz"):
+        if os.path.exists(p):
+            with open(p, "rb") as f:
+                head = f.read(2)
+            opener = gzip.open if head == b"\x1f\x8b" else open
+            with opener(p, "rb") as f:
+                data = f.read()
+            magic = struct.unpack(">I", data[:4])[0]
+            nd = magic & 0xFF
+            dims = struct.unpack(">" + "I" * nd, data[4:4 + 4 * nd])
+            return np.frombuffer(data[4 + 4 * nd:], dtype=np.uint8).reshape(dims)
+    raise FileNotFoundError(path)
+
+
+def load(data_dir, split):
+    pre = "train" if split == "train" else "t10k"
+    x = read_idx(os.path.join(data_dir, pre + "-images-idx3-ubyte"))
+    y = read_idx(os.path.join(data_dir, pre + "-labels-idx1-ubyte"))
+    return x.reshape(len(x), -1), y
+
+
+def load_weights(d):
+    with open(os.path.join(d, "manifest.json")) as f:
+        m = json.load(f)
+    if m.get("format") != "tessera-dense-weights-1":
+        raise ValueError("%s: not a tessera-dense-weights-1 export" % d)
+    layers = []
+    for l in m["layers"]:
+        k = np.fromfile(os.path.join(d, l["kernel"]["file"]), dtype="<f4")
+        b = np.fromfile(os.path.join(d, l["bias"]["file"]), dtype="<f4")
+        k = torch.from_numpy(k.copy()).reshape(l["kernel"]["shape"])
+        b = torch.from_numpy(b.copy()).reshape(l["bias"]["shape"])
+        layers.append((k, b, l["activation"]))
+    return m, layers
+
+
+def pixels(x_u8):
+    return torch.from_numpy(x_u8.astype(np.float32)) / 255.0
+
+
+def mxu_matmul(a, b, n):
+    """a @ b as the MXU and its ACC compute it (docs/numerics.md): bf16 operands, every product
+    exact in fp32, each N-long piece of the contraction summed from +0 in order, the pieces
+    added to the running fp32 sum in order."""
+    K = a.shape[1]
+    acc = None
+    for t0 in range(0, K, n):
+        piece = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
+        for k in range(t0, min(t0 + n, K)):
+            piece = piece + a[:, k:k + 1] * b[k:k + 1, :]
+        acc = piece if acc is None else acc + piece
+    return acc
+
+
+def forward_backward(layers, x, labels, rnd, mm=lambda a, b: a @ b):
+    """Loss, correct count and gradients with rounding `rnd` at the chip's points and the
+    matmul `mm`."""
+    B = x.shape[0]
+    acts = [rnd(x)]
+    zs = []
+    for i, (k, b, act) in enumerate(layers):
+        z = mm(acts[-1], rnd(k)) + b
+        zs.append(z)
+        if i + 1 < len(layers):
+            acts.append(rnd(torch.relu(z) if act == "relu" else z))
+    logits = zs[-1]
+    m = logits.max(dim=1, keepdim=True).values
+    lse = torch.log(torch.exp((logits - m).double()).sum(dim=1)).float()
+    zl = (logits - m)[torch.arange(B), labels]
+    loss = float((lse.double() - zl.double()).mean())
+    correct = int((zl == 0).sum())
+    p = torch.softmax(logits.double(), dim=1).float()
+    onehot = torch.zeros_like(p)
+    onehot[torch.arange(B), labels] = 1
+    dz = rnd((p - onehot) * np.float32(1.0 / B))
+    grads = [None] * len(layers)
+    for i in range(len(layers) - 1, -1, -1):
+        k, b, _ = layers[i]
+        gk = mm(dz.t(), acts[i]).t()
+        gb = mm(torch.ones(1, B), dz)[0]
+        grads[i] = (gk, gb)
+        if i > 0:
+            dx = mm(dz, rnd(k).t())
+            if layers[i - 1][2] == "relu":
+                dx = torch.where(acts[i] > 0, dx, torch.zeros_like(dx))
+            dz = rnd(dx)
+    return loss, correct, grads
+
+
+def selftest():
+    torch.manual_seed(0)
+    dims = [13, 9, 7, 5]
+    layers = [(torch.randn(dims[i], dims[i + 1]) * 0.3, torch.randn(dims[i + 1]) * 0.1,
+               "relu" if i < 1 else ("linear" if i < 2 else "softmax")) for i in range(3)]
+    x = torch.rand(6, dims[0])
+    y = torch.tensor([0, 1, 2, 3, 4, 0])
+    loss, _, grads = forward_backward(layers, x, y, lambda t: t)
+    params = [(k.clone().requires_grad_(), b.clone().requires_grad_()) for k, b, _ in layers]
+    h = x
+    for i, (k, b) in enumerate(params):
+        h = torch.nn.functional.linear(h, k.t(), b)
+        if layers[i][2] == "relu":
+            h = torch.relu(h)
+    ref = torch.nn.functional.cross_entropy(h, y)
+    ref.backward()
+    ok = abs(ref.item() - loss) < 1e-5
+    for (gk, gb), (k, b) in zip(grads, params):
+        ok &= torch.allclose(gk, k.grad, atol=1e-5) and torch.allclose(gb, b.grad, atol=1e-5)
+    print("selftest", "ok" if ok else "FAILED", "loss", loss, ref.item())
+    return 0 if ok else 1
+
+
+def export_check(run, data_dir, tol):
+    _, layers = load_weights(os.path.join(run, "weights"))
+    probs = np.fromfile(os.path.join(run, "weights", "test_probs.f32"), dtype="<f4")
+    C = layers[-1][0].shape[1]
+    n = len(probs) // C
+    x, _ = load(data_dir, "test")
+    model = torch.nn.Sequential(torch.nn.Flatten())
+    for k, b, act in layers:
+        lin = torch.nn.Linear(k.shape[0], k.shape[1])
+        with torch.no_grad():
+            lin.weight.copy_(k.t())
+            lin.bias.copy_(b)
+        model.append(lin)
+        if act == "relu":
+            model.append(torch.nn.ReLU())
+    model.append(torch.nn.Softmax(dim=1))
+    with torch.no_grad():
+        p = model(pixels(x[:n])).numpy()
+    chip = probs.reshape(n, C)
+    diff = float(np.abs(p - chip).max())
+    agree = float((p.argmax(1) == chip.argmax(1)).mean())
+    print("export-check: %d images, max |p_torch - p_chip| = %.3g, argmax agreement %.4f"
+          % (n, diff, agree))
+    return 0 if diff <= tol and agree >= 0.99 else 1
+
+
+def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n):
+    _, layers = load_weights(init)
+    x, y = load(data_dir, "train")
+    order = np.fromfile(order_file, dtype="<u4")
+    with open(metrics) as f:
+        rows = [l.strip().split(",") for l in f.readlines()[1:]]
+    chip = [float(r[2]) for r in rows]
+    steps = min(steps, len(chip), len(order) // batch)
+    b1, b2, eps = np.float32(0.9), np.float32(0.999), np.float32(1e-7)
+    state = [[torch.zeros_like(k), torch.zeros_like(k), torch.zeros_like(b), torch.zeros_like(b)]
+             for k, b, _ in layers]
+    p1 = p2 = np.float32(1.0)
+    worst = 0.0
+    for s in range(steps):
+        ids = order[s * batch:(s + 1) * batch]
+        xb = pixels(x[ids])
+        loss, _, grads = forward_backward(layers, xb, torch.from_numpy(y[ids].astype(np.int64)),
+                                          bf16_round, lambda a, b: mxu_matmul(a, b, n))
+        rel = abs(loss - chip[s]) / max(abs(chip[s]), 1e-12)
+        if os.environ.get("DENSE_REF_VERBOSE"):
+            print("step %d torch %.7f chip %.7f rel %.2e" % (s, loss, chip[s], rel))
+        worst = max(worst, rel)
+        p1 = np.float32(p1 * b1)
+        p2 = np.float32(p2 * b2)
+        lr_t = np.float32(lr) * np.float32(np.sqrt(np.float32(1) - p2) / (np.float32(1) - p1))
+        new = []
+        for (k, b, act), (gk, gb), st in zip(layers, grads, state):
+            out = []
+            for w, g, m, v in ((k, gk, st[0], st[1]), (b, gb, st[2], st[3])):
+                m.mul_(b1).add_(g * (1 - b1))
+                v.mul_(b2).add_(g * g * (1 - b2))
+                out.append(w - lr_t * m / (torch.sqrt(v) + eps))
+            new.append((out[0], out[1], act))
+        layers = new
+    print("loss-match: %d steps, worst relative difference %.3g (tolerance %g)" % (steps, worst, tol))
+    return 0 if worst <= tol else 1
+
+
+def train(init, order_file, data_dir, epochs, batch, lr):
+    """The same model in plain fp32 PyTorch arithmetic (no bf16 rounding), trained from the
+    initial-weights export on the chip run's sample order (tessera data-order) with Adam
+    (Keras form); prints the test accuracy and loss."""
+    _, layers = load_weights(init)
+    x, y = load(data_dir, "train")
+    xt, yt = load(data_dir, "test")
+    order = np.fromfile(order_file, dtype="<u4")
+    steps = min(len(order) // batch, epochs * (len(x) // batch))
+    b1, b2, eps = np.float32(0.9), np.float32(0.999), np.float32(1e-7)
+    state = [[torch.zeros_like(k), torch.zeros_like(k), torch.zeros_like(b), torch.zeros_like(b)]
+             for k, b, _ in layers]
+    p1 = p2 = np.float32(1.0)
+    ident = lambda t: t
+    for s in range(steps):
+        ids = order[s * batch:(s + 1) * batch]
+        _, _, grads = forward_backward(layers, pixels(x[ids]),
+                                       torch.from_numpy(y[ids].astype(np.int64)), ident)
+        p1 = np.float32(p1 * b1)
+        p2 = np.float32(p2 * b2)
+        lr_t = np.float32(lr) * np.float32(np.sqrt(np.float32(1) - p2) / (np.float32(1) - p1))
+        new = []
+        for (k, b, act), (gk, gb), st in zip(layers, grads, state):
+            out = []
+            for w, g, m, v in ((k, gk, st[0], st[1]), (b, gb, st[2], st[3])):
+                m.mul_(b1).add_(g * (1 - b1))
+                v.mul_(b2).add_(g * g * (1 - b2))
+                out.append(w - lr_t * m / (torch.sqrt(v) + eps))
+            new.append((out[0], out[1], act))
+        layers = new
+    h = pixels(xt)
+    for i, (k, b, act) in enumerate(layers):
+        h = h @ k + b
+        if act == "relu":
+            h = torch.relu(h)
+    lab = torch.from_numpy(yt.astype(np.int64))
+    acc = float((h.argmax(1) == lab).float().mean())
+    loss = float(torch.nn.functional.cross_entropy(h, lab))
+    print("train: %d steps, test accuracy %.4f loss %.4f" % (steps, acc, loss))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="mode", required=True)
+    sub.add_parser("selftest")
+    e = sub.add_parser("export-check")
+    e.add_argument("run")
+    e.add_argument("--data", default=DATA)
+    e.add_argument("--tol", type=float, default=0.02)
+    m = sub.add_parser("loss-match")
+    m.add_argument("--init", required=True)
+    m.add_argument("--order", required=True)
+    m.add_argument("--metrics", required=True)
+    m.add_argument("--data", default=DATA)
+    m.add_argument("--steps", type=int, default=50)
+    m.add_argument("--batch", type=int, default=128)
+    m.add_argument("--lr", type=float, default=1e-3)
+    m.add_argument("--tol", type=float, default=1e-3)
+    m.add_argument("--array", type=int, default=16, help="the chip's N (the MXU's piece length)")
+    t = sub.add_parser("train")
+    t.add_argument("--init", required=True)
+    t.add_argument("--order", required=True)
+    t.add_argument("--data", default=DATA)
+    t.add_argument("--epochs", type=int, default=3)
+    t.add_argument("--batch", type=int, default=128)
+    t.add_argument("--lr", type=float, default=1e-3)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    if a.mode == "selftest":
+        return selftest()
+    if a.mode == "train":
+        return train(a.init, a.order, a.data, a.epochs, a.batch, a.lr)
+    if a.mode == "export-check":
+        return export_check(a.run, a.data, a.tol)
+    return loss_match(a.init, a.order, a.metrics, a.data, a.steps, a.batch, a.lr, a.tol, a.array)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
