@@ -19,8 +19,8 @@ Modes:
                        sample order of `tessera data-order` with Adam (Keras form), the chip's
                        rounding points (bf16 MXU operands and activations) and the MXU's
                        accumulation order (mxu_matmul), and compares the per-step loss with a
-                       metrics.csv (exp and log are libm's: the chip's VPU polynomials differ
-                       by an ulp or so)
+                       metrics.csv (the softmax as the chip's VPU sequence computes it,
+                       vpu_softmax; the reported loss's log is libm's)
 
 Only the standard library, numpy and torch are used.
 """
@@ -101,9 +101,54 @@ def mxu_matmul(a, b, n):
     return acc
 
 
-def forward_backward(layers, x, labels, rnd, mm=lambda a, b: a @ b):
-    """Loss, correct count and gradients with rounding `rnd` at the chip's points and the
-    matmul `mm`."""
+def f32(v):
+    return torch.tensor(v, dtype=torch.float32)
+
+
+def vpu_exp(x):
+    """exp(x) for x <= 0 as the chip's VPU sequence computes it (sw/compiler/vpu_math.cc:
+    Cody-Waite reduction by ln 2, the Cephes expf polynomial, 2^n in the exponent field), in
+    the same fp32 operations; x is fp32."""
+    x = torch.maximum(x, f32(-87.0))
+    n = torch.trunc(x * f32(1.44269504088896341) - f32(0.5)).to(torch.int32)
+    nf = n.to(torch.float32)
+    r = x - nf * f32(0.693359375)
+    r = r - nf * f32(-2.12194440e-4)
+    c = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+         5.0000001201e-1]
+    p = torch.full_like(r, c[0])
+    for k in range(1, 6):
+        p = p * r + f32(c[k])
+    p = p * (r * r)
+    p = p + r
+    p = p + f32(1.0)
+    two_n = ((n + 127) << 23).view(torch.float32)
+    return p * two_n
+
+
+def vpu_softmax(logits, n):
+    """The chip's softmax of fp32 logits [B][C]: classes padded to whole N-lane tiles (-inf),
+    e = vpu_exp(z - max), the tiles added lane by lane in order, then the lanes by the VPU's
+    pairwise rsum tree; p = e / sum."""
+    B, C = logits.shape
+    cpad = (C + n - 1) // n * n
+    z = torch.full((B, cpad), float("-inf"), dtype=torch.float32)
+    z[:, :C] = logits
+    m = z.max(dim=1, keepdim=True).values
+    e = vpu_exp(z - m)
+    e[:, C:] = 0
+    tiles = e.reshape(B, cpad // n, n)
+    acc = tiles[:, 0, :]
+    for t in range(1, cpad // n):
+        acc = acc + tiles[:, t, :]
+    while acc.shape[1] > 1:
+        acc = acc[:, 0::2] + acc[:, 1::2]
+    return (e / acc)[:, :C]
+
+
+def forward_backward(layers, x, labels, rnd, mm=lambda a, b: a @ b, softmax=None):
+    """Loss, correct count and gradients with rounding `rnd` at the chip's points, the matmul
+    `mm` and the softmax `softmax` (default torch's, in float64)."""
     B = x.shape[0]
     acts = [rnd(x)]
     zs = []
@@ -118,7 +163,7 @@ def forward_backward(layers, x, labels, rnd, mm=lambda a, b: a @ b):
     zl = (logits - m)[torch.arange(B), labels]
     loss = float((lse.double() - zl.double()).mean())
     correct = int((zl == 0).sum())
-    p = torch.softmax(logits.double(), dim=1).float()
+    p = torch.softmax(logits.double(), dim=1).float() if softmax is None else softmax(logits)
     onehot = torch.zeros_like(p)
     onehot[torch.arange(B), labels] = 1
     dz = rnd((p - onehot) * np.float32(1.0 / B))
@@ -202,7 +247,8 @@ def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n):
         ids = order[s * batch:(s + 1) * batch]
         xb = pixels(x[ids])
         loss, _, grads = forward_backward(layers, xb, torch.from_numpy(y[ids].astype(np.int64)),
-                                          bf16_round, lambda a, b: mxu_matmul(a, b, n))
+                                          bf16_round, lambda a, b: mxu_matmul(a, b, n),
+                                          lambda z: vpu_softmax(z, n))
         rel = abs(loss - chip[s]) / max(abs(chip[s]), 1e-12)
         if os.environ.get("DENSE_REF_VERBOSE"):
             print("step %d torch %.7f chip %.7f rel %.2e" % (s, loss, chip[s], rel))
