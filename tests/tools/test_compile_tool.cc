@@ -20,6 +20,7 @@
 #include "sw/compiler/graph.h"
 #include "tessera/asm.h"
 #include "tessera/compiler.h"
+#include "tessera/dense_step.h"
 #include "tessera/driver.h"
 
 namespace tessera {
@@ -150,6 +151,40 @@ TEST_F(CompileCli, ExampleModelFileIsTheDefaultAndEvaluateIsSmaller) {
   const assembler::AsmResult a = assembler::assemble(slurp("eval.s"), assembler::AsmOptions{4});
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a.bytes(), ev.program_bytes());
+}
+
+// A Dense stack (examples/models/mlp.json) goes to the Dense-stack compiler: --dump shows the
+// layers, one lowering line per matmul of every phase (fwd1, fwd2, bwd2 with the input, weight
+// and bias gradients, bwd1 without an input gradient), the HBM plan with the planner's
+// transients sharing bytes (fewer planned than the buffers' sum), and the program's size as the
+// in-process DenseStackStep has it; --asm reassembles to that program byte for byte.
+TEST_F(CompileCli, DenseStackDumpsItsLoweringAndPlan) {
+  std::string out, err;
+  ASSERT_EQ(tessera("compile --array 4 --batch 8 --dump --model examples/models/mlp.json --asm " +
+                        path("mlp.s"),
+                    out, err),
+            0)
+      << err;
+  compiler::DenseStackSpec spec;
+  spec.inputs = 784;
+  spec.layers = {{256, true}, {10, false}};
+  const driver::DeviceConfig c = driver::chip_for_array(4);
+  const compiler::DenseStackStep step(spec, {}, compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows},
+                                      8, 0);
+  for (const std::string want : std::vector<std::string>{
+           "== 1 layers", "dense1 = Dense(256, relu)", "dense2 = Dense(10, softmax)", "== 2 lower",
+        "fwd1  Dense forward: [8 x 784] x [784 x 256]", "fwd2  softmax layer: [8 x 256]",
+        "bwd2  Dense input gradient", "bwd2  Dense weight gradient: [10 x 8] x [8 x 256]",
+        "bwd2  Dense bias gradient", "bwd1  Dense weight gradient: [256 x 8] x [8 x 784]",
+        "bwd1  Dense bias gradient", "== 3 memory", "x1 ", "dz1 ", "dzT2 ",
+        "== program: " + std::to_string(step.program().size()) + " instructions"})
+    EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
+  EXPECT_EQ(out.find("bwd1  Dense input gradient"), std::string::npos);
+  EXPECT_EQ(step.lowering_plan().size(), 7u);
+  EXPECT_LT(step.layout().transient_bytes, step.layout().transient_unshared);
+  const assembler::AsmResult a = assembler::assemble(slurp("mlp.s"), assembler::AsmOptions{4});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a.bytes(), step.program_bytes());
 }
 
 TEST_F(CompileCli, UnwritableAsmFileExits2) {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -672,6 +673,104 @@ TEST_F(TrainTool, ModelFileOfTheExampleTrainsAsTheDefault) {
   expect_same_checkpoint(c1, c2);
   EXPECT_NE(read_file(path("file/summary.json")).find("\"model\": \"example_cnn\""),
             std::string::npos);
+}
+
+// A Dense stack (Flatten -> Dense(24, relu) -> Dense(10, softmax)) trains through the
+// Dense-stack compiler: on the rtl chip (N = 4) every step's loss and the exported weights are
+// bit-identical to the functional backend's; the first rtl step's cycle report names the
+// layers' phases; the weight export (manifest.json + raw fp32 tensors) reproduces the chip's
+// test probabilities in a host forward pass in double (tests/reference/dense_ref.py
+// export-check does the same in PyTorch, make test-long); what the Dense path does not take
+// is refused with exit status 2, naming the layer.
+TEST_F(TrainTool, DenseStackTrainsBitIdenticallyOnRtlAndExportsItsWeights) {
+  const std::string model = path("mlp.json");
+  {
+    std::ofstream f(model);
+    f << R"({"name": "tiny_mlp", "input_shape": [28, 28, 1], "layers": [
+      {"class_name": "Flatten"},
+      {"class_name": "Dense", "units": 24, "activation": "relu"},
+      {"class_name": "Dense", "units": 10, "activation": "softmax"}]})";
+  }
+  const std::string flags = "--model " + model + " --array 4 --steps 3 --batch 8 --seed 3 ";
+  const Result rf = train(flags + "--backend functional --out " + path("f"));
+  ASSERT_EQ(rf.status, 0) << rf.err;
+  const Result rr = train(flags + "--backend rtl --out " + path("r"));
+  ASSERT_EQ(rr.status, 0) << rr.err;
+  EXPECT_EQ(columns(read_file(path("f/metrics.csv")), 3),
+            columns(read_file(path("r/metrics.csv")), 3));
+  for (const char* t : {"dense0_kernel.f32", "dense0_bias.f32", "dense1_kernel.f32",
+                        "dense1_bias.f32"}) {
+    const std::string a = read_file(path("f/weights/") + t);
+    EXPECT_FALSE(a.empty()) << t;
+    EXPECT_EQ(a, read_file(path("r/weights/") + t)) << t;
+  }
+  const std::string report = read_file(path("r/cycle_report.txt"));
+  for (const char* phase : {"fwd1", "fwd2", "bwd2", "bwd1"})
+    EXPECT_NE(report.find(phase), std::string::npos) << report;
+  EXPECT_NE(read_file(path("f/summary.json")).find("\"compiler\": \"DenseStackStep\""),
+            std::string::npos);
+
+  // the export: a host forward pass from the files alone
+  const std::string manifest = read_file(path("f/weights/manifest.json"));
+  EXPECT_NE(manifest.find("tessera-dense-weights-1"), std::string::npos);
+  EXPECT_NE(manifest.find("\"shape\": [784, 24]"), std::string::npos) << manifest;
+  auto floats = [&](const std::string& file) {
+    const std::string b = read_file(path("f/weights/") + file);
+    std::vector<float> v(b.size() / 4);
+    std::memcpy(v.data(), b.data(), v.size() * 4);
+    return v;
+  };
+  const auto k0 = floats("dense0_kernel.f32"), b0 = floats("dense0_bias.f32");
+  const auto k1 = floats("dense1_kernel.f32"), b1 = floats("dense1_bias.f32");
+  const auto probs = floats("test_probs.f32");
+  ASSERT_EQ(k0.size(), 784u * 24);
+  ASSERT_EQ(probs.size(), 64u * 10);  // --eval-samples 64
+  std::ifstream img(kData + "/t10k-images-idx3-ubyte", std::ios::binary);
+  std::string pixels;
+  if (img) {
+    pixels = read_file(kData + "/t10k-images-idx3-ubyte").substr(16);
+  } else {
+    const Result un = sh("(gzip -dc " + kData + "/t10k-images-idx3-ubyte.gz | head -c " +
+                         std::to_string(16 + 64 * 784) + " > " + path("t10k.raw") + ")");
+    ASSERT_EQ(un.status, 0) << un.err;
+    pixels = read_file(path("t10k.raw")).substr(16);
+  }
+  double worst = 0;
+  for (int s = 0; s < 64; ++s) {
+    std::vector<double> h(24), z(10);
+    for (int u = 0; u < 24; ++u) {
+      double a = b0[u];
+      for (int k = 0; k < 784; ++k)
+        a += static_cast<uint8_t>(pixels[s * 784 + k]) / 255.0 * k0[k * 24 + u];
+      h[u] = std::max(a, 0.0);
+    }
+    double m = -1e300, sum = 0;
+    for (int c = 0; c < 10; ++c) {
+      z[c] = b1[c];
+      for (int u = 0; u < 24; ++u) z[c] += h[u] * k1[u * 10 + c];
+      m = std::max(m, z[c]);
+    }
+    for (int c = 0; c < 10; ++c) sum += std::exp(z[c] - m);
+    for (int c = 0; c < 10; ++c)
+      worst = std::max(worst, std::fabs(std::exp(z[c] - m) / sum - probs[s * 10 + c]));
+  }
+  EXPECT_LT(worst, 2e-2);  // the chip rounds MXU operands and activations to bf16
+
+  // refusals: a Dropout layer (named), data parallelism
+  const std::string drop = path("drop.json");
+  {
+    std::ofstream f(drop);
+    f << R"({"name": "d", "input_shape": [28, 28, 1], "layers": [{"class_name": "Flatten"},
+      {"class_name": "Dense", "units": 8, "activation": "relu"},
+      {"class_name": "Dropout", "rate": 0.5},
+      {"class_name": "Dense", "units": 10, "activation": "softmax"}]})";
+  }
+  const Result d = train("--model " + drop + " --steps 1 --out " + path("d"));
+  EXPECT_EQ(d.status, 2);
+  EXPECT_NE(d.err.find("layer 2 (Dropout)"), std::string::npos) << d.err;
+  const Result c = train("--model " + model + " --chips 2 --steps 1 --out " + path("c"));
+  EXPECT_EQ(c.status, 2);
+  EXPECT_NE(c.err.find("--chips"), std::string::npos) << c.err;
 }
 
 // The sampled backend: every step on the functional model, every K-th also on the rtl chip from
