@@ -114,6 +114,8 @@ test-long: build
 	TESSERA_FP_VECTORS=20000000 $(BUILD)/tests/test_fpu
 	TESSERA_FP_VECTORS=20000000 $(BUILD)/tests/test_fp_divsqrt
 	tests/reference/compare_with_torch.sh 200 128
+	/usr/bin/python3 tests/reference/dense_ref.py selftest
+	tests/reference/dense_loss_match.sh 50 128
 
 # The regression again under other draws of the RTL's random start state (TESSERA_RAND_SEED,
 # harness/sim_ctrl.h): a block that depends on a register its reset does not set, or a test

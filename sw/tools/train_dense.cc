@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -142,7 +143,15 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   pc.seed = opt.seed;
   data::Pipeline pipe(train_ds, pc);
   const uint64_t steps = opt.steps ? opt.steps : opt.epochs * pipe.batches_per_epoch();
-  const std::string run_dir = opt.out.empty() ? "runs/dense" : opt.out;
+  std::string run_dir = opt.out;
+  if (run_dir.empty()) {  // runs/<timestamp>-<model>, as the CNN's runs/<timestamp>
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+    run_dir = "runs/" + std::string(buf) + "-" + model.name;
+  }
   runlog::make_dirs(run_dir);
   std::ostringstream csv;
   csv << "step,epoch,loss,accuracy,cycles\n";

@@ -169,13 +169,20 @@ const BadInputCase kCases[] = {
      "$D/model_kernel.json: layers[0] (Conv2D): 'kernel_size' must be an integer from 1 to 7, "
      "not 11",
      "out"},
-    {"model the chip compiler does not lower", TRAIN QUICK SMALL OUT "--model $D/model_mlp.json",
-     2, "$D/model_mlp.json: compile: layer 0 is Flatten, expected Conv2D", "out"},
+    {"model the CNN compiler does not lower", TRAIN QUICK SMALL OUT "--model $D/model_2conv.json",
+     2, "$D/model_2conv.json: compile: layer 2 is Conv2D, expected Flatten", "out"},
+    {"Dense stack with a layer not lowered", TRAIN QUICK SMALL OUT "--model $D/model_drop.json",
+     2, "$D/model_drop.json: compile: layer 2 (Dropout): Dropout is not lowered", "out"},
+    {"Dense stack: data parallelism", TRAIN QUICK SMALL OUT "--model $D/model_mlp.json --chips 2",
+     2, "$D/model_mlp.json: --chips: data parallelism runs the example CNN only", "out"},
     {"model for other images than the data's", TRAIN QUICK SMALL OUT "--model $D/model_32.json",
      2, "$D/small/train-images-idx3-ubyte.gz: offset 0x8: images are 28x28, the model takes 32x32",
      "out"},
-    {"compile: model file not lowered", "compile --model $D/model_mlp.json", 2,
-     "tessera compile: $D/model_mlp.json: compile: layer 0 is Flatten, expected Conv2D", ""},
+    {"compile: model file not lowered", "compile --model $D/model_2conv.json", 2,
+     "tessera compile: $D/model_2conv.json: compile: layer 2 is Conv2D, expected Flatten", ""},
+    {"compile: Dense stack not lowered", "compile --model $D/model_drop.json", 2,
+     "tessera compile: $D/model_drop.json: compile: layer 2 (Dropout): Dropout is not lowered",
+     ""},
     // ---- tessera run ----
     {"illegal instruction (rtl)", "run $D/illegal.bin --backend rtl --dump 0x0:16=$D/dump.bin", 1,
      "chip fault ILLEGAL_INSTRUCTION at pc 0xf000000 (address 0x0, info 0xffffffff) at cycle ",
@@ -354,6 +361,12 @@ make('data_empty', 'train-labels-idx1-ubyte', b'')
                R"({"input_shape": [28, 28, 1], "layers": [{"class_name": "Conv2D",
                    "filters": 8, "kernel_size": 11}, {"class_name": "MaxPool2D"}, )" + head);
     write_file(dir_ + "/model_mlp.json", R"({"input_shape": [28, 28, 1], "layers": [)" + head);
+    write_file(dir_ + "/model_2conv.json",
+               R"({"input_shape": [28, 28, 1], "layers": [)" + conv + conv + head);
+    write_file(dir_ + "/model_drop.json", R"({"input_shape": [28, 28, 1], "layers": [
+        {"class_name": "Flatten"}, {"class_name": "Dense", "units": 16, "activation": "relu"},
+        {"class_name": "Dropout", "rate": 0.5}, {"class_name": "Dense", "units": 10,
+        "activation": "softmax"}]})");
     write_file(dir_ + "/model_32.json", R"({"input_shape": [32, 32, 1], "layers": [)" + conv + head);
     write_file(dir_ + "/truncated.tsr", ckpt.substr(0, ckpt.size() / 2));
     std::string badcrc = ckpt;
