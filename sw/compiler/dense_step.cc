@@ -590,11 +590,27 @@ void DenseStackStep::compile() {
       const LayerRegions& R = Y.layers[l - 1];
       const uint64_t dz = transient("dz" + std::to_string(l));
       const uint64_t dzt = transient("dzT" + std::to_string(l));
-      // dz^T [D_l][Bpad]: the activation rows of the weight gradient (an HBM-to-HBM walk)
-      for (uint32_t u0 = 0; u0 < D[l]; u0 += 65535 / Bpad) {
-        const uint32_t nu = std::min(D[l] - u0, 65535 / Bpad);
-        b.dma_copy(hbm(dz + uint64_t{u0} * 2, {{Bpad, int32_t(P[l] * 2)}, {nu, 2}}),
-                   hbm(dzt + uint64_t{u0} * Bpad * 2, {{Bpad, 2}, {nu, int32_t(Bpad * 2)}}), 2);
+      // dz^T [D_l][Bpad], the activation rows of the weight gradient, through the UB in blocks
+      // of rb samples: dz rows in (contiguous runs), transposed UB to UB, out as runs of rb
+      {
+        UbArena t(arena_lo, arena_hi, static_cast<int>(N), "Dense gradient transpose");
+        const uint64_t per_sample = uint64_t{P[l]} * 2;
+        const uint32_t Rb = static_cast<uint32_t>(std::min<uint64_t>(
+            {Bpad, 65535, std::max<uint64_t>(1, (t.free() - 512) / (4 * per_sample))}));
+        uint32_t in[2], tr[2];
+        for (int i = 0; i < 2; ++i) {
+          in[i] = t.take(uint64_t{Rb} * per_sample);
+          tr[i] = t.take(uint64_t{Rb} * per_sample);
+        }
+        for (uint32_t b0 = 0, i = 0; b0 < Bpad; b0 += Rb, i ^= 1) {
+          const uint32_t rb = std::min(Rb, Bpad - b0);
+          b.dma_copy(hbm(dz + uint64_t{b0} * per_sample, {{P[l], 2}, {rb, int32_t(per_sample)}}),
+                     ub(in[i], {{P[l], 2}, {rb, int32_t(per_sample)}}), 2);
+          b.dma_copy(ub(in[i], {{rb, int32_t(per_sample)}, {D[l], 2}}),
+                     ub(tr[i], {{rb, 2}, {D[l], int32_t(rb * 2)}}), 2);
+          b.dma_copy(ub(tr[i], {{rb, 2}, {D[l], int32_t(rb * 2)}}),
+                     hbm(dzt + uint64_t{b0} * 2, {{rb, 2}, {D[l], int32_t(Bpad * 2)}}), 2);
+        }
       }
       if (l > 1) {  // dx = dz W^T, then the relu gradient by x_{l-1} > 0
         Matmul op;
