@@ -218,7 +218,46 @@ uint32_t get32(const std::vector<uint8_t>& v, size_t at) {
   return uint32_t{v[at]} | uint32_t{v[at + 1]} << 8 | uint32_t{v[at + 2]} << 16 |
          uint32_t{v[at + 3]} << 24;
 }
+// x = H(x) (dropout_hash) on the VPU: 22 instructions; clobbers t and s.
+void emit_hash(ProgramBuilder& b, int x, int t, int s) {
+  auto add_not_shl = [&](uint32_t k) {
+    b.vpu_li(s, k);
+    b.vpu_op(Fn::kShl, t, x, s);
+    b.vpu_li(s, 0xFFFFFFFFu);
+    b.vpu_op(Fn::kIXor, t, t, s);
+    b.vpu_op(Fn::kIAdd, x, x, t);
+  };
+  auto xor_shr = [&](uint32_t k) {
+    b.vpu_li(s, k);
+    b.vpu_op(Fn::kShr, t, x, s);
+    b.vpu_op(Fn::kIXor, x, x, t);
+  };
+  add_not_shl(15);
+  xor_shr(10);
+  b.vpu_li(s, 3);
+  b.vpu_op(Fn::kShl, t, x, s);
+  b.vpu_op(Fn::kIAdd, x, x, t);
+  xor_shr(6);
+  add_not_shl(11);
+  xor_shr(16);
+}
 }  // namespace
+
+uint32_t dropout_hash(uint32_t key) {
+  key += ~(key << 15);
+  key ^= key >> 10;
+  key += key << 3;
+  key ^= key >> 6;
+  key += ~(key << 11);
+  key ^= key >> 16;
+  return key;
+}
+
+bool dropout_keep(uint32_t seed, uint32_t step, uint32_t sample, uint32_t unit, float rate) {
+  uint32_t h = dropout_hash(dropout_hash(dropout_hash(seed ^ step) + sample) + unit);
+  const float f = fp::f32((h >> 9) | 0x3F800000u);
+  return !(f < 1.0f + rate);
+}
 
 DenseStackStep::DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& opt,
                                const ChipShape& chip, uint32_t batch, uint64_t hbm_base,
@@ -233,6 +272,16 @@ DenseStackStep::DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& 
   for (size_t l = 0; l < spec.layers.size(); ++l)
     if (spec.layers[l].units == 0)
       throw std::invalid_argument("layer " + std::to_string(l + 1) + " (Dense): units 0");
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const auto& d = spec.layers[l];
+    if (d.dropout == 0) continue;
+    if (l + 1 == spec.layers.size() || !d.relu)
+      throw std::invalid_argument("layer " + std::to_string(l + 1) +
+                                  ": Dropout follows a hidden relu Dense layer only");
+    if (!(d.dropout > 0 && d.dropout < 1))
+      throw std::invalid_argument("layer " + std::to_string(l + 1) + ": Dropout rate " +
+                                  std::to_string(d.dropout) + " must be in (0, 1)");
+  }
   if (spec.classes() < 2)
     throw std::invalid_argument("the last Dense layer (softmax) needs >= 2 units, has " +
                                 std::to_string(spec.classes()));
@@ -291,7 +340,7 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
       r.b_v = take(P[l] * 4);
       Y.layers.push_back(r);
     }
-    Y.powers = take(2 * N * 4);
+    Y.powers = take(3 * N * 4);
     Y.consts = take(2 * Cc * N * 4);
   }
   Y.ones = take(uint64_t{Bpad} * 2);
@@ -345,7 +394,10 @@ void DenseStackStep::compile() {
   };
   // Global UB: powers, lr_t, metrics, labels, class constants, one layer's bias.
   UbArena global(0, chip_.ub_bytes, static_cast<int>(N), "setup");
-  const uint32_t ub_powers = global.take(2 * row4n), ub_lrt = global.take(row4n);
+  const uint32_t ub_powers = global.take(3 * row4n), ub_lrt = global.take(row4n);
+  bool dropout = false;
+  for (const auto& d : spec_.layers) dropout |= d.dropout > 0;
+  const uint32_t ub_dbase = global.take(uint64_t{L} * row4n);  // per layer: H(seed ^ step)
   const uint32_t ub_metrics = global.take(2 * row4n);
   const uint32_t ub_labels = global.take(uint64_t{Bpad} * 4);
   const uint32_t ub_consts = global.take(2 * Cc * row4n);
@@ -359,7 +411,21 @@ void DenseStackStep::compile() {
   phase("setup");
   b.vpu_li(0, 0);
   if (train) {
-    copy_linear(b, kHbm, Y.powers, kUb, ub_powers, 2 * N, 4);
+    copy_linear(b, kHbm, Y.powers, kUb, ub_powers, 3 * N, 4);
+    // the step count, and each Dropout layer's H(seed ^ step)
+    b.vpu_ld(kF32, 1, ub_powers + 2 * row4n);
+    b.vpu_li(2, 1);
+    b.vpu_op(Fn::kIAdd, 1, 1, 2);
+    b.vpu_st(kF32, 1, ub_powers + 2 * row4n);
+    if (dropout) {
+      for (uint32_t l = 1; l <= L; ++l) {
+        if (spec_.layers[l - 1].dropout == 0) continue;
+        b.vpu_li(2, spec_.layers[l - 1].dropout_seed);
+        b.vpu_op(Fn::kIXor, 2, 2, 1);
+        emit_hash(b, 2, 3, 4);
+        b.vpu_st(kF32, 2, ub_dbase + (l - 1) * row4n);
+      }
+    }
     if (adam) {
       b.vpu_ld(kF32, 1, ub_powers);
       b.vpu_ld(kF32, 2, ub_powers + row4n);
@@ -377,9 +443,9 @@ void DenseStackStep::compile() {
       b.vpu_lif(3, opt_.lr);
       b.vpu_op(Fn::kMul, 4, 3, 4);
       b.vpu_st(kF32, 4, ub_lrt);
-      b.signal(isa::Unit::kVpu);
-      copy_linear(b, kUb, ub_powers, kHbm, Y.powers, 2 * N, 4);
     }
+    b.signal(isa::Unit::kVpu);
+    copy_linear(b, kUb, ub_powers, kHbm, Y.powers, 3 * N, 4);
   }
   copy_linear(b, kHbm, Y.labels, kUb, ub_labels, Bpad, 4);
   copy_linear(b, kHbm, Y.consts, kUb, ub_consts, 2 * Cc * N, 4);
@@ -407,8 +473,39 @@ void DenseStackStep::compile() {
     if (!last) {
       op.epi_row_bytes = row2n;
       const uint64_t out = x_addr(l);
+      const float rate = train ? spec_.layers[l - 1].dropout : 0.0f;
       note(emit_matmul(b, op, arena_lo, arena_hi, chip_.acc_rows, {nullptr, [&](const Block& k) {
         const uint32_t pitch = k.ct * row2n;
+        if (rate > 0) {  // relu(z + b), then Dropout: kept units x 1 / (1 - rate), dropped 0
+          b.vpu_ld(kF32, 8, ub_consts);  // lane index (the class-index row), as an int
+          b.vpu_op(Fn::kF2I, 8, 8);
+          for (uint32_t r = 0; r < k.rows; ++r) {
+            b.vpu_ld(kF32, 5, ub_dbase + (l - 1) * row4n);
+            b.vpu_li(7, k.r0 + r);  // the sample
+            b.vpu_op(Fn::kIAdd, 5, 5, 7);
+            emit_hash(b, 5, 7, 9);
+            for (uint32_t c = 0; c < k.ct; ++c) {
+              b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
+              b.vpu_ld(kF32, 4, ub_bias + (k.c0 + c) * row4n);
+              b.vpu_op(Fn::kAdd, 3, 3, 4);
+              b.vpu_op(Fn::kMax, 3, 3, 0);
+              b.vpu_li(7, (k.c0 + c) * N);  // the unit
+              b.vpu_op(Fn::kIAdd, 6, 8, 7);
+              b.vpu_op(Fn::kIAdd, 6, 6, 5);
+              emit_hash(b, 6, 7, 9);
+              b.vpu_li(9, 9);
+              b.vpu_op(Fn::kShr, 6, 6, 9);
+              b.vpu_li(9, 0x3F800000u);
+              b.vpu_op(Fn::kIOr, 6, 6, 9);
+              b.vpu_lif(10, 1.0f + rate);
+              b.vpu_op(Fn::kCmpLt, 6, 6, 10);  // dropped
+              b.vpu_lif(10, 1.0f / (1.0f - rate));
+              b.vpu_op(Fn::kMul, 3, 3, 10);
+              b.vpu_op(Fn::kSel, 3, 0, 3, 6);
+              b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
+            }
+          }
+        } else {
         for (uint32_t c = 0; c < k.ct; ++c) {
           b.vpu_ld(kF32, 4, ub_bias + (k.c0 + c) * row4n);
           for (uint32_t r = 0; r < k.rows; ++r) {
@@ -417,6 +514,7 @@ void DenseStackStep::compile() {
             if (relu) b.vpu_op(Fn::kMax, 3, 3, 0);
             b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
           }
+        }
         }
         b.signal(isa::Unit::kVpu);
         b.dma_copy(ub(k.scratch, {{k.ct * N, 2}, {k.rows, int32_t(pitch)}}),
@@ -625,6 +723,7 @@ void DenseStackStep::compile() {
         op.w_by_column = false;
         op.epi_row_bytes = 2 * row2n;
         const bool relu = spec_.layers[l - 2].relu;
+        const float drop = spec_.layers[l - 2].dropout;  // kept units pass d x 1 / (1 - rate)
         const uint64_t x = x_addr(l - 1), out = transient("dz" + std::to_string(l - 1));
         auto load_x = [&](const Block& k) {  // x_{l-1} of the piece, for the relu mask
           const uint32_t pitch = k.ct * row2n, xs = k.scratch + k.rows * pitch;
@@ -644,6 +743,10 @@ void DenseStackStep::compile() {
               if (relu) {
                 b.vpu_ld(kBf16, 4, xs + r * pitch + c * row2n);
                 b.vpu_op(Fn::kCmpLt, 4, 0, 4);
+                if (drop > 0) {
+                  b.vpu_lif(5, 1.0f / (1.0f - drop));
+                  b.vpu_op(Fn::kMul, 3, 3, 5);
+                }
                 b.vpu_op(Fn::kSel, 3, 3, 0, 4);
               }
               b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
@@ -794,10 +897,11 @@ std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams
     out.push_back({R.b_m, vec(s.m.bias[l - 1], P[l])});
     out.push_back({R.b_v, vec(s.v.bias[l - 1], P[l])});
   }
-  std::vector<uint8_t> pw(2 * N * 4);
+  std::vector<uint8_t> pw(3 * N * 4);
   for (uint32_t i = 0; i < N; ++i) {
     put32(pw, i * 4, fp::bits(s.beta1_power));
     put32(pw, (N + i) * 4, fp::bits(s.beta2_power));
+    put32(pw, (2 * N + i) * 4, s.steps);
   }
   out.push_back({layout_.powers, pw});
   const uint32_t Cpad = P[L], C = D[L];
@@ -875,9 +979,10 @@ void DenseStackStep::read_state(Reader read, void* ctx, DenseParams& p, DenseOpt
     s.m.bias[l - 1] = bias(R.b_m);
     s.v.bias[l - 1] = bias(R.b_v);
   }
-  const auto pw = read(ctx, layout_.powers, 2 * chip_.n * 4);
+  const auto pw = read(ctx, layout_.powers, 3 * chip_.n * 4);
   s.beta1_power = fp::f32(get32(pw, 0));
   s.beta2_power = fp::f32(get32(pw, chip_.n * 4));
+  s.steps = get32(pw, 2 * chip_.n * 4);
 }
 
 void DenseStackStep::read_metrics(Reader read, void* ctx, float& loss, float& correct) const {

@@ -125,9 +125,17 @@ compiler::DenseStackSpec dense_stack_spec(const std::vector<Layer>& layers) {
   for (size_t i = 1; i < layers.size(); ++i) {
     const Layer& l = layers[i];
     const std::string at = "layer " + std::to_string(i) + " (" + kind_name(l.kind) + ")";
-    if (l.kind == Layer::Kind::kDropout)
-      bad(at + ": Dropout is not lowered by the Dense-stack compiler (docs/compiler.md, "
-          "\"Supported ops\")");
+    if (l.kind == Layer::Kind::kDropout) {
+      const bool after_relu = !spec.layers.empty() && spec.layers.back().relu &&
+                              layers[i - 1].kind == Layer::Kind::kDense;
+      if (!after_relu || i + 1 == layers.size())
+        bad(at + ": Dropout is lowered after a hidden relu Dense layer only (docs/compiler.md, "
+            "\"Supported ops\")");
+      if (!(l.rate > 0)) continue;  // rate 0: the identity
+      spec.layers.back().dropout = l.rate;
+      spec.layers.back().dropout_seed = static_cast<uint32_t>(l.seed ^ (l.seed >> 32));
+      continue;
+    }
     if (l.kind != Layer::Kind::kDense)
       bad(at + ": after Flatten only Dense layers are lowered (docs/compiler.md)");
     const bool last = i + 1 == layers.size();

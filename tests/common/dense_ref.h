@@ -43,10 +43,12 @@ struct DenseRefResult {
 };
 
 // images: [B][inputs] bf16 bits; params in Keras layout.
+// `step`: the training step's number from 1 (the Dropout masks').
 inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
                                            const compiler::DenseParams& p,
                                            const std::vector<uint16_t>& images,
-                                           const std::vector<uint8_t>& labels, int n) {
+                                           const std::vector<uint8_t>& labels, int n,
+                                           uint32_t step = 1) {
   const uint32_t B = static_cast<uint32_t>(labels.size()), L = spec.layers.size();
   std::vector<uint32_t> D{spec.inputs};
   for (const auto& l : spec.layers) D.push_back(l.units);
@@ -70,6 +72,11 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
           logits[size_t{s} * D[l] + u] = z;
         } else {
           if (spec.layers[l - 1].relu) z = std::max(z, 0.0f);
+          const auto& d = spec.layers[l - 1];
+          if (d.dropout > 0)  // kept: z x 1 / (1 - rate) in fp32; dropped: 0
+            z = compiler::dropout_keep(d.dropout_seed, step, s, u, d.dropout)
+                    ? z * (1.0f / (1.0f - d.dropout))
+                    : 0.0f;
           x[l][size_t{s} * D[l] + u] = bf16_round(z);
         }
       }
@@ -102,7 +109,9 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
       for (uint32_t s = 0; s < B; ++s)
         for (uint32_t k = 0; k < D[l - 1]; ++k) {
           float g = mxu_dot(dz[l], size_t{s} * D[l], 1, w16[l - 1], size_t{k} * D[l], 1, D[l], n);
-          if (spec.layers[l - 2].relu && !(x[l - 1][size_t{s} * D[l - 1] + k] > 0)) g = 0;
+          const auto& d = spec.layers[l - 2];
+          if (d.relu && d.dropout > 0) g = g * (1.0f / (1.0f - d.dropout));
+          if (d.relu && !(x[l - 1][size_t{s} * D[l - 1] + k] > 0)) g = 0;
           dz[l - 1][size_t{s} * D[l - 1] + k] = bf16_round(g);
         }
     }
@@ -121,8 +130,9 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
 }
 
 // A random legal Dense stack for the tests and the rtl sweep: 1 to 4 layers, widths 1 .. 40
-// (the softmax layer 2 .. 21 classes), inputs 1 .. 70, relu or linear hidden layers, batch
-// 1 .. 24: none a multiple of N by design.
+// (the softmax layer 2 .. 21 classes), inputs 1 .. 70, relu or linear hidden layers (a third
+// of the relu ones followed by Dropout 0.1 .. 0.5), batch 1 .. 24: none a multiple of N by
+// design.
 struct Arch {
   compiler::DenseStackSpec spec;
   uint32_t batch = 0;
@@ -135,6 +145,10 @@ inline Arch random_arch(std::mt19937& rng) {
     compiler::DenseLayerSpec d;
     d.units = l + 1 == depth ? 2 + rng() % 20 : 1 + rng() % 40;
     d.relu = l + 1 < depth && rng() % 4 != 0;
+    if (d.relu && rng() % 3 == 0) {  // Dropout after a third of the relu layers
+      d.dropout = 0.1f + 0.1f * static_cast<float>(rng() % 5);
+      d.dropout_seed = rng();
+    }
     a.spec.layers.push_back(d);
   }
   a.batch = 1 + rng() % 24;
@@ -143,7 +157,8 @@ inline Arch random_arch(std::mt19937& rng) {
 inline std::string describe(const Arch& a) {
   std::string s = "inputs " + std::to_string(a.spec.inputs);
   for (const auto& l : a.spec.layers)
-    s += " -> Dense(" + std::to_string(l.units) + (l.relu ? ", relu)" : ")");
+    s += " -> Dense(" + std::to_string(l.units) + (l.relu ? ", relu)" : ")") +
+         (l.dropout > 0 ? " -> Dropout(" + std::to_string(l.dropout) + ")" : "");
   return s + " batch " + std::to_string(a.batch);
 }
 

@@ -139,6 +139,43 @@ TEST(DenseStackStep, SgdMomentumAndAdamFirstStep) {
   EXPECT_FLOAT_EQ(m.s1.beta2_power, adam.beta2);
 }
 
+// The Dropout mask function itself: the kept fraction is 1 - rate within 1% over 200,000
+// (sample, unit) pairs, and the masks of two steps, two seeds or two samples are different.
+TEST(DenseStackStep, DropoutMaskKeepsOneMinusRate) {
+  for (float rate : {0.1f, 0.5f, 0.8f}) {
+    uint64_t kept = 0;
+    for (uint32_t s = 0; s < 200; ++s)
+      for (uint32_t u = 0; u < 1000; ++u) kept += compiler::dropout_keep(7, 1, s, u, rate);
+    EXPECT_NEAR(static_cast<double>(kept) / 200000, 1.0 - rate, 0.01) << rate;
+  }
+  auto mask = [](uint32_t seed, uint32_t step, uint32_t sample) {
+    std::vector<bool> m;
+    for (uint32_t u = 0; u < 256; ++u) m.push_back(compiler::dropout_keep(seed, step, sample, u, 0.5f));
+    return m;
+  };
+  EXPECT_NE(mask(7, 1, 0), mask(7, 2, 0));
+  EXPECT_NE(mask(7, 1, 0), mask(8, 1, 0));
+  EXPECT_NE(mask(7, 1, 0), mask(7, 1, 1));
+  EXPECT_EQ(mask(7, 1, 0), mask(7, 1, 0));
+}
+
+// 784-128(relu, Dropout 0.5)-10 on the chip: the gradients match the reference's, which
+// applies the mask of the host's dropout_keep (the chip computes it with its own VPU sequence).
+TEST(DenseStackStep, DropoutStackMatchesTheReference) {
+  Arch a;
+  a.spec.inputs = 784;
+  a.spec.layers = {{128, true, 0.5f, 1234}, {10, false}};
+  a.batch = 24;
+  compiler::OptimizerSpec sgd;
+  sgd.kind = compiler::OptimizerSpec::Kind::kSgd;
+  sgd.lr = 0.5f;
+  for (int n : {4, 16}) {
+    const StepRun r = run_step(a, sgd, n, 9);
+    expect_gradients(a, r, sgd.lr, n);
+    EXPECT_EQ(r.s1.steps, 1u);
+  }
+}
+
 TEST(DenseStackStep, LivenessPlannerSharesTransientBytes) {
   compiler::DenseStackSpec spec;
   spec.inputs = 784;

@@ -23,7 +23,18 @@ namespace tessera::compiler {
 struct DenseLayerSpec {
   uint32_t units = 0;
   bool relu = false;  // hidden layers: relu or none; the last layer is always softmax
+  // Dropout(rate, seed) after this (hidden, relu) layer: in training each output is kept with
+  // probability 1 - rate and scaled by 1 / (1 - rate); evaluation passes it through. The mask
+  // is a hash of (seed, step, sample, unit) computed by the chip (dropout_keep).
+  float dropout = 0;
+  uint32_t dropout_seed = 0;
 };
+
+// The Dropout mask as the chip computes it (docs/compiler.md, "Dropout"): h = H(seed ^ step),
+// h = H(h + sample), h = H(h + unit) with H Thomas Wang's 32-bit shift-add hash; the unit is
+// dropped when the float 1.m with m = the top 23 bits of h is below the fp32 1 + rate.
+uint32_t dropout_hash(uint32_t x);
+bool dropout_keep(uint32_t seed, uint32_t step, uint32_t sample, uint32_t unit, float rate);
 struct DenseStackSpec {
   uint32_t inputs = 784;  // Flatten of the input (H W C, NHWC order)
   std::vector<DenseLayerSpec> layers;
@@ -47,6 +58,7 @@ struct DenseParams {
 struct DenseOptState {
   DenseParams m, v;
   float beta1_power = 1.0f, beta2_power = 1.0f;
+  uint32_t steps = 0;  // training steps taken (step t's Dropout masks use t = steps + 1)
 };
 
 class DenseStackStep {
@@ -66,7 +78,7 @@ class DenseStackStep {
     uint64_t images = 0;  // [Bpad][P0] bf16, written by the host (padding zero)
     uint64_t labels = 0;  // [Bpad] fp32
     std::vector<LayerRegions> layers;
-    uint64_t powers = 0;   // [2][N] fp32: b1^t, b2^t
+    uint64_t powers = 0;   // [3][N]: b1^t, b2^t (fp32), the step count (uint32)
     uint64_t consts = 0;   // [2 Cc][N] fp32: class index, valid-class mask
     uint64_t ones = 0;     // [Bpad] bf16 1.0: the bias gradient's activation row
     uint64_t metrics = 0;  // [2][N] fp32: mean loss, correct count

@@ -55,7 +55,8 @@ const char* kind_name(Layer::Kind k);
 // argument. Sequential::compile and `tessera compile --model` use it.
 compiler::CnnSpec lowerable_spec(const std::vector<Layer>& layers);
 // A Flatten -> Dense(relu | linear)* -> Dense(softmax) stack (the first layer a Flatten with
-// the input_shape) as the Dense-stack compiler's spec (tessera/dense_step.h); anything else
+// the input_shape; a Dropout may follow each hidden relu Dense, its 64-bit seed folded to 32
+// bits as seed ^ seed >> 32) as the Dense-stack compiler's spec (tessera/dense_step.h); anything else
 // throws std::invalid_argument naming the layer and the argument. is_dense_stack: the stack
 // starts with Flatten (so it is this compiler's to accept or refuse, not CnnTrainStep's).
 bool is_dense_stack(const std::vector<Layer>& layers);
