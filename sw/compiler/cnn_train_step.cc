@@ -249,11 +249,8 @@ void CnnTrainStep::compile() {
   };
   ProgramBuilder b(n, chip_.ub_bytes, chip_.acc_rows);
   // Per-phase statistics: the builder's counters when each phase starts.
-  std::vector<BuilderStats> phase_start;
-  auto phase = [&](const char* name) {
-    stats_.phases.push_back({name, b.size(), 0});
-    phase_start.push_back(b.stats());
-  };
+  StepPhases phases(b, stats_);
+  auto phase = [&](const char* name) { phases.begin(name); };
 
   // ---- global UB: powers, lr_t, metrics ----
   UbArena global(0, chip_.ub_bytes, n, "setup");
@@ -268,22 +265,7 @@ void CnnTrainStep::compile() {
   const bool train = kind_ == StepKind::kTrain;
   if (train) {
     copy_linear(b, isa::Space::kHbm, L.powers, isa::Space::kUb, ub_powers, 2 * N, 4);
-    b.vpu_ld(kF32, 1, ub_powers);
-    b.vpu_ld(kF32, 2, ub_powers + row4n);
-    b.vpu_lif(3, adam_.beta1);
-    b.vpu_op(Fn::kMul, 1, 1, 3);
-    b.vpu_lif(3, adam_.beta2);
-    b.vpu_op(Fn::kMul, 2, 2, 3);
-    b.vpu_st(kF32, 1, ub_powers);
-    b.vpu_st(kF32, 2, ub_powers + row4n);
-    b.vpu_lif(3, 1.0f);
-    b.vpu_op(Fn::kSub, 4, 3, 2);
-    b.vpu_op(Fn::kSqrt, 4, 4);
-    b.vpu_op(Fn::kSub, 5, 3, 1);
-    b.vpu_op(Fn::kDiv, 4, 4, 5);
-    b.vpu_lif(3, adam_.lr);
-    b.vpu_op(Fn::kMul, 4, 3, 4);
-    b.vpu_st(kF32, 4, ub_lrt);
+    emit_adam_powers(b, adam_.lr, adam_.beta1, adam_.beta2, ub_powers, ub_lrt);
     b.signal(isa::Unit::kVpu);
     copy_linear(b, isa::Space::kUb, ub_powers, isa::Space::kHbm, L.powers, 2 * N, 4);
   }
@@ -1153,39 +1135,7 @@ void CnnTrainStep::compile() {
   }  // train
 
   // Loop compression: the same instructions, fetched as REPEAT bodies; no loop crosses a phase.
-  std::vector<uint64_t> marks;
-  for (const auto& ph : stats_.phases) marks.push_back(ph.first_instruction);
-  program_ = reroll(b.finish(), &marks);
-  for (size_t p = 0; p < stats_.phases.size(); ++p) stats_.phases[p].first_instruction = marks[p];
-  const BuilderStats& bs = b.stats();
-  for (size_t p = 0; p < stats_.phases.size(); ++p) {
-    const bool last = p + 1 == stats_.phases.size();
-    const uint64_t end = last ? program_.size() : stats_.phases[p + 1].first_instruction;
-    const BuilderStats& s0 = phase_start[p];
-    const BuilderStats& s1 = last ? bs : phase_start[p + 1];
-    StepStats::Phase& ph = stats_.phases[p];
-    ph.instructions = end - ph.first_instruction;
-    ph.mxu_bound = (s1.mxu_rows - s0.mxu_rows) + (s1.mxu_ldw - s0.mxu_ldw) * N;
-    ph.vpu = s1.per_unit[2] - s0.per_unit[2];
-    ph.dma = s1.per_unit[0] - s0.per_unit[0];
-    ph.macs = (s1.mxu_rows - s0.mxu_rows) * N * N;
-    ph.dma_elements = s1.dma_elements - s0.dma_elements;
-    ph.hbm_bytes = s1.hbm_bytes - s0.hbm_bytes;
-  }
-  stats_.instructions = program_.size();
-  stats_.executed = isa::executed_count(program_);
-  stats_.loops = static_cast<uint64_t>(
-      std::count_if(program_.begin(), program_.end(),
-                    [](const isa::Instruction& i) { return i.op == isa::Opcode::kRepeat; }));
-  stats_.waits = bs.waits;
-  stats_.signals = bs.signals;
-  stats_.dma = bs.per_unit[0];
-  stats_.mxu = bs.per_unit[1];
-  stats_.vpu = bs.per_unit[2];
-  stats_.macs = bs.mxu_rows * N * N;
-  stats_.dma_elements = bs.dma_elements;
-  stats_.hbm_bytes = bs.hbm_bytes;
-  mxu_bound_ = bs.mxu_rows + bs.mxu_ldw * N;
+  program_ = phases.finish(mxu_bound_);
   layout_.bytes = layout_.program + program_.size() * isa::kInstructionBytes - layout_.base;
 }
 

@@ -384,13 +384,10 @@ void DenseStackStep::compile() {
   const bool adam = opt_.kind == OptimizerSpec::Kind::kAdam;
 
   ProgramBuilder b(static_cast<int>(N), chip_.ub_bytes, chip_.acc_rows);
-  std::vector<BuilderStats> phase_start;
-  auto phase = [&](const std::string& name) {
-    stats_.phases.push_back({name, b.size(), 0});
-    phase_start.push_back(b.stats());
-  };
+  StepPhases phases(b, stats_);
+  auto phase = [&](const std::string& name) { phases.begin(name); };
   auto note = [&](const std::string& text) {
-    plan_.push_back(stats_.phases.back().name + "  " + text);
+    plan_.push_back(phases.current() + "  " + text);
   };
   // Global UB: powers, lr_t, metrics, labels, class constants, one layer's bias.
   UbArena global(0, chip_.ub_bytes, static_cast<int>(N), "setup");
@@ -426,24 +423,7 @@ void DenseStackStep::compile() {
         b.vpu_st(kF32, 2, ub_dbase + (l - 1) * row4n);
       }
     }
-    if (adam) {
-      b.vpu_ld(kF32, 1, ub_powers);
-      b.vpu_ld(kF32, 2, ub_powers + row4n);
-      b.vpu_lif(3, opt_.beta1);
-      b.vpu_op(Fn::kMul, 1, 1, 3);
-      b.vpu_lif(3, opt_.beta2);
-      b.vpu_op(Fn::kMul, 2, 2, 3);
-      b.vpu_st(kF32, 1, ub_powers);
-      b.vpu_st(kF32, 2, ub_powers + row4n);
-      b.vpu_lif(3, 1.0f);
-      b.vpu_op(Fn::kSub, 4, 3, 2);
-      b.vpu_op(Fn::kSqrt, 4, 4);
-      b.vpu_op(Fn::kSub, 5, 3, 1);
-      b.vpu_op(Fn::kDiv, 4, 4, 5);
-      b.vpu_lif(3, opt_.lr);
-      b.vpu_op(Fn::kMul, 4, 3, 4);
-      b.vpu_st(kF32, 4, ub_lrt);
-    }
+    if (adam) emit_adam_powers(b, opt_.lr, opt_.beta1, opt_.beta2, ub_powers, ub_lrt);
     b.signal(isa::Unit::kVpu);
     copy_linear(b, kUb, ub_powers, kHbm, Y.powers, 3 * N, 4);
   }
@@ -798,39 +778,7 @@ void DenseStackStep::compile() {
     }
   }
 
-  std::vector<uint64_t> marks;
-  for (const auto& ph : stats_.phases) marks.push_back(ph.first_instruction);
-  program_ = reroll(b.finish(), &marks);
-  for (size_t p = 0; p < stats_.phases.size(); ++p) stats_.phases[p].first_instruction = marks[p];
-  const BuilderStats& bs = b.stats();
-  for (size_t p = 0; p < stats_.phases.size(); ++p) {
-    const bool last = p + 1 == stats_.phases.size();
-    const uint64_t end = last ? program_.size() : stats_.phases[p + 1].first_instruction;
-    const BuilderStats& s0 = phase_start[p];
-    const BuilderStats& s1 = last ? bs : phase_start[p + 1];
-    StepStats::Phase& ph = stats_.phases[p];
-    ph.instructions = end - ph.first_instruction;
-    ph.mxu_bound = (s1.mxu_rows - s0.mxu_rows) + (s1.mxu_ldw - s0.mxu_ldw) * N;
-    ph.vpu = s1.per_unit[2] - s0.per_unit[2];
-    ph.dma = s1.per_unit[0] - s0.per_unit[0];
-    ph.macs = (s1.mxu_rows - s0.mxu_rows) * N * N;
-    ph.dma_elements = s1.dma_elements - s0.dma_elements;
-    ph.hbm_bytes = s1.hbm_bytes - s0.hbm_bytes;
-  }
-  stats_.instructions = program_.size();
-  stats_.executed = isa::executed_count(program_);
-  stats_.loops = static_cast<uint64_t>(
-      std::count_if(program_.begin(), program_.end(),
-                    [](const isa::Instruction& i) { return i.op == isa::Opcode::kRepeat; }));
-  stats_.waits = bs.waits;
-  stats_.signals = bs.signals;
-  stats_.dma = bs.per_unit[0];
-  stats_.mxu = bs.per_unit[1];
-  stats_.vpu = bs.per_unit[2];
-  stats_.macs = bs.mxu_rows * N * N;
-  stats_.dma_elements = bs.dma_elements;
-  stats_.hbm_bytes = bs.hbm_bytes;
-  mxu_bound_ = bs.mxu_rows + bs.mxu_ldw * N;
+  program_ = phases.finish(mxu_bound_);
 }
 
 uint64_t DenseStackStep::bound_cycles() const {

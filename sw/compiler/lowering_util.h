@@ -1,5 +1,5 @@
 // Helpers shared by the step compilers (CnnTrainStep, DenseStackStep): UB arenas, DMA walks,
-// linear copies and the seeded Glorot initializer.
+// linear copies, the seeded Glorot initializer, the Adam set-up and the per-phase statistics.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "sw/compiler/program_builder.h"
+#include "sw/compiler/reroll.h"
+#include "sw/compiler/vpu_math.h"
+#include "tessera/compiler.h"
 
 namespace tessera::compiler::lowering {
 
@@ -89,5 +92,85 @@ inline std::vector<float> glorot(uint64_t& state, size_t count, double fan_in, d
   }
   return v;
 }
+
+// setup: b1^t, b2^t advanced one step in the UB rows at `powers` (and `powers` + 4N), and
+// lr_t = lr * (sqrt(1 - b2^t) / (1 - b1^t)) into the row `lr_t`. Uses V1..V5.
+inline void emit_adam_powers(ProgramBuilder& b, float lr, float beta1, float beta2,
+                             uint32_t powers, uint32_t lr_t) {
+  using Fn = isa::Funct;
+  const uint32_t row4n = 4 * static_cast<uint32_t>(b.n());
+  b.vpu_ld(isa::Kind::kUbF32, 1, powers);
+  b.vpu_ld(isa::Kind::kUbF32, 2, powers + row4n);
+  b.vpu_lif(3, beta1);
+  b.vpu_op(Fn::kMul, 1, 1, 3);
+  b.vpu_lif(3, beta2);
+  b.vpu_op(Fn::kMul, 2, 2, 3);
+  b.vpu_st(isa::Kind::kUbF32, 1, powers);
+  b.vpu_st(isa::Kind::kUbF32, 2, powers + row4n);
+  b.vpu_lif(3, 1.0f);
+  b.vpu_op(Fn::kSub, 4, 3, 2);
+  b.vpu_op(Fn::kSqrt, 4, 4);
+  b.vpu_op(Fn::kSub, 5, 3, 1);
+  b.vpu_op(Fn::kDiv, 4, 4, 5);
+  b.vpu_lif(3, lr);
+  b.vpu_op(Fn::kMul, 4, 3, 4);
+  b.vpu_st(isa::Kind::kUbF32, 4, lr_t);
+}
+
+// The phases of a step as it is emitted, and at the end the loop-compressed program with its
+// statistics (StepStats: per phase and in all).
+class StepPhases {
+ public:
+  StepPhases(ProgramBuilder& b, StepStats& stats) : b_(b), stats_(stats) {}
+  void begin(const std::string& name) {
+    stats_.phases.push_back({name, b_.size(), 0});
+    start_.push_back(b_.stats());
+  }
+  const std::string& current() const { return stats_.phases.back().name; }
+  // Loop compression (no loop crosses a phase) and the statistics; `mxu_bound`: MXU rows plus N
+  // per weight-tile load.
+  std::vector<isa::Instruction> finish(uint64_t& mxu_bound) {
+    const uint64_t N = static_cast<uint64_t>(b_.n());
+    std::vector<uint64_t> marks;
+    for (const auto& ph : stats_.phases) marks.push_back(ph.first_instruction);
+    std::vector<isa::Instruction> program = reroll(b_.finish(), &marks);
+    for (size_t p = 0; p < stats_.phases.size(); ++p) stats_.phases[p].first_instruction = marks[p];
+    const BuilderStats& bs = b_.stats();
+    for (size_t p = 0; p < stats_.phases.size(); ++p) {
+      const bool last = p + 1 == stats_.phases.size();
+      const uint64_t end = last ? program.size() : stats_.phases[p + 1].first_instruction;
+      const BuilderStats& s0 = start_[p];
+      const BuilderStats& s1 = last ? bs : start_[p + 1];
+      StepStats::Phase& ph = stats_.phases[p];
+      ph.instructions = end - ph.first_instruction;
+      ph.mxu_bound = (s1.mxu_rows - s0.mxu_rows) + (s1.mxu_ldw - s0.mxu_ldw) * N;
+      ph.vpu = s1.per_unit[2] - s0.per_unit[2];
+      ph.dma = s1.per_unit[0] - s0.per_unit[0];
+      ph.macs = (s1.mxu_rows - s0.mxu_rows) * N * N;
+      ph.dma_elements = s1.dma_elements - s0.dma_elements;
+      ph.hbm_bytes = s1.hbm_bytes - s0.hbm_bytes;
+    }
+    stats_.instructions = program.size();
+    stats_.executed = isa::executed_count(program);
+    stats_.loops = static_cast<uint64_t>(
+        std::count_if(program.begin(), program.end(),
+                      [](const isa::Instruction& i) { return i.op == isa::Opcode::kRepeat; }));
+    stats_.waits = bs.waits;
+    stats_.signals = bs.signals;
+    stats_.dma = bs.per_unit[0];
+    stats_.mxu = bs.per_unit[1];
+    stats_.vpu = bs.per_unit[2];
+    stats_.macs = bs.mxu_rows * N * N;
+    stats_.dma_elements = bs.dma_elements;
+    stats_.hbm_bytes = bs.hbm_bytes;
+    mxu_bound = bs.mxu_rows + bs.mxu_ldw * N;
+    return program;
+  }
+
+ private:
+  ProgramBuilder& b_;
+  StepStats& stats_;
+  std::vector<BuilderStats> start_;
+};
 
 }  // namespace tessera::compiler::lowering

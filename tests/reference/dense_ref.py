@@ -230,6 +230,34 @@ def export_check(run, data_dir, tol):
     return 0 if diff <= tol and agree >= 0.99 else 1
 
 
+class KerasAdam:
+    """Adam in the Keras form, in fp32 as the chip computes it: lr_t = lr sqrt(1 - b2^t) /
+    (1 - b1^t) from fp32 running powers; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g;
+    w -= lr_t m / (sqrt(v) + eps)."""
+
+    def __init__(self, layers, lr, b1=0.9, b2=0.999, eps=1e-7):
+        self.lr, self.b1, self.b2, self.eps = (np.float32(lr), np.float32(b1), np.float32(b2),
+                                               np.float32(eps))
+        self.p1 = self.p2 = np.float32(1.0)
+        self.state = [[torch.zeros_like(k), torch.zeros_like(k), torch.zeros_like(b),
+                       torch.zeros_like(b)] for k, b, _ in layers]
+
+    def step(self, layers, grads):
+        b1, b2 = self.b1, self.b2
+        self.p1 = np.float32(self.p1 * b1)
+        self.p2 = np.float32(self.p2 * b2)
+        lr_t = self.lr * np.float32(np.sqrt(np.float32(1) - self.p2) / (np.float32(1) - self.p1))
+        new = []
+        for (k, b, act), (gk, gb), st in zip(layers, grads, self.state):
+            out = []
+            for w, g, m, v in ((k, gk, st[0], st[1]), (b, gb, st[2], st[3])):
+                m.mul_(b1).add_(g * (1 - b1))
+                v.mul_(b2).add_(g * g * (1 - b2))
+                out.append(w - lr_t * m / (torch.sqrt(v) + self.eps))
+            new.append((out[0], out[1], act))
+        return new
+
+
 def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n):
     _, layers = load_weights(init)
     x, y = load(data_dir, "train")
@@ -238,10 +266,7 @@ def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n):
         rows = [l.strip().split(",") for l in f.readlines()[1:]]
     chip = [float(r[2]) for r in rows]
     steps = min(steps, len(chip), len(order) // batch)
-    b1, b2, eps = np.float32(0.9), np.float32(0.999), np.float32(1e-7)
-    state = [[torch.zeros_like(k), torch.zeros_like(k), torch.zeros_like(b), torch.zeros_like(b)]
-             for k, b, _ in layers]
-    p1 = p2 = np.float32(1.0)
+    adam = KerasAdam(layers, lr)
     worst = 0.0
     for s in range(steps):
         ids = order[s * batch:(s + 1) * batch]
@@ -253,18 +278,7 @@ def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n):
         if os.environ.get("DENSE_REF_VERBOSE"):
             print("step %d torch %.7f chip %.7f rel %.2e" % (s, loss, chip[s], rel))
         worst = max(worst, rel)
-        p1 = np.float32(p1 * b1)
-        p2 = np.float32(p2 * b2)
-        lr_t = np.float32(lr) * np.float32(np.sqrt(np.float32(1) - p2) / (np.float32(1) - p1))
-        new = []
-        for (k, b, act), (gk, gb), st in zip(layers, grads, state):
-            out = []
-            for w, g, m, v in ((k, gk, st[0], st[1]), (b, gb, st[2], st[3])):
-                m.mul_(b1).add_(g * (1 - b1))
-                v.mul_(b2).add_(g * g * (1 - b2))
-                out.append(w - lr_t * m / (torch.sqrt(v) + eps))
-            new.append((out[0], out[1], act))
-        layers = new
+        layers = adam.step(layers, grads)
     print("loss-match: %d steps, worst relative difference %.3g (tolerance %g)" % (steps, worst, tol))
     return 0 if worst <= tol else 1
 
@@ -278,27 +292,13 @@ def train(init, order_file, data_dir, epochs, batch, lr):
     xt, yt = load(data_dir, "test")
     order = np.fromfile(order_file, dtype="<u4")
     steps = min(len(order) // batch, epochs * (len(x) // batch))
-    b1, b2, eps = np.float32(0.9), np.float32(0.999), np.float32(1e-7)
-    state = [[torch.zeros_like(k), torch.zeros_like(k), torch.zeros_like(b), torch.zeros_like(b)]
-             for k, b, _ in layers]
-    p1 = p2 = np.float32(1.0)
+    adam = KerasAdam(layers, lr)
     ident = lambda t: t
     for s in range(steps):
         ids = order[s * batch:(s + 1) * batch]
         _, _, grads = forward_backward(layers, pixels(x[ids]),
                                        torch.from_numpy(y[ids].astype(np.int64)), ident)
-        p1 = np.float32(p1 * b1)
-        p2 = np.float32(p2 * b2)
-        lr_t = np.float32(lr) * np.float32(np.sqrt(np.float32(1) - p2) / (np.float32(1) - p1))
-        new = []
-        for (k, b, act), (gk, gb), st in zip(layers, grads, state):
-            out = []
-            for w, g, m, v in ((k, gk, st[0], st[1]), (b, gb, st[2], st[3])):
-                m.mul_(b1).add_(g * (1 - b1))
-                v.mul_(b2).add_(g * g * (1 - b2))
-                out.append(w - lr_t * m / (torch.sqrt(v) + eps))
-            new.append((out[0], out[1], act))
-        layers = new
+        layers = adam.step(layers, grads)
     h = pixels(xt)
     for i, (k, b, act) in enumerate(layers):
         h = h @ k + b
