@@ -17,6 +17,8 @@
 
 #include "harness/fp_ref.h"
 #include "sw/compiler/lowering_util.h"
+#include "sw/compiler/feature_lowering.h"
+#include "sw/compiler/matmul_lowering.h"
 #include "sw/compiler/program_builder.h"
 #include "sw/compiler/reroll.h"
 #include "sw/compiler/vpu_math.h"
@@ -31,155 +33,6 @@ constexpr isa::Kind kBf16 = isa::Kind::kUbBf16;
 constexpr isa::Kind kAcc = isa::Kind::kAcc;
 constexpr isa::Space kHbm = isa::Space::kHbm;
 constexpr isa::Space kUb = isa::Space::kUb;
-
-// One MXU matmul C[M][Ct N] = A[M][Kt N] x B, operands bf16 in HBM.
-struct Matmul {
-  const char* name = "";
-  uint32_t M = 0, Kt = 0, Ct = 0;
-  uint64_t a = 0;
-  uint32_t a_pitch = 0;  // bytes between A rows
-  uint64_t w = 0;
-  uint32_t w_pitch = 0;  // bytes between weight rows
-  // true: weight row c is output column c and holds the contraction (W^T rows: MXU.LDW t);
-  // false: weight row j is contraction index j and holds the output columns
-  bool w_by_column = false;
-  bool whole_columns = false;  // every column tile in one group (the softmax's rows)
-  uint32_t epi_row_bytes = 0;  // UB scratch the epilogue needs per ACC row of the group
-};
-// The epilogue of a piece of one (row block, column group): rows r0 .. r0 + rows of the output
-// (ar0 .. ar0 + rows of the block); the ACC row of (piece row r, tile c) is
-// acc0 + c * R + ar0 + r.
-struct Block {
-  uint32_t r0, rows, c0, ct, R;
-  uint32_t scratch;  // UB: epi_row_bytes x rows x ct bytes (pieces alternate two buffers)
-  uint32_t acc0, ar0;
-};
-// An epilogue in two parts, software-pipelined by emit_matmul: `load` (DMA into the piece's
-// scratch; may be empty) is emitted a piece ahead of `run` (VPU from the ACC, DMA out).
-struct Epilogue {
-  std::function<void(const Block&)> load, run;
-};
-
-// The generic tiled matmul. Row blocks of R rows x column groups of CT tiles fill half the ACC
-// (blocks alternate halves, so block k's epilogue overlaps block k + 1's matmul); (R, CT) is the
-// pair with the least HBM traffic (A is read once per column group, the weights once per row
-// block). The contraction runs in groups of KG tiles, A and weight rows double-buffered in the
-// UB (the builder's sync lets the DMA load the next group while the MXU works). The epilogue
-// runs in pieces of rows through two alternating scratch buffers, so a piece's DMA overlaps the
-// VPU work of the one before. Returns the tiling as text (for tessera compile --dump).
-std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,
-                        uint32_t acc_rows, const Epilogue& epi) {
-  const uint32_t N = b.n();
-  const uint32_t half = acc_rows / 2;
-  const uint64_t arena = ub_hi - ub_lo, tile = uint64_t{N} * N * 2;
-  uint32_t R = 0, CT = 0, PR = 0;
-  uint64_t best = ~0ull;
-  for (uint32_t ct = op.whole_columns ? op.Ct : 1; ct <= op.Ct; ++ct) {
-    if (ct > half) break;
-    const uint32_t r = std::min(op.M, half / ct);
-    // epilogue pieces: two buffers in at most half the arena
-    const uint32_t pr =
-        op.epi_row_bytes
-            ? static_cast<uint32_t>(std::min<uint64_t>(r, arena / 4 / (uint64_t{ct} * op.epi_row_bytes)))
-            : r;
-    if (pr < 1) continue;
-    const uint64_t left = arena - 2 * uint64_t{pr} * ct * op.epi_row_bytes;
-    uint32_t rr = r;  // rows shrink until one contraction tile of A and W double-buffers
-    while (rr > 1 && 2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) rr = (rr + 1) / 2;
-    if (2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) continue;
-    const uint64_t traffic = uint64_t{op.M} * op.Kt * N * ceil_div(op.Ct, ct) +
-                             uint64_t{op.Ct} * N * op.Kt * N * ceil_div(op.M, rr);
-    if (traffic < best) {
-      best = traffic;
-      R = rr;
-      CT = ct;
-      PR = std::min(pr, rr);
-    }
-  }
-  UbArena a(ub_lo, ub_hi, static_cast<int>(N), op.name);
-  if (!CT) a.take(arena + 1);  // throws, naming the op: does not fit
-  uint32_t scratch[2] = {0, 0};
-  if (op.epi_row_bytes)
-    for (auto& sc : scratch) sc = a.take(uint64_t{PR} * CT * op.epi_row_bytes);
-  const uint64_t per_tile = (uint64_t{R} * 2 * N + CT * tile);
-  const uint32_t KG =
-      static_cast<uint32_t>(std::min<uint64_t>(op.Kt, a.free() / (2 * per_tile + 128)));
-  if (KG < 1) a.take(a.free() + 1);
-  uint32_t abuf[2], wbuf[2];
-  for (int i = 0; i < 2; ++i) {
-    abuf[i] = a.take(uint64_t{R} * KG * N * 2);
-    wbuf[i] = a.take(uint64_t{CT} * N * KG * N * 2);
-  }
-  const uint32_t KGN = KG * N, groups = ceil_div(op.Kt, KG);
-  struct Blk {
-    uint32_t r0, rows, c0, ct, acc0;
-  };
-  std::vector<Blk> blocks;
-  for (uint32_t r0 = 0; r0 < op.M; r0 += R)
-    for (uint32_t c0 = 0; c0 < op.Ct; c0 += CT)
-      blocks.push_back({r0, std::min(R, op.M - r0), c0, std::min(CT, op.Ct - c0),
-                        static_cast<uint32_t>(blocks.size() % 2) * half});
-  uint32_t slot = 0;
-  auto emit_mm = [&](const Blk& k) {
-    const uint32_t ctn = k.ct * N;
-    std::vector<uint32_t> slots;  // the buffer each group was loaded into
-    auto load = [&](uint32_t g) {
-      const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = slot++ % 2;
-      slots.push_back(i);
-      b.dma_copy(hbm(op.a + uint64_t{k.r0} * op.a_pitch + uint64_t{g} * KGN * 2,
-                     {{kgn, 2}, {k.rows, int32_t(op.a_pitch)}}),
-                 ub(abuf[i], {{kgn, 2}, {k.rows, int32_t(KGN * 2)}}), 2);
-      if (op.w_by_column)
-        b.dma_copy(hbm(op.w + uint64_t{k.c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
-                       {{kgn, 2}, {ctn, int32_t(op.w_pitch)}}),
-                   ub(wbuf[i], {{kgn, 2}, {ctn, int32_t(KGN * 2)}}), 2);
-      else
-        b.dma_copy(hbm(op.w + uint64_t{g} * KGN * op.w_pitch + uint64_t{k.c0} * N * 2,
-                       {{ctn, 2}, {kgn, int32_t(op.w_pitch)}}),
-                   ub(wbuf[i], {{ctn, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
-      b.signal(isa::Unit::kDma);
-    };
-    load(0);
-    for (uint32_t g = 0; g < groups; ++g) {
-      if (g + 1 < groups) load(g + 1);
-      const uint32_t kg = std::min(KG, op.Kt - g * KG), i = slots[g];
-      for (uint32_t kt = 0; kt < kg; ++kt)
-        for (uint32_t c = 0; c < k.ct; ++c) {
-          if (op.w_by_column)
-            b.mxu_ldw(wbuf[i] + (c * N * KGN + kt * N) * 2, KGN * 2, true);
-          else
-            b.mxu_ldw(wbuf[i] + (kt * N * CT * N + c * N) * 2, CT * N * 2);
-          b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c * R);
-        }
-      b.signal(isa::Unit::kMxu);
-    }
-  };
-  // Pipelined: block k + 1's matmul is emitted before block k's epilogue, and each piece's
-  // load before the piece before it runs.
-  uint32_t piece = 0;
-  emit_mm(blocks[0]);
-  for (size_t k = 0; k < blocks.size(); ++k) {
-    if (k + 1 < blocks.size()) emit_mm(blocks[k + 1]);
-    const Blk& bk = blocks[k];
-    std::vector<Block> pieces;
-    for (uint32_t p0 = 0; p0 < bk.rows; p0 += PR, ++piece)
-      pieces.push_back({bk.r0 + p0, std::min(PR, bk.rows - p0), bk.c0, bk.ct, R,
-                        scratch[piece % 2], bk.acc0, p0});
-    if (epi.load) epi.load(pieces[0]);
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      if (epi.load && i + 1 < pieces.size()) epi.load(pieces[i + 1]);
-      epi.run(pieces[i]);
-    }
-  }
-  return std::string(op.name) + ": [" + std::to_string(op.M) + " x " + std::to_string(op.Kt * N) +
-         "] x [" + std::to_string(op.Kt * N) + " x " + std::to_string(op.Ct * N) + "]" +
-         (op.w_by_column ? " (weight tiles transposed, MXU.LDW t)" : "") + "; row blocks of " +
-         std::to_string(R) + ", column groups of " + std::to_string(CT) + " tiles, contraction " +
-         std::to_string(op.Kt) + " tiles in groups of " + std::to_string(KG) + "; " +
-         std::to_string(best * 2) + " operand bytes from HBM; epilogue pieces of " +
-         std::to_string(PR) + " rows, 2 x " + std::to_string(uint64_t{PR} * CT * op.epi_row_bytes) +
-         " bytes of UB";
-}
 
 // The HBM planner's interval first-fit: each buffer takes the lowest offset (32-byte aligned)
 // where it overlaps no placed buffer whose phase interval intersects its own.
@@ -259,6 +112,137 @@ bool dropout_keep(uint32_t seed, uint32_t step, uint32_t sample, uint32_t unit, 
   return !(f < 1.0f + rate);
 }
 
+std::vector<Shape3> feature_shapes(const DenseStackSpec& spec) {
+  std::vector<Shape3> shapes{spec.input_shape};
+  if (spec.features.empty()) return shapes;
+  const Shape3& s0 = spec.input_shape;
+  if (s0.size() == 0)
+    throw std::invalid_argument("the input shape " + std::to_string(s0.h) + " x " +
+                                std::to_string(s0.w) + " x " + std::to_string(s0.c) +
+                                " has a zero dimension");
+  for (size_t i = 0; i < spec.features.size(); ++i) {
+    const FeatureLayerSpec& f = spec.features[i];
+    const Shape3 in = shapes.back();
+    const std::string at = "layer " + std::to_string(i + 1);
+    if (f.kind == FeatureLayerSpec::Kind::kConv) {
+      const std::string name = at + " (Conv2D): ";
+      if (f.filters == 0) throw std::invalid_argument(name + "filters 0");
+      if (f.kernel < 1 || f.kernel > 7)
+        throw std::invalid_argument(name + "kernel_size " + std::to_string(f.kernel) +
+                                    ": 1 to 7 are lowered");
+      if (f.stride != 1 && f.stride != 2)
+        throw std::invalid_argument(name + "strides " + std::to_string(f.stride) +
+                                    ": 1 or 2 are lowered");
+      const auto g = lowering::conv_geom(in, f);
+      if (g.out.h == 0 || g.out.w == 0)
+        throw std::invalid_argument(name + "a " + std::to_string(f.kernel) + " x " +
+                                    std::to_string(f.kernel) + " kernel (padding valid) on a " +
+                                    std::to_string(in.h) + " x " + std::to_string(in.w) +
+                                    " input leaves no output");
+      shapes.push_back(g.out);
+    } else {
+      const std::string name =
+          at + (f.kind == FeatureLayerSpec::Kind::kMaxPool ? " (MaxPool2D): "
+                                                             : " (AveragePooling2D): ");
+      if (f.pool != 2 && f.pool != 3)
+        throw std::invalid_argument(name + "pool_size " + std::to_string(f.pool) +
+                                    ": 2 or 3 are lowered (strides = pool_size)");
+      if (in.h < f.pool || in.w < f.pool)
+        throw std::invalid_argument(name + "pool " + std::to_string(f.pool) + " on a " +
+                                    std::to_string(in.h) + " x " + std::to_string(in.w) +
+                                    " input leaves no output");
+      shapes.push_back({in.h / f.pool, in.w / f.pool, in.c});
+    }
+  }
+  return shapes;
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> weight_shapes(const DenseStackSpec& spec) {
+  std::vector<std::pair<uint32_t, uint32_t>> w;
+  const auto shapes = feature_shapes(spec);
+  for (size_t i = 0; i < spec.features.size(); ++i)
+    if (spec.features[i].kind == FeatureLayerSpec::Kind::kConv)
+      w.push_back({spec.features[i].kernel * spec.features[i].kernel * shapes[i].c,
+                   spec.features[i].filters});
+  uint32_t in = spec.inputs;
+  for (const auto& l : spec.layers) {
+    w.push_back({in, l.units});
+    in = l.units;
+  }
+  return w;
+}
+
+namespace {
+// The lowering plan of the layers before Flatten: shapes, padded sizes, pitches, which ops
+// run backward. conv: rows M = B Ho Wo of the im2col (Mpad rounded up to N), K = k k C
+// (Kpad), filters F (Fpad); the input gradient's operand has Min = B H W rows of Kd = k k F.
+struct FeatureOp {
+  FeatureLayerSpec f;
+  Shape3 in, out;
+  lowering::ConvGeom g;
+  bool conv = false;
+  uint32_t M = 0, Mpad = 0, Kpad = 0, Fpad = 0, Kdpad = 0, Cpad = 0, Min = 0;
+  uint32_t act_px = 0;  // output pixel pitch in HBM (bytes): conv F x 2, pool C x 2
+  uint32_t g_px = 0;    // output-gradient pixel pitch: conv Fpad x 2 ([Mpad][Fpad]), pool C x 2
+  bool bwd = false;     // a conv at or before it: it runs backward
+  bool dx = false;      // a conv before it: it computes its input gradient
+  int param = -1;       // conv: its index among the layers with weights
+};
+struct FeaturePlan {
+  std::vector<FeatureOp> ops;
+  int first_conv = -1;
+  uint32_t convs = 0;
+  bool x0_in_place = false;    // the last op writes the Flatten buffer x0 itself
+  bool dz0_in_place = false;   // the last op reads its output gradient from dz0 itself
+};
+FeaturePlan plan_features(const DenseStackSpec& spec, uint32_t n, uint32_t batch) {
+  FeaturePlan fp;
+  const auto shapes = feature_shapes(spec);
+  auto pad = [&](uint64_t v) { return static_cast<uint32_t>((v + n - 1) / n * n); };
+  for (size_t i = 0; i < spec.features.size(); ++i) {
+    FeatureOp op;
+    op.f = spec.features[i];
+    op.in = shapes[i];
+    op.out = shapes[i + 1];
+    op.conv = op.f.kind == FeatureLayerSpec::Kind::kConv;
+    if (op.conv) {
+      op.g = lowering::conv_geom(op.in, op.f);
+      op.M = batch * op.out.h * op.out.w;
+      op.Mpad = pad(op.M);
+      op.Kpad = pad(uint64_t{op.f.kernel} * op.f.kernel * op.in.c);
+      op.Fpad = pad(op.f.filters);
+      op.Kdpad = pad(uint64_t{op.f.kernel} * op.f.kernel * op.f.filters);
+      op.Cpad = pad(op.in.c);
+      op.Min = batch * op.in.h * op.in.w;
+      op.act_px = op.f.filters * 2;
+      op.g_px = op.Fpad * 2;
+      op.param = static_cast<int>(fp.convs++);
+      if (fp.first_conv < 0) fp.first_conv = static_cast<int>(i);
+    } else {
+      op.act_px = op.g_px = op.in.c * 2;
+    }
+    op.bwd = fp.first_conv >= 0;
+    op.dx = fp.first_conv >= 0 && fp.first_conv < static_cast<int>(i);
+    fp.ops.push_back(op);
+  }
+  if (!fp.ops.empty()) {
+    const FeatureOp& last = fp.ops.back();
+    const uint32_t P0 = pad(spec.inputs), bpad = pad(batch);
+    const uint64_t pixels = uint64_t{last.out.h} * last.out.w;
+    fp.x0_in_place = !last.conv || P0 == last.out.size();
+    fp.dz0_in_place = !last.conv || (last.Fpad == last.f.filters && P0 == last.out.size() &&
+                                     uint64_t{bpad} * pixels >= last.Mpad);
+  }
+  return fp;
+}
+std::string feature_name(const FeatureOp& op, size_t i) {
+  return std::string(op.conv ? "conv" : op.f.kind == FeatureLayerSpec::Kind::kMaxPool
+                                            ? "maxpool"
+                                            : "avgpool") +
+         std::to_string(i + 1);
+}
+}  // namespace
+
 DenseStackStep::DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& opt,
                                const ChipShape& chip, uint32_t batch, uint64_t hbm_base,
                                StepKind kind, const Layout* share_state)
@@ -269,6 +253,13 @@ DenseStackStep::DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& 
   if (batch == 0) throw std::invalid_argument("batch size 0");
   if (spec.inputs == 0) throw std::invalid_argument("the model has no inputs");
   if (spec.layers.empty()) throw std::invalid_argument("the model has no Dense layer");
+  if (!spec.features.empty()) {
+    const uint64_t flat = feature_shapes(spec).back().size();
+    if (flat != spec.inputs)
+      throw std::invalid_argument("Flatten: the last feature map has " + std::to_string(flat) +
+                                  " values, the spec's inputs are " +
+                                  std::to_string(spec.inputs));
+  }
   for (size_t l = 0; l < spec.layers.size(); ++l)
     if (spec.layers[l].units == 0)
       throw std::invalid_argument("layer " + std::to_string(l + 1) + " (Dense): units 0");
@@ -304,11 +295,19 @@ uint64_t DenseStackStep::data_bytes(const DenseStackSpec& spec, const ChipShape&
 
 std::pair<uint64_t, uint64_t> DenseStackStep::state_range() const {
   const uint64_t lo = layout_.layers.front().w;
-  return {lo, layout_.ones + padded(batch_) * 2 - lo};
+  return {lo, layout_.ones + uint64_t{ones_count()} * 2 - lo};
+}
+
+uint32_t DenseStackStep::ones_count() const {
+  uint32_t ones = padded(batch_);
+  for (const auto& op : plan_features(spec_, chip_.n, batch_).ops) ones = std::max(ones, op.Mpad);
+  return ones;
 }
 
 void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
   const uint32_t N = chip_.n, B = batch_, Bpad = padded(B), L = spec_.layers.size();
+  const FeaturePlan fp = plan_features(spec_, N, B);
+  const uint32_t nf = fp.ops.size();
   Layout& Y = layout_;
   Y = Layout{};
   Y.base = base;
@@ -321,41 +320,74 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
   std::vector<uint32_t> P{padded(spec_.inputs)};
   for (const auto& l : spec_.layers) P.push_back(padded(l.units));
   const uint32_t Cpad = P.back(), Cc = Cpad / N;
-  Y.images = take(uint64_t{Bpad} * P[0] * 2);
+  Y.images = take(nf ? uint64_t{Bpad} * spec_.input_shape.size() * 2 : uint64_t{Bpad} * P[0] * 2);
   Y.labels = take(uint64_t{Bpad} * 4);
+  const uint32_t ones = ones_count();
   if (share) {
     Y.layers = share->layers;
     Y.powers = share->powers;
     Y.consts = share->consts;
   } else {
-    for (uint32_t l = 1; l <= L; ++l) {
+    for (const auto& [K, U] : weight_shapes(spec_)) {
       LayerRegions r;
-      const uint64_t wb = uint64_t{P[l]} * P[l - 1];
+      const uint64_t wb = uint64_t{padded(U)} * padded(K);
       r.w = take(wb * 4);
       r.w_m = take(wb * 4);
       r.w_v = take(wb * 4);
       r.w16 = take(wb * 2);
-      r.b = take(P[l] * 4);
-      r.b_m = take(P[l] * 4);
-      r.b_v = take(P[l] * 4);
+      r.b = take(padded(U) * 4);
+      r.b_m = take(padded(U) * 4);
+      r.b_v = take(padded(U) * 4);
       Y.layers.push_back(r);
     }
     Y.powers = take(3 * N * 4);
     Y.consts = take(2 * Cc * N * 4);
   }
-  Y.ones = take(uint64_t{Bpad} * 2);
+  Y.ones = take(uint64_t{ones} * 2);
   Y.metrics = take(2 * N * 4);
   Y.probs = take(uint64_t{Bpad} * Cpad * 4);
-  // Transients. Phases: fwd_l = l (1..L), bwd_l = 2L + 1 - l.
-  auto bwd = [&](uint32_t l) { return int(2 * L + 1 - l); };
+  // Transients. Phases: the feature ops forward 1 .. nf, the Dense layers forward nf + l,
+  // backward nf + 2L + 1 - l, the feature ops backward (last first) up to nf + 2L + nf.
+  auto bwd = [&](uint32_t l) { return int(nf + 2 * L + 1 - l); };
+  auto ffwd = [&](uint32_t i) { return int(1 + i); };
+  auto fbwd = [&](uint32_t i) { return int(nf + 2 * L + nf - i); };
+  auto add = [&](const std::string& name, uint64_t bytes, int first, int last) {
+    Y.transients.push_back({name, 0, bytes, first, last});
+  };
   for (uint32_t l = 1; l < L; ++l)  // x_l: written by fwd_l, read by bwd_{l+1}
-    Y.transients.push_back({"x" + std::to_string(l), 0, uint64_t{Bpad} * P[l] * 2, int(l),
-                            bwd(l + 1)});
+    add("x" + std::to_string(l), uint64_t{Bpad} * P[l] * 2, int(nf + l), bwd(l + 1));
   for (uint32_t l = 1; l <= L; ++l) {  // dz_l: from fwd_L (l = L) or bwd_{l+1}, to bwd_l
-    const int first = l == L ? int(L) : bwd(l + 1);
-    Y.transients.push_back({"dz" + std::to_string(l), 0, uint64_t{Bpad} * P[l] * 2, first, bwd(l)});
-    Y.transients.push_back({"dzT" + std::to_string(l), 0, uint64_t{P[l]} * Bpad * 2, bwd(l),
-                            bwd(l)});
+    const int first = l == L ? int(nf + L) : bwd(l + 1);
+    add("dz" + std::to_string(l), uint64_t{Bpad} * P[l] * 2, first, bwd(l));
+    add("dzT" + std::to_string(l), uint64_t{P[l]} * Bpad * 2, bwd(l), bwd(l));
+  }
+  if (nf) {
+    const uint32_t last = nf - 1;
+    add("x0", uint64_t{Bpad} * P[0] * 2, ffwd(last), bwd(1));
+    if (fp.first_conv >= 0) add("dz0", uint64_t{Bpad} * P[0] * 2, bwd(1), fbwd(last));
+    for (uint32_t i = 0; i < nf; ++i) {
+      const FeatureOp& op = fp.ops[i];
+      const std::string id = feature_name(op, i);
+      const uint64_t pixels = uint64_t{B} * op.out.h * op.out.w;
+      if (i != last || !fp.x0_in_place)
+        add(id + ".out", pixels * op.act_px, ffwd(i),
+            i == last ? ffwd(i) : fp.ops[i + 1].bwd ? fbwd(i + 1) : ffwd(i + 1));
+      if (op.conv) {
+        add(id + ".im2col", uint64_t{op.Mpad} * op.Kpad * 2, ffwd(i), op.bwd ? fbwd(i) : ffwd(i));
+      }
+      if (!op.bwd) continue;
+      if (i != last || !fp.dz0_in_place) {
+        const uint64_t bytes = op.conv ? uint64_t{op.Mpad} * op.g_px : pixels * op.g_px;
+        add(id + ".grad", bytes, i == last ? fbwd(i) : fbwd(i + 1), fbwd(i));
+      }
+      if (op.conv) {
+        add(id + ".gradT", uint64_t{op.f.filters} * op.Mpad * 2, fbwd(i), fbwd(i));
+        if (op.dx) {
+          add(id + ".im2col_grad", uint64_t{padded(op.Min)} * op.Kdpad * 2, fbwd(i), fbwd(i));
+          add(id + ".kernel_flip", uint64_t{op.Kdpad} * op.Cpad * 2, fbwd(i), fbwd(i));
+        }
+      }
+    }
   }
   for (const auto& t : Y.transients) Y.transient_unshared += t.bytes;
   Y.transient_bytes = plan_transients(Y.transients);
@@ -379,7 +411,11 @@ void DenseStackStep::compile() {
       if (t.name == name) return t.addr;
     throw std::logic_error("no transient " + name);
   };
-  auto x_addr = [&](uint32_t l) { return l == 0 ? Y.images : transient("x" + std::to_string(l)); };
+  const FeaturePlan fp = plan_features(spec_, N, B);
+  const uint32_t nf = fp.ops.size();
+  auto x_addr = [&](uint32_t l) {
+    return l == 0 ? (nf ? transient("x0") : Y.images) : transient("x" + std::to_string(l));
+  };
   const bool train = kind_ == StepKind::kTrain;
   const bool adam = opt_.kind == OptimizerSpec::Kind::kAdam;
 
@@ -400,7 +436,9 @@ void DenseStackStep::compile() {
   const uint32_t ub_consts = global.take(2 * Cc * row4n);
   uint32_t maxP = 0;
   for (uint32_t l = 1; l <= L; ++l) maxP = std::max(maxP, P[l]);
+  for (const auto& op : fp.ops) maxP = std::max(maxP, op.Fpad);
   const uint32_t ub_bias = global.take(uint64_t{maxP} * 4);
+  const uint32_t zero_bytes = 32 * N, ub_zero = nf ? global.take(zero_bytes) : 0;
   const uint64_t arena_lo = chip_.ub_bytes - global.free(), arena_hi = chip_.ub_bytes;
 
   // Registers: V0 stays zero; V1 loss sum, V2 correct count (forward); the optimizer's in
@@ -429,14 +467,123 @@ void DenseStackStep::compile() {
   }
   copy_linear(b, kHbm, Y.labels, kUb, ub_labels, Bpad, 4);
   copy_linear(b, kHbm, Y.consts, kUb, ub_consts, 2 * Cc * N, 4);
+  for (uint32_t i = 0; nf && i < zero_bytes / row4n; ++i) b.vpu_st(kF32, 0, ub_zero + i * row4n);
   b.signal(isa::Unit::kDma);
+
+  // ---- the layers before Flatten ----
+  auto zero = [&](uint64_t addr, uint64_t bytes) {
+    if (bytes) emit_zero_hbm(b, ub_zero, zero_bytes, addr, bytes);
+  };
+  const uint32_t P0 = P[0];
+  // op i's output as the next op reads it (i = -1: the images)
+  auto out_ref = [&](int i) -> MapRef {
+    if (i < 0) {
+      const Shape3& s0 = spec_.input_shape;
+      return {Y.images, s0.c * 2, s0.size() * 2};
+    }
+    const FeatureOp& op = fp.ops[i];
+    if (i + 1 == int(nf) && fp.x0_in_place) return {transient("x0"), op.act_px, uint64_t{P0} * 2};
+    return {transient(feature_name(op, i) + ".out"), op.act_px,
+            uint64_t{op.out.h} * op.out.w * op.act_px};
+  };
+  // the gradient of op i's output (a conv's: before its relu) as op i's backward reads it
+  auto grad_ref = [&](int i) -> MapRef {
+    const FeatureOp& op = fp.ops[i];
+    if (i + 1 == int(nf) && fp.dz0_in_place) return {transient("dz0"), op.g_px, uint64_t{P0} * 2};
+    return {transient(feature_name(op, i) + ".grad"), op.g_px,
+            uint64_t{op.out.h} * op.out.w * op.g_px};
+  };
+  // Before op i's output gradient is written (by a writer that covers every input of its
+  // windows unless `holes`): the bytes nobody writes are zeroed: a conv's padding columns and
+  // rows beyond M, the inputs no pooling window covers.
+  auto prepare_grad = [&](int i, bool holes) {
+    const FeatureOp& op = fp.ops[i];
+    if (i + 1 == int(nf) && fp.dz0_in_place) return;
+    const MapRef g = grad_ref(i);
+    const uint64_t pixels = uint64_t{B} * op.out.h * op.out.w;
+    if (holes || (op.conv && op.Fpad != op.f.filters))
+      zero(g.addr, (op.conv ? op.Mpad : pixels) * op.g_px);
+    else if (op.conv)
+      zero(g.addr + pixels * op.g_px, (op.Mpad - pixels) * op.g_px);
+  };
+  for (uint32_t i = 0; i < nf; ++i) {
+    const FeatureOp& op = fp.ops[i];
+    const std::string id = feature_name(op, i);
+    phase("fwd_" + id);
+    const MapRef x = out_ref(int(i) - 1), y = out_ref(int(i));
+    const bool last = i + 1 == nf;
+    const uint64_t x0 = last ? transient("x0") : 0;
+    const uint64_t flat = op.out.size();
+    if (last && fp.x0_in_place) {  // x0 [Bpad][P0]: padding columns and samples zero
+      if (P0 != flat)
+        zero(x0, uint64_t{Bpad} * P0 * 2);
+      else
+        zero(x0 + uint64_t{B} * P0 * 2, uint64_t{Bpad - B} * P0 * 2);
+    }
+    if (!op.conv) {
+      emit_pool_forward(b, arena_lo, arena_hi, op.f.kind == FeatureLayerSpec::Kind::kMaxPool,
+                        op.f.pool, op.in, op.out, B, x, y);
+      note(id + ": pool " + std::to_string(op.f.pool) + " on " + std::to_string(op.in.h) + " x " +
+           std::to_string(op.in.w) + " x " + std::to_string(op.in.c));
+      continue;
+    }
+    const LayerRegions& R = Y.layers[op.param];
+    const uint64_t col = transient(id + ".im2col");
+    zero(col, uint64_t{op.Mpad} * op.Kpad * 2);
+    emit_im2col(b, op.g, B, x, col, op.Kpad * 2);
+    copy_linear(b, kHbm, R.b, kUb, ub_bias, op.Fpad, 4);
+    b.signal(isa::Unit::kDma);
+    Matmul mm;
+    mm.name = "Conv2D forward";
+    mm.M = op.M;
+    mm.Kt = op.Kpad / N;
+    mm.Ct = op.Fpad / N;
+    mm.a = col;
+    mm.a_pitch = op.Kpad * 2;
+    mm.w = R.w16;
+    mm.w_pitch = op.Kpad * 2;
+    mm.w_by_column = true;
+    mm.epi_row_bytes = row2n;
+    const uint32_t F = op.f.filters;
+    const bool relu = op.f.relu;
+    note(id + ": " + std::to_string(op.g.k) + " x " + std::to_string(op.g.k) + " stride " +
+         std::to_string(op.g.s) + (op.f.same ? " same" : " valid") + ", " +
+         std::to_string(op.in.h) + " x " + std::to_string(op.in.w) + " x " +
+         std::to_string(op.in.c) + " -> " + std::to_string(op.out.h) + " x " +
+         std::to_string(op.out.w) + " x " + std::to_string(F) + "; im2col " +
+         std::to_string(op.Mpad) + " x " + std::to_string(op.Kpad));
+    note(emit_matmul(b, mm, arena_lo, arena_hi, chip_.acc_rows, {nullptr, [&](const Block& k) {
+      const uint32_t pitch = k.ct * row2n;
+      for (uint32_t c = 0; c < k.ct; ++c) {
+        b.vpu_ld(kF32, 4, ub_bias + (k.c0 + c) * row4n);
+        for (uint32_t r = 0; r < k.rows; ++r) {
+          b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
+          b.vpu_op(Fn::kAdd, 3, 3, 4);
+          if (relu) b.vpu_op(Fn::kMax, 3, 3, 0);
+          b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
+        }
+      }
+      b.signal(isa::Unit::kVpu);
+      const uint32_t valid = std::min(k.ct * N, F - k.c0 * N);
+      b.dma_copy(ub(k.scratch, {{valid, 2}, {k.rows, int32_t(pitch)}}),
+                 hbm(y.addr + (uint64_t{k.r0} * F + k.c0 * N) * 2,
+                     {{valid, 2}, {k.rows, int32_t(F * 2)}}),
+                 2);
+    }}));
+    if (last && !fp.x0_in_place) {  // repack into x0's [Bpad][P0] rows
+      zero(x0, uint64_t{Bpad} * P0 * 2);
+      const uint32_t pixels = op.out.h * op.out.w;
+      b.dma_copy(hbm(y.addr, {{F, 2}, {pixels, int32_t(F * 2)}, {B, int32_t(pixels * F * 2)}}),
+                 hbm(x0, {{F, 2}, {pixels, int32_t(F * 2)}, {B, int32_t(P0 * 2)}}), 2);
+    }
+  }
   b.vpu_li(1, 0);
   b.vpu_li(2, 0);
 
   // ---- forward ----
   for (uint32_t l = 1; l <= L; ++l) {
     phase("fwd" + std::to_string(l));
-    const LayerRegions& R = Y.layers[l - 1];
+    const LayerRegions& R = Y.layers[fp.convs + l - 1];
     const bool last = l == L, relu = !last && spec_.layers[l - 1].relu;
     copy_linear(b, kHbm, R.b, kUb, ub_bias, P[l], 4);
     b.signal(isa::Unit::kDma);
@@ -665,32 +812,12 @@ void DenseStackStep::compile() {
     const uint32_t upd_bytes = 3 * row4n + row2n;
     for (uint32_t l = L; l >= 1; --l) {
       phase("bwd" + std::to_string(l));
-      const LayerRegions& R = Y.layers[l - 1];
+      const LayerRegions& R = Y.layers[fp.convs + l - 1];
       const uint64_t dz = transient("dz" + std::to_string(l));
       const uint64_t dzt = transient("dzT" + std::to_string(l));
-      // dz^T [D_l][Bpad], the activation rows of the weight gradient, through the UB in blocks
-      // of rb samples: dz rows in (contiguous runs), transposed UB to UB, out as runs of rb
-      {
-        UbArena t(arena_lo, arena_hi, static_cast<int>(N), "Dense gradient transpose");
-        const uint64_t per_sample = uint64_t{P[l]} * 2;
-        const uint32_t Rb = static_cast<uint32_t>(std::min<uint64_t>(
-            {Bpad, 65535, std::max<uint64_t>(1, (t.free() - 512) / (4 * per_sample))}));
-        uint32_t in[2], tr[2];
-        for (int i = 0; i < 2; ++i) {
-          in[i] = t.take(uint64_t{Rb} * per_sample);
-          tr[i] = t.take(uint64_t{Rb} * per_sample);
-        }
-        for (uint32_t b0 = 0, i = 0; b0 < Bpad; b0 += Rb, i ^= 1) {
-          const uint32_t rb = std::min(Rb, Bpad - b0);
-          b.dma_copy(hbm(dz + uint64_t{b0} * per_sample, {{P[l], 2}, {rb, int32_t(per_sample)}}),
-                     ub(in[i], {{P[l], 2}, {rb, int32_t(per_sample)}}), 2);
-          b.dma_copy(ub(in[i], {{rb, int32_t(per_sample)}, {D[l], 2}}),
-                     ub(tr[i], {{rb, 2}, {D[l], int32_t(rb * 2)}}), 2);
-          b.dma_copy(ub(tr[i], {{rb, 2}, {D[l], int32_t(rb * 2)}}),
-                     hbm(dzt + uint64_t{b0} * 2, {{rb, 2}, {D[l], int32_t(Bpad * 2)}}), 2);
-        }
-      }
-      if (l > 1) {  // dx = dz W^T, then the relu gradient by x_{l-1} > 0
+      // dz^T [D_l][Bpad], the activation rows of the weight gradient
+      emit_transpose(b, arena_lo, arena_hi, dz, Bpad, D[l], P[l], P[l] * 2, dzt, Bpad * 2);
+      if (l > 1 || fp.first_conv >= 0) {  // dx = dz W^T, the relu gradient by x_{l-1} > 0
         Matmul op;
         op.name = "Dense input gradient";
         op.M = Bpad;
@@ -702,8 +829,10 @@ void DenseStackStep::compile() {
         op.w_pitch = P[l - 1] * 2;
         op.w_by_column = false;
         op.epi_row_bytes = 2 * row2n;
-        const bool relu = spec_.layers[l - 2].relu;
-        const float drop = spec_.layers[l - 2].dropout;  // kept units pass d x 1 / (1 - rate)
+        // (l = 1: the gradient of the Flatten input; relu if the last feature op is a relu conv)
+        const bool relu = l > 1 ? spec_.layers[l - 2].relu : fp.ops.back().conv && fp.ops.back().f.relu;
+        // kept units pass d x 1 / (1 - rate)
+        const float drop = l > 1 ? spec_.layers[l - 2].dropout : 0.0f;
         const uint64_t x = x_addr(l - 1), out = transient("dz" + std::to_string(l - 1));
         auto load_x = [&](const Block& k) {  // x_{l-1} of the piece, for the relu mask
           const uint32_t pitch = k.ct * row2n, xs = k.scratch + k.rows * pitch;
@@ -776,6 +905,124 @@ void DenseStackStep::compile() {
                        {[&](const Block& k) { update(true, k, R.b, R.b_m, R.b_v, 0, P[l]); },
                         [&](const Block& k) { update(false, k, R.b, R.b_m, R.b_v, 0, P[l]); }}));
     }
+    // ---- the layers before Flatten, backward (last first) ----
+    for (int i = int(nf) - 1; i >= 0 && i >= fp.first_conv; --i) {
+      const FeatureOp& op = fp.ops[i];
+      const std::string id = feature_name(op, i);
+      phase("bwd_" + id);
+      const bool last = i + 1 == int(nf);
+      const MapRef g = grad_ref(i);
+      const FeatureOp* prev = i > 0 ? &fp.ops[i - 1] : nullptr;
+      const bool prev_relu = prev && prev->conv && prev->f.relu;
+      if (!op.conv) {
+        const MapRef x = out_ref(i - 1), gin = grad_ref(i - 1);
+        prepare_grad(i - 1, op.in.h % op.f.pool || op.in.w % op.f.pool);
+        emit_pool_backward(b, arena_lo, arena_hi, op.f.kind == FeatureLayerSpec::Kind::kMaxPool,
+                           op.f.pool, prev_relu, op.in, op.out, B, x, g, gin);
+        note(id + ": pooling gradient" + std::string(prev_relu ? " with the relu gradient" : ""));
+        continue;
+      }
+      const LayerRegions& R = Y.layers[op.param];
+      const uint32_t F = op.f.filters, C = op.in.c;
+      if (last && !fp.dz0_in_place) {  // dz0's [Bpad][P0] rows into [Mpad][Fpad]
+        prepare_grad(i, false);
+        const uint32_t pixels = op.out.h * op.out.w;
+        b.dma_copy(hbm(transient("dz0"),
+                       {{F, 2}, {pixels, int32_t(F * 2)}, {B, int32_t(P0 * 2)}}),
+                   hbm(g.addr, {{F, 2}, {pixels, int32_t(op.g_px)}, {B, int32_t(pixels * op.g_px)}}),
+                   2);
+      }
+      // dz^T [F][Mpad]: the weight gradient's activation rows
+      const uint64_t dzt = transient(id + ".gradT");
+      emit_transpose(b, arena_lo, arena_hi, g.addr, op.Mpad, F, op.Fpad, op.g_px, dzt,
+                     op.Mpad * 2);
+      if (op.dx) {  // dx = im2col(dz) x flip(W), before the weights change
+        const uint64_t wflip = transient(id + ".kernel_flip");
+        const uint64_t colT = transient(id + ".im2col_grad");
+        zero(wflip, uint64_t{op.Kdpad} * op.Cpad * 2);
+        emit_flip_kernel(b, op.g, R.w16, op.Kpad * 2, wflip, op.Cpad * 2);
+        zero(colT, uint64_t{padded(op.Min)} * op.Kdpad * 2);
+        emit_im2col_grad(b, op.g, B, g.addr, op.g_px, colT, op.Kdpad * 2);
+        prepare_grad(i - 1, false);
+        const MapRef x = out_ref(i - 1), gin = grad_ref(i - 1);
+        Matmul mm;
+        mm.name = "Conv2D input gradient";
+        mm.M = op.Min;
+        mm.Kt = op.Kdpad / N;
+        mm.Ct = op.Cpad / N;
+        mm.a = colT;
+        mm.a_pitch = op.Kdpad * 2;
+        mm.w = wflip;
+        mm.w_pitch = op.Cpad * 2;
+        mm.w_by_column = false;
+        mm.epi_row_bytes = 2 * row2n;
+        auto load_x = [&](const Block& k) {  // the producer's relu output, for the mask
+          const uint32_t pitch = k.ct * row2n, xs = k.scratch + k.rows * pitch;
+          const uint32_t valid = std::min(k.ct * N, C - k.c0 * N);
+          b.dma_copy(hbm(x.addr + uint64_t{k.r0} * x.px + k.c0 * N * 2,
+                         {{valid, 2}, {k.rows, int32_t(x.px)}}),
+                     ub(xs, {{valid, 2}, {k.rows, int32_t(pitch)}}), 2);
+          b.signal(isa::Unit::kDma);
+        };
+        Epilogue epi;
+        if (prev_relu) epi.load = load_x;
+        epi.run = [&](const Block& k) {
+          const uint32_t pitch = k.ct * row2n, xs = k.scratch + k.rows * pitch;
+          const uint32_t valid = std::min(k.ct * N, C - k.c0 * N);
+          for (uint32_t r = 0; r < k.rows; ++r)
+            for (uint32_t c = 0; c < k.ct; ++c) {
+              b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
+              if (prev_relu) {
+                b.vpu_ld(kBf16, 4, xs + r * pitch + c * row2n);
+                b.vpu_op(Fn::kCmpLt, 4, 0, 4);
+                b.vpu_op(Fn::kSel, 3, 3, 0, 4);
+              }
+              b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
+            }
+          b.signal(isa::Unit::kVpu);
+          b.dma_copy(ub(k.scratch, {{valid, 2}, {k.rows, int32_t(pitch)}}),
+                     hbm(gin.addr + uint64_t{k.r0} * gin.px + k.c0 * N * 2,
+                         {{valid, 2}, {k.rows, int32_t(gin.px)}}),
+                     2);
+        };
+        note(emit_matmul(b, mm, arena_lo, arena_hi, chip_.acc_rows, epi));
+      }
+      if (adam) {
+        emit_adam_constants(b, ar, opt_.beta1, opt_.beta2, opt_.epsilon, ub_lrt);
+      } else {
+        b.vpu_lif(ar.b1, opt_.momentum);
+        b.vpu_lif(ar.lr_t, opt_.lr);
+      }
+      Matmul dw;  // d W^T = dz^T im2col(x): rows the filters, columns (ky, kx, c)
+      dw.name = "Conv2D weight gradient";
+      dw.M = F;
+      dw.Kt = op.Mpad / N;
+      dw.Ct = op.Kpad / N;
+      dw.a = dzt;
+      dw.a_pitch = op.Mpad * 2;
+      dw.w = transient(id + ".im2col");
+      dw.w_pitch = op.Kpad * 2;
+      dw.w_by_column = false;
+      dw.epi_row_bytes = upd_bytes;
+      note(emit_matmul(
+          b, dw, arena_lo, arena_hi, chip_.acc_rows,
+          {[&](const Block& k) { update(true, k, R.w, R.w_m, R.w_v, R.w16, op.Kpad); },
+           [&](const Block& k) { update(false, k, R.w, R.w_m, R.w_v, R.w16, op.Kpad); }}));
+      Matmul db;  // d b = 1^T dz
+      db.name = "Conv2D bias gradient";
+      db.M = 1;
+      db.Kt = op.Mpad / N;
+      db.Ct = op.Fpad / N;
+      db.a = Y.ones;
+      db.a_pitch = op.Mpad * 2;
+      db.w = g.addr;
+      db.w_pitch = op.g_px;
+      db.w_by_column = false;
+      db.epi_row_bytes = upd_bytes;
+      note(emit_matmul(b, db, arena_lo, arena_hi, chip_.acc_rows,
+                       {[&](const Block& k) { update(true, k, R.b, R.b_m, R.b_v, 0, op.Fpad); },
+                        [&](const Block& k) { update(false, k, R.b, R.b_m, R.b_v, 0, op.Fpad); }}));
+    }
   }
 
   program_ = phases.finish(mxu_bound_);
@@ -794,32 +1041,31 @@ std::vector<uint8_t> DenseStackStep::program_bytes() const {
 
 std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams& p,
                                                                const DenseOptState& s) const {
-  const uint32_t N = chip_.n, L = spec_.layers.size(), Bpad = padded(batch_);
-  std::vector<uint32_t> P{padded(spec_.inputs)}, D{spec_.inputs};
-  for (const auto& l : spec_.layers) {
-    P.push_back(padded(l.units));
-    D.push_back(l.units);
-  }
-  auto check = [](const DenseParams& q, const std::vector<uint32_t>& d, const char* what) {
-    if (q.kernel.size() != d.size() - 1 || q.bias.size() != d.size() - 1)
+  const uint32_t N = chip_.n, Bpad = padded(batch_);
+  const auto shapes = weight_shapes(spec_);
+  const uint32_t J = shapes.size();
+  auto check = [&](const DenseParams& q, const char* what) {
+    if (q.kernel.size() != J || q.bias.size() != J)
       throw std::invalid_argument(std::string(what) + ": " + std::to_string(q.kernel.size()) +
-                                  " layers, the model has " + std::to_string(d.size() - 1));
-    for (size_t l = 1; l < d.size(); ++l)
-      if (q.kernel[l - 1].size() != size_t{d[l - 1]} * d[l] || q.bias[l - 1].size() != d[l])
-        throw std::invalid_argument(std::string(what) + ": layer " + std::to_string(l) +
-                                    " has the wrong number of values");
+                                  " layers with weights, the model has " + std::to_string(J));
+    for (uint32_t j = 0; j < J; ++j)
+      if (q.kernel[j].size() != size_t{shapes[j].first} * shapes[j].second ||
+          q.bias[j].size() != shapes[j].second)
+        throw std::invalid_argument(std::string(what) + ": layer with weights " +
+                                    std::to_string(j + 1) + " has the wrong number of values");
   };
-  check(p, D, "weights");
-  check(s.m, D, "first moments");
-  check(s.v, D, "second moments");
+  check(p, "weights");
+  check(s.m, "first moments");
+  check(s.v, "second moments");
   std::vector<Write> out;
-  auto transposed = [&](const std::vector<float>& k, uint32_t l, bool bf16) {
+  auto transposed = [&](const std::vector<float>& k, uint32_t j, bool bf16) {
     const int e = bf16 ? 2 : 4;
-    std::vector<uint8_t> img(size_t{P[l]} * P[l - 1] * e, 0);
-    for (uint32_t i = 0; i < D[l - 1]; ++i)
-      for (uint32_t u = 0; u < D[l]; ++u) {
-        const uint32_t bits = fp::bits(k[size_t{i} * D[l] + u]);
-        const size_t at = (size_t{u} * P[l - 1] + i) * e;
+    const uint32_t K = shapes[j].first, U = shapes[j].second, Kp = padded(K);
+    std::vector<uint8_t> img(size_t{padded(U)} * Kp * e, 0);
+    for (uint32_t i = 0; i < K; ++i)
+      for (uint32_t u = 0; u < U; ++u) {
+        const uint32_t bits = fp::bits(k[size_t{i} * U + u]);
+        const size_t at = (size_t{u} * Kp + i) * e;
         if (bf16) {
           const uint16_t h = fp::fp32_to_bf16(bits);
           img[at] = static_cast<uint8_t>(h);
@@ -835,15 +1081,16 @@ std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams
     for (size_t i = 0; i < v.size(); ++i) put32(img, i * 4, fp::bits(v[i]));
     return img;
   };
-  for (uint32_t l = 1; l <= L; ++l) {
-    const LayerRegions& R = layout_.layers[l - 1];
-    out.push_back({R.w, transposed(p.kernel[l - 1], l, false)});
-    out.push_back({R.w_m, transposed(s.m.kernel[l - 1], l, false)});
-    out.push_back({R.w_v, transposed(s.v.kernel[l - 1], l, false)});
-    out.push_back({R.w16, transposed(p.kernel[l - 1], l, true)});
-    out.push_back({R.b, vec(p.bias[l - 1], P[l])});
-    out.push_back({R.b_m, vec(s.m.bias[l - 1], P[l])});
-    out.push_back({R.b_v, vec(s.v.bias[l - 1], P[l])});
+  for (uint32_t j = 0; j < J; ++j) {
+    const LayerRegions& R = layout_.layers[j];
+    const uint32_t Up = padded(shapes[j].second);
+    out.push_back({R.w, transposed(p.kernel[j], j, false)});
+    out.push_back({R.w_m, transposed(s.m.kernel[j], j, false)});
+    out.push_back({R.w_v, transposed(s.v.kernel[j], j, false)});
+    out.push_back({R.w16, transposed(p.kernel[j], j, true)});
+    out.push_back({R.b, vec(p.bias[j], Up)});
+    out.push_back({R.b_m, vec(s.m.bias[j], Up)});
+    out.push_back({R.b_v, vec(s.v.bias[j], Up)});
   }
   std::vector<uint8_t> pw(3 * N * 4);
   for (uint32_t i = 0; i < N; ++i) {
@@ -852,15 +1099,17 @@ std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams
     put32(pw, (2 * N + i) * 4, s.steps);
   }
   out.push_back({layout_.powers, pw});
-  const uint32_t Cpad = P[L], C = D[L];
+  const uint32_t C = spec_.classes(), Cpad = padded(C);
   std::vector<uint8_t> cs(size_t{2} * Cpad * 4);
   for (uint32_t c = 0; c < Cpad; ++c) {
     put32(cs, c * 4, fp::bits(static_cast<float>(c)));
     put32(cs, (Cpad + c) * 4, c < C ? 0xFFFFFFFFu : 0u);
   }
   out.push_back({layout_.consts, cs});
-  std::vector<uint8_t> ones(size_t{Bpad} * 2);
-  for (uint32_t i = 0; i < Bpad; ++i) {
+  const size_t n_ones = ones_count();
+  (void)Bpad;
+  std::vector<uint8_t> ones(n_ones * 2);
+  for (size_t i = 0; i < n_ones; ++i) {
     ones[2 * i] = 0x80;  // bf16 1.0 = 0x3F80
     ones[2 * i + 1] = 0x3F;
   }
@@ -870,7 +1119,8 @@ std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams
 
 std::vector<DenseStackStep::Write> DenseStackStep::batch_image(
     const std::vector<uint16_t>& images, const std::vector<uint8_t>& labels) const {
-  const uint32_t B = batch_, Bpad = padded(B), K = spec_.inputs, P0 = padded(K);
+  const uint32_t B = batch_, Bpad = padded(B), K = spec_.inputs;
+  const uint32_t P0 = spec_.features.empty() ? padded(K) : K;  // a feature map: NHWC as it is
   if (images.size() != size_t{B} * K || labels.size() != B)
     throw std::invalid_argument("batch: " + std::to_string(images.size()) + " values and " +
                                 std::to_string(labels.size()) + " labels for " +
@@ -894,38 +1144,35 @@ std::vector<DenseStackStep::Write> DenseStackStep::batch_image(
 }
 
 void DenseStackStep::read_state(Reader read, void* ctx, DenseParams& p, DenseOptState& s) const {
-  const uint32_t L = spec_.layers.size();
-  std::vector<uint32_t> P{padded(spec_.inputs)}, D{spec_.inputs};
-  for (const auto& l : spec_.layers) {
-    P.push_back(padded(l.units));
-    D.push_back(l.units);
-  }
+  const auto shapes = weight_shapes(spec_);
+  const uint32_t J = shapes.size();
   for (DenseParams* q : {&p, &s.m, &s.v}) {
-    q->kernel.assign(L, {});
-    q->bias.assign(L, {});
+    q->kernel.assign(J, {});
+    q->bias.assign(J, {});
   }
-  for (uint32_t l = 1; l <= L; ++l) {
-    const LayerRegions& R = layout_.layers[l - 1];
+  for (uint32_t j = 0; j < J; ++j) {
+    const LayerRegions& R = layout_.layers[j];
+    const uint32_t K = shapes[j].first, U = shapes[j].second, Kp = padded(K);
     auto kernel = [&](uint64_t addr) {
-      const auto bytes = read(ctx, addr, size_t{P[l]} * P[l - 1] * 4);
-      std::vector<float> k(size_t{D[l - 1]} * D[l]);
-      for (uint32_t i = 0; i < D[l - 1]; ++i)
-        for (uint32_t u = 0; u < D[l]; ++u)
-          k[size_t{i} * D[l] + u] = fp::f32(get32(bytes, (size_t{u} * P[l - 1] + i) * 4));
+      const auto bytes = read(ctx, addr, size_t{padded(U)} * Kp * 4);
+      std::vector<float> k(size_t{K} * U);
+      for (uint32_t i = 0; i < K; ++i)
+        for (uint32_t u = 0; u < U; ++u)
+          k[size_t{i} * U + u] = fp::f32(get32(bytes, (size_t{u} * Kp + i) * 4));
       return k;
     };
     auto bias = [&](uint64_t addr) {
-      const auto bytes = read(ctx, addr, size_t{D[l]} * 4);
-      std::vector<float> v(D[l]);
-      for (uint32_t u = 0; u < D[l]; ++u) v[u] = fp::f32(get32(bytes, u * 4));
+      const auto bytes = read(ctx, addr, size_t{U} * 4);
+      std::vector<float> v(U);
+      for (uint32_t u = 0; u < U; ++u) v[u] = fp::f32(get32(bytes, u * 4));
       return v;
     };
-    p.kernel[l - 1] = kernel(R.w);
-    s.m.kernel[l - 1] = kernel(R.w_m);
-    s.v.kernel[l - 1] = kernel(R.w_v);
-    p.bias[l - 1] = bias(R.b);
-    s.m.bias[l - 1] = bias(R.b_m);
-    s.v.bias[l - 1] = bias(R.b_v);
+    p.kernel[j] = kernel(R.w);
+    s.m.kernel[j] = kernel(R.w_m);
+    s.v.kernel[j] = kernel(R.w_v);
+    p.bias[j] = bias(R.b);
+    s.m.bias[j] = bias(R.b_m);
+    s.v.bias[j] = bias(R.b_v);
   }
   const auto pw = read(ctx, layout_.powers, 3 * chip_.n * 4);
   s.beta1_power = fp::f32(get32(pw, 0));
@@ -952,25 +1199,31 @@ std::vector<float> DenseStackStep::read_probabilities(Reader read, void* ctx) co
 DenseParams glorot_init(const DenseStackSpec& spec, uint64_t seed) {
   uint64_t state = seed;
   DenseParams p;
-  uint32_t in = spec.inputs;
-  for (const auto& l : spec.layers) {
-    p.kernel.push_back(glorot(state, size_t{in} * l.units, in, l.units));
-    p.bias.push_back(std::vector<float>(l.units, 0.0f));
-    in = l.units;
+  const auto shapes = weight_shapes(spec);
+  size_t conv = 0;
+  for (const auto& [K, U] : shapes) {
+    // Keras's fans: a Conv2D's are k k in and k k filters (its receptive field)
+    double field = 1;
+    while (conv < spec.features.size() &&
+           spec.features[conv].kind != FeatureLayerSpec::Kind::kConv)
+      ++conv;
+    if (conv < spec.features.size()) {
+      field = double(spec.features[conv].kernel) * spec.features[conv].kernel;
+      ++conv;
+    }
+    p.kernel.push_back(glorot(state, size_t{K} * U, K, U * field));
+    p.bias.push_back(std::vector<float>(U, 0.0f));
   }
   return p;
 }
 
 DenseOptState zero_opt_state(const DenseStackSpec& spec) {
   DenseOptState s;
-  uint32_t in = spec.inputs;
-  for (const auto& l : spec.layers) {
+  for (const auto& [K, U] : weight_shapes(spec))
     for (DenseParams* q : {&s.m, &s.v}) {
-      q->kernel.push_back(std::vector<float>(size_t{in} * l.units, 0.0f));
-      q->bias.push_back(std::vector<float>(l.units, 0.0f));
+      q->kernel.push_back(std::vector<float>(size_t{K} * U, 0.0f));
+      q->bias.push_back(std::vector<float>(U, 0.0f));
     }
-    in = l.units;
-  }
   return s;
 }
 

@@ -171,7 +171,7 @@ TEST_F(CompileCli, DenseStackDumpsItsLoweringAndPlan) {
   const driver::DeviceConfig c = driver::chip_for_array(4);
   const compiler::DenseStackStep step(spec, {}, compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows},
                                       8, 0);
-  for (const std::string want : std::vector<std::string>{
+  for (const std::string& want : std::vector<std::string>{
            "== 1 layers", "dense1 = Dense(256, relu)", "dense2 = Dense(10, softmax)", "== 2 lower",
         "fwd1  Dense forward: [8 x 784] x [784 x 256]", "fwd2  softmax layer: [8 x 256]",
         "bwd2  Dense input gradient", "bwd2  Dense weight gradient: [10 x 8] x [8 x 256]",

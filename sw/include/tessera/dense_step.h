@@ -35,11 +35,33 @@ struct DenseLayerSpec {
 // dropped when the float 1.m with m = the top 23 bits of h is below the fp32 1 + rate.
 uint32_t dropout_hash(uint32_t x);
 bool dropout_keep(uint32_t seed, uint32_t step, uint32_t sample, uint32_t unit, float rate);
+// A layer before Flatten (docs/compiler.md, "Convolutional layers"). Conv2D(filters,
+// kernel 1..7, stride 1 or 2, padding valid or same (TensorFlow's: the extra row and column
+// at the bottom and right), relu or linear); MaxPool2D / AveragePooling2D with pool 2 or 3,
+// strides = pool, padding valid.
+struct FeatureLayerSpec {
+  enum class Kind { kConv, kMaxPool, kAvgPool } kind = Kind::kConv;
+  uint32_t filters = 0, kernel = 3, stride = 1;
+  bool same = false, relu = false;
+  uint32_t pool = 2;
+};
+struct Shape3 {  // a feature map per sample: H x W x C, stored NHWC
+  uint32_t h = 0, w = 0, c = 0;
+  uint64_t size() const { return uint64_t{h} * w * c; }
+};
 struct DenseStackSpec {
-  uint32_t inputs = 784;  // Flatten of the input (H W C, NHWC order)
+  uint32_t inputs = 784;  // the Flatten size (H W C, NHWC order): with features, the last map's
+  Shape3 input_shape;     // the input map (used when `features` is not empty)
+  std::vector<FeatureLayerSpec> features;  // the layers before Flatten, in order
   std::vector<DenseLayerSpec> layers;
   uint32_t classes() const { return layers.empty() ? 0 : layers.back().units; }
 };
+// The feature maps: [0] the input, [i + 1] the output of features[i]; throws
+// std::invalid_argument naming the layer (1-based, in model order) for what cannot be lowered.
+std::vector<Shape3> feature_shapes(const DenseStackSpec& spec);
+// (K, U) of every layer with weights, in model order: Conv2D K = k k C_in, U = filters (its
+// kernel [k][k][C_in][filters] read as a K x U matrix, rows (ky, kx, c)); Dense K = inputs.
+std::vector<std::pair<uint32_t, uint32_t>> weight_shapes(const DenseStackSpec& spec);
 
 // Adam (Keras form, as AdamSpec) or SGD with momentum (Keras form: v = mu v - lr g; w += v;
 // momentum 0 is plain SGD, w -= lr g, bit for bit).
@@ -49,7 +71,9 @@ struct OptimizerSpec {
   float momentum = 0.0f;
 };
 
-// Parameters in Keras's layouts (fp32): kernel[l] is [inputs of l][units of l], bias[l] [units].
+// Parameters in Keras's layouts (fp32), one entry per layer with weights in model order (the
+// Conv2D layers, then the Dense ones; Keras's get_weights order): kernel[j] is [K][U] of
+// weight_shapes (Conv2D: [kh][kw][in][filters]), bias[j] [U].
 struct DenseParams {
   std::vector<std::vector<float>> kernel, bias;
 };
@@ -68,19 +92,20 @@ class DenseStackStep {
     std::string name;
     uint64_t addr = 0, bytes = 0;
   };
-  // Per layer: the kernel as W^T rows [Up][Kp] (fp32 master, moments, the bf16 copy the MXU
-  // reads; Up, Kp the widths rounded up to N, padding zero), the bias [Up].
+  // Per layer with weights: the kernel as W^T rows [Up][Kp] (fp32 master, moments, the bf16
+  // copy the MXU reads; Up, Kp the widths rounded up to N, padding zero), the bias [Up].
   struct LayerRegions {
     uint64_t w = 0, w_m = 0, w_v = 0, w16 = 0, b = 0, b_m = 0, b_v = 0;
   };
   struct Layout {
     uint64_t base = 0, bytes = 0;
-    uint64_t images = 0;  // [Bpad][P0] bf16, written by the host (padding zero)
+    uint64_t images = 0;  // [Bpad][P0] bf16, written by the host (padding zero); with
+                          // features [B][H][W][C] (NHWC)
     uint64_t labels = 0;  // [Bpad] fp32
     std::vector<LayerRegions> layers;
     uint64_t powers = 0;   // [3][N]: b1^t, b2^t (fp32), the step count (uint32)
     uint64_t consts = 0;   // [2 Cc][N] fp32: class index, valid-class mask
-    uint64_t ones = 0;     // [Bpad] bf16 1.0: the bias gradient's activation row
+    uint64_t ones = 0;     // [max(Bpad, conv rows)] bf16 1.0: the bias gradient's activation row
     uint64_t metrics = 0;  // [2][N] fp32: mean loss, correct count
     uint64_t probs = 0;    // [Bpad][Cpad] fp32 (StepKind::kEvaluate)
     // The planner's transient buffers (activations x_l, gradients dz_l and dz_l^T), with the
@@ -134,6 +159,7 @@ class DenseStackStep {
   std::vector<float> read_probabilities(Reader read, void* ctx) const;  // batch x classes
 
   uint32_t padded(uint32_t width) const { return (width + chip_.n - 1) / chip_.n * chip_.n; }
+  uint32_t ones_count() const;  // the ones row's length: the longest bias-gradient contraction
 
  private:
   DenseStackStep() = default;

@@ -1,0 +1,259 @@
+// Conv2D and pooling patterns of DenseStackStep (sw/compiler/feature_lowering.h).
+#include "sw/compiler/feature_lowering.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "sw/compiler/lowering_util.h"
+
+namespace tessera::compiler::lowering {
+namespace {
+using Fn = isa::Funct;
+constexpr isa::Kind kBf16 = isa::Kind::kUbBf16;
+
+// The pooling chunks: output rows [oy0, oy0 + rows) of one sample.
+struct Chunk {
+  uint32_t sample, oy0, rows;
+};
+std::vector<Chunk> pool_chunks(uint32_t batch, uint32_t ho, uint32_t nr) {
+  std::vector<Chunk> c;
+  for (uint32_t s = 0; s < batch; ++s)
+    for (uint32_t y = 0; y < ho; y += nr) c.push_back({s, y, std::min(nr, ho - y)});
+  return c;
+}
+// Output rows per chunk so that two sets of `buffers` chunk buffers fit the arena.
+uint32_t pool_rows(uint64_t ub_lo, uint64_t ub_hi, uint32_t buffers, const Shape3& out,
+                   uint32_t n, const char* what) {
+  const uint64_t row = uint64_t{out.w} * out.c, room = (ub_hi - ub_lo) - 2 * buffers * 64 - 64;
+  uint32_t nr = out.h;
+  while (nr > 1 && 2 * buffers * (ceil_div(nr * row, n) * uint64_t{n} * 2) > room) nr = (nr + 1) / 2;
+  if (2 * buffers * (ceil_div(nr * row, n) * uint64_t{n} * 2) > room)
+    throw std::invalid_argument(std::string(what) + ": an output row of " + std::to_string(out.w) +
+                                " x " + std::to_string(out.c) + " values does not fit the " +
+                                std::to_string(ub_hi - ub_lo) + " bytes of UB the phase has");
+  return nr;
+}
+}  // namespace
+
+ConvGeom conv_geom(const Shape3& in, const FeatureLayerSpec& f) {
+  ConvGeom g;
+  g.in = in;
+  g.k = f.kernel;
+  g.s = f.stride;
+  g.out.c = f.filters;
+  if (f.same) {
+    g.out.h = ceil_div(in.h, f.stride);
+    g.out.w = ceil_div(in.w, f.stride);
+    const int64_t th = std::max<int64_t>(0, int64_t(g.out.h - 1) * f.stride + f.kernel - in.h);
+    const int64_t tw = std::max<int64_t>(0, int64_t(g.out.w - 1) * f.stride + f.kernel - in.w);
+    g.pt = static_cast<uint32_t>(th / 2);
+    g.pl = static_cast<uint32_t>(tw / 2);
+  } else {
+    g.out.h = in.h >= f.kernel ? (in.h - f.kernel) / f.stride + 1 : 0;
+    g.out.w = in.w >= f.kernel ? (in.w - f.kernel) / f.stride + 1 : 0;
+  }
+  return g;
+}
+
+void tap_range(const ConvGeom& g, uint32_t t, uint32_t pad, uint32_t size, uint32_t count,
+               uint32_t& lo, uint32_t& hi) {
+  // s o + t - pad in [0, size)
+  const int64_t s = g.s, a = int64_t(pad) - t, z = int64_t(size) - 1 + pad - t;
+  const int64_t l = a <= 0 ? 0 : (a + s - 1) / s;
+  const int64_t h = z < 0 ? 0 : std::min<int64_t>(count, z / s + 1);
+  lo = static_cast<uint32_t>(l);
+  hi = static_cast<uint32_t>(std::max(l, h));
+}
+
+void emit_im2col(ProgramBuilder& b, const ConvGeom& g, uint32_t batch, const MapRef& x,
+                 uint64_t col, uint32_t col_pitch) {
+  const uint32_t C = g.in.c, W = g.in.w, Wo = g.out.w, Ho = g.out.h;
+  for (uint32_t ky = 0; ky < g.k; ++ky)
+    for (uint32_t kx = 0; kx < g.k; ++kx) {
+      uint32_t y0, y1, x0, x1;
+      tap_range(g, ky, g.pt, g.in.h, Ho, y0, y1);
+      tap_range(g, kx, g.pl, W, Wo, x0, x1);
+      if (y0 == y1 || x0 == x1) continue;
+      const uint64_t iy = uint64_t{g.s} * y0 + ky - g.pt, ix = uint64_t{g.s} * x0 + kx - g.pl;
+      b.dma_copy(hbm(x.addr + (iy * W + ix) * x.px,
+                     {{C, 2},
+                      {x1 - x0, int32_t(g.s * x.px)},
+                      {y1 - y0, int32_t(uint64_t{g.s} * W * x.px)},
+                      {batch, int32_t(x.sample)}}),
+                 hbm(col + (uint64_t{y0} * Wo + x0) * col_pitch + (ky * g.k + kx) * C * 2,
+                     {{C, 2},
+                      {x1 - x0, int32_t(col_pitch)},
+                      {y1 - y0, int32_t(uint64_t{Wo} * col_pitch)},
+                      {batch, int32_t(uint64_t{Ho} * Wo * col_pitch)}}),
+                 2);
+    }
+}
+
+void emit_im2col_grad(ProgramBuilder& b, const ConvGeom& g, uint32_t batch, uint64_t dz,
+                      uint32_t dz_px, uint64_t colT, uint32_t colT_pitch) {
+  const uint32_t F = g.out.c, W = g.in.w, H = g.in.h, Wo = g.out.w, Ho = g.out.h;
+  for (uint32_t ky = 0; ky < g.k; ++ky)
+    for (uint32_t kx = 0; kx < g.k; ++kx) {
+      uint32_t y0, y1, x0, x1;
+      tap_range(g, ky, g.pt, H, Ho, y0, y1);
+      tap_range(g, kx, g.pl, W, Wo, x0, x1);
+      if (y0 == y1 || x0 == x1) continue;
+      const uint64_t iy = uint64_t{g.s} * y0 + ky - g.pt, ix = uint64_t{g.s} * x0 + kx - g.pl;
+      const uint32_t flipped = (g.k - 1 - ky) * g.k + (g.k - 1 - kx);
+      b.dma_copy(hbm(dz + (uint64_t{y0} * Wo + x0) * dz_px,
+                     {{F, 2},
+                      {x1 - x0, int32_t(dz_px)},
+                      {y1 - y0, int32_t(uint64_t{Wo} * dz_px)},
+                      {batch, int32_t(uint64_t{Ho} * Wo * dz_px)}}),
+                 hbm(colT + (iy * W + ix) * colT_pitch + uint64_t{flipped} * F * 2,
+                     {{F, 2},
+                      {x1 - x0, int32_t(g.s * colT_pitch)},
+                      {y1 - y0, int32_t(uint64_t{g.s} * W * colT_pitch)},
+                      {batch, int32_t(uint64_t{H} * W * colT_pitch)}}),
+                 2);
+    }
+}
+
+void emit_flip_kernel(ProgramBuilder& b, const ConvGeom& g, uint64_t w16, uint32_t w_pitch,
+                      uint64_t wflip, uint32_t flip_pitch) {
+  const uint32_t C = g.in.c, F = g.out.c, k = g.k;
+  // source: tap (ky, kx) is columns (ky k + kx) C .. + C of every row f; destination: rows
+  // ((k-1-ky) k + (k-1-kx)) F + f. kx and ky run forward in the source, backward in wflip.
+  b.dma_copy(hbm(w16, {{C, 2}, {F, int32_t(w_pitch)}, {k, int32_t(C * 2)},
+                       {k, int32_t(k * C * 2)}}),
+             hbm(wflip + (uint64_t{k} * k - 1) * F * flip_pitch,
+                 {{C, 2}, {F, int32_t(flip_pitch)}, {k, -int32_t(F * flip_pitch)},
+                  {k, -int32_t(k * F * flip_pitch)}}),
+             2);
+}
+
+void emit_pool_forward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool max, uint32_t p,
+                       const Shape3& in, const Shape3& out, uint32_t batch, const MapRef& x,
+                       const MapRef& y) {
+  const uint32_t N = b.n(), C = in.c, taps = p * p;
+  const uint32_t nr = pool_rows(ub_lo, ub_hi, taps + 1, out, N, max ? "MaxPool2D" : "AveragePooling2D");
+  UbArena a(ub_lo, ub_hi, N, "pooling");
+  const uint64_t buf = ceil_div(uint64_t{nr} * out.w * C, N) * uint64_t{N} * 2;
+  std::vector<uint32_t> tap[2], res(2);
+  for (int i = 0; i < 2; ++i) {
+    for (uint32_t t = 0; t < taps; ++t) tap[i].push_back(a.take(buf));
+    res[i] = a.take(buf);
+  }
+  const auto chunks = pool_chunks(batch, out.h, nr);
+  auto load = [&](const Chunk& c, int i) {
+    for (uint32_t dy = 0; dy < p; ++dy)
+      for (uint32_t dx = 0; dx < p; ++dx)
+        b.dma_copy(hbm(x.addr + c.sample * x.sample +
+                           (uint64_t{p * c.oy0 + dy} * in.w + dx) * x.px,
+                       {{C, 2}, {out.w, int32_t(p * x.px)}, {c.rows, int32_t(uint64_t{p} * in.w * x.px)}}),
+                   ub(tap[i][dy * p + dx], {{C, 2}, {out.w, int32_t(C * 2)}, {c.rows, int32_t(out.w * C * 2)}}),
+                   2);
+    b.signal(isa::Unit::kDma);
+  };
+  auto run = [&](const Chunk& c, int i) {
+    const uint32_t vectors = ceil_div(uint64_t{c.rows} * out.w * C, N);
+    if (!max) b.vpu_lif(3, static_cast<float>(taps));
+    for (uint32_t v = 0; v < vectors; ++v) {
+      b.vpu_ld(kBf16, 1, tap[i][0] + v * 2 * N);
+      for (uint32_t t = 1; t < taps; ++t) {
+        b.vpu_ld(kBf16, 2, tap[i][t] + v * 2 * N);
+        b.vpu_op(max ? Fn::kMax : Fn::kAdd, 1, 1, 2);
+      }
+      if (!max) b.vpu_op(Fn::kDiv, 1, 1, 3);
+      b.vpu_st(kBf16, 1, res[i] + v * 2 * N);
+    }
+    b.signal(isa::Unit::kVpu);
+    b.dma_copy(ub(res[i], {{C, 2}, {c.rows * out.w, int32_t(C * 2)}}),
+               hbm(y.addr + c.sample * y.sample + uint64_t{c.oy0} * out.w * y.px,
+                   {{C, 2}, {c.rows * out.w, int32_t(y.px)}}),
+               2);
+  };
+  load(chunks[0], 0);
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    if (k + 1 < chunks.size()) load(chunks[k + 1], int((k + 1) % 2));
+    run(chunks[k], int(k % 2));
+  }
+}
+
+void emit_pool_backward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool max, uint32_t p,
+                        bool relu, const Shape3& in, const Shape3& out, uint32_t batch,
+                        const MapRef& x, const MapRef& g_out, const MapRef& g_in) {
+  const uint32_t N = b.n(), C = in.c, taps = p * p;
+  const uint32_t nr = pool_rows(ub_lo, ub_hi, taps + 1, out, N, max ? "MaxPool2D" : "AveragePooling2D");
+  UbArena a(ub_lo, ub_hi, N, "pooling gradient");
+  const uint64_t buf = ceil_div(uint64_t{nr} * out.w * C, N) * uint64_t{N} * 2;
+  std::vector<uint32_t> tap[2], grad(2);
+  for (int i = 0; i < 2; ++i) {
+    for (uint32_t t = 0; t < taps; ++t) tap[i].push_back(a.take(buf));
+    grad[i] = a.take(buf);
+  }
+  const bool need_x = max || relu;
+  const auto chunks = pool_chunks(batch, out.h, nr);
+  auto window = [&](const Chunk& c, uint32_t dy, uint32_t dx, const MapRef& m) {
+    return hbm(m.addr + c.sample * m.sample + (uint64_t{p * c.oy0 + dy} * in.w + dx) * m.px,
+               {{C, 2}, {out.w, int32_t(p * m.px)}, {c.rows, int32_t(uint64_t{p} * in.w * m.px)}});
+  };
+  auto staged = [&](uint32_t at, const Chunk& c) {
+    return ub(at, {{C, 2}, {out.w, int32_t(C * 2)}, {c.rows, int32_t(out.w * C * 2)}});
+  };
+  auto load = [&](const Chunk& c, int i) {
+    if (need_x)
+      for (uint32_t dy = 0; dy < p; ++dy)
+        for (uint32_t dx = 0; dx < p; ++dx)
+          b.dma_copy(window(c, dy, dx, x), staged(tap[i][dy * p + dx], c), 2);
+    b.dma_copy(hbm(g_out.addr + c.sample * g_out.sample + uint64_t{c.oy0} * out.w * g_out.px,
+                   {{C, 2}, {c.rows * out.w, int32_t(g_out.px)}}),
+               ub(grad[i], {{C, 2}, {c.rows * out.w, int32_t(C * 2)}}), 2);
+    b.signal(isa::Unit::kDma);
+  };
+  // V1..V9 the taps, V10 the max (or p p), V11 g, V12 taken, V13 this tap's mask, V14, V15
+  auto run = [&](const Chunk& c, int i) {
+    const uint32_t vectors = ceil_div(uint64_t{c.rows} * out.w * C, N);
+    for (uint32_t v = 0; v < vectors; ++v) {
+      const uint32_t off = v * 2 * N;
+      b.vpu_ld(kBf16, 11, grad[i] + off);
+      if (need_x)
+        for (uint32_t t = 0; t < taps; ++t) b.vpu_ld(kBf16, 1 + t, tap[i][t] + off);
+      if (max) {
+        b.vpu_op(Fn::kIOr, 10, 1, 0);
+        for (uint32_t t = 1; t < taps; ++t) b.vpu_op(Fn::kMax, 10, 10, 1 + t);
+        b.vpu_op(Fn::kIOr, 12, 0, 0);
+      } else {
+        b.vpu_lif(10, static_cast<float>(taps));
+        b.vpu_op(Fn::kDiv, 11, 11, 10);
+      }
+      for (uint32_t t = 0; t < taps; ++t) {
+        const int xt = 1 + static_cast<int>(t);
+        int result = 11;
+        if (max) {
+          b.vpu_op(Fn::kCmpEq, 13, xt, 10);
+          b.vpu_op(Fn::kSel, 13, 0, 13, 12);  // an earlier tap took it: 0
+          b.vpu_op(Fn::kIOr, 12, 12, 13);
+          if (relu) {
+            b.vpu_op(Fn::kCmpLt, 14, 0, xt);
+            b.vpu_op(Fn::kIAnd, 13, 13, 14);
+          }
+          b.vpu_op(Fn::kSel, 15, 11, 0, 13);
+          result = 15;
+        } else if (relu) {
+          b.vpu_op(Fn::kCmpLt, 14, 0, xt);
+          b.vpu_op(Fn::kSel, 15, 11, 0, 14);
+          result = 15;
+        }
+        b.vpu_st(kBf16, result, tap[i][t] + off);
+      }
+    }
+    b.signal(isa::Unit::kVpu);
+    for (uint32_t dy = 0; dy < p; ++dy)
+      for (uint32_t dx = 0; dx < p; ++dx)
+        b.dma_copy(staged(tap[i][dy * p + dx], c), window(c, dy, dx, g_in), 2);
+  };
+  load(chunks[0], 0);
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    if (k + 1 < chunks.size()) load(chunks[k + 1], int((k + 1) % 2));
+    run(chunks[k], int(k % 2));
+  }
+}
+
+}  // namespace tessera::compiler::lowering

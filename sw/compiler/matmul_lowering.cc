@@ -1,0 +1,173 @@
+// The generic tiled MXU matmul and the DMA helpers (sw/compiler/matmul_lowering.h).
+#include "sw/compiler/matmul_lowering.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "sw/compiler/lowering_util.h"
+
+namespace tessera::compiler::lowering {
+
+// The generic tiled matmul. Row blocks of R rows x column groups of CT tiles fill half the ACC
+// (blocks alternate halves, so block k's epilogue overlaps block k + 1's matmul); (R, CT) is the
+// pair with the least HBM traffic (A is read once per column group, the weights once per row
+// block). The contraction runs in groups of KG tiles, A and weight rows double-buffered in the
+// UB (the builder's sync lets the DMA load the next group while the MXU works). The epilogue
+// runs in pieces of rows through two alternating scratch buffers, so a piece's DMA overlaps the
+// VPU work of the one before. Returns the tiling as text (for tessera compile --dump).
+std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,
+                        uint32_t acc_rows, const Epilogue& epi) {
+  const uint32_t N = b.n();
+  const uint32_t half = acc_rows / 2;
+  const uint64_t arena = ub_hi - ub_lo, tile = uint64_t{N} * N * 2;
+  uint32_t R = 0, CT = 0, PR = 0;
+  uint64_t best = ~0ull;
+  for (uint32_t ct = op.whole_columns ? op.Ct : 1; ct <= op.Ct; ++ct) {
+    if (ct > half) break;
+    const uint32_t r = std::min(op.M, half / ct);
+    // epilogue pieces: two buffers in at most half the arena
+    const uint32_t pr =
+        op.epi_row_bytes
+            ? static_cast<uint32_t>(std::min<uint64_t>(r, arena / 4 / (uint64_t{ct} * op.epi_row_bytes)))
+            : r;
+    if (pr < 1) continue;
+    const uint64_t left = arena - 2 * uint64_t{pr} * ct * op.epi_row_bytes;
+    uint32_t rr = r;  // rows shrink until one contraction tile of A and W double-buffers
+    while (rr > 1 && 2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) rr = (rr + 1) / 2;
+    if (2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) continue;
+    const uint64_t traffic = uint64_t{op.M} * op.Kt * N * ceil_div(op.Ct, ct) +
+                             uint64_t{op.Ct} * N * op.Kt * N * ceil_div(op.M, rr);
+    if (traffic < best) {
+      best = traffic;
+      R = rr;
+      CT = ct;
+      PR = std::min(pr, rr);
+    }
+  }
+  UbArena a(ub_lo, ub_hi, static_cast<int>(N), op.name);
+  if (!CT) a.take(arena + 1);  // throws, naming the op: does not fit
+  uint32_t scratch[2] = {0, 0};
+  if (op.epi_row_bytes)
+    for (auto& sc : scratch) sc = a.take(uint64_t{PR} * CT * op.epi_row_bytes);
+  const uint64_t per_tile = (uint64_t{R} * 2 * N + CT * tile);
+  const uint32_t KG =
+      static_cast<uint32_t>(std::min<uint64_t>(op.Kt, a.free() / (2 * per_tile + 128)));
+  if (KG < 1) a.take(a.free() + 1);
+  uint32_t abuf[2], wbuf[2];
+  for (int i = 0; i < 2; ++i) {
+    abuf[i] = a.take(uint64_t{R} * KG * N * 2);
+    wbuf[i] = a.take(uint64_t{CT} * N * KG * N * 2);
+  }
+  const uint32_t KGN = KG * N, groups = ceil_div(op.Kt, KG);
+  struct Blk {
+    uint32_t r0, rows, c0, ct, acc0;
+  };
+  std::vector<Blk> blocks;
+  for (uint32_t r0 = 0; r0 < op.M; r0 += R)
+    for (uint32_t c0 = 0; c0 < op.Ct; c0 += CT)
+      blocks.push_back({r0, std::min(R, op.M - r0), c0, std::min(CT, op.Ct - c0),
+                        static_cast<uint32_t>(blocks.size() % 2) * half});
+  uint32_t slot = 0;
+  auto emit_mm = [&](const Blk& k) {
+    const uint32_t ctn = k.ct * N;
+    std::vector<uint32_t> slots;  // the buffer each group was loaded into
+    auto load = [&](uint32_t g) {
+      const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = slot++ % 2;
+      slots.push_back(i);
+      b.dma_copy(hbm(op.a + uint64_t{k.r0} * op.a_pitch + uint64_t{g} * KGN * 2,
+                     {{kgn, 2}, {k.rows, int32_t(op.a_pitch)}}),
+                 ub(abuf[i], {{kgn, 2}, {k.rows, int32_t(KGN * 2)}}), 2);
+      if (op.w_by_column)
+        b.dma_copy(hbm(op.w + uint64_t{k.c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
+                       {{kgn, 2}, {ctn, int32_t(op.w_pitch)}}),
+                   ub(wbuf[i], {{kgn, 2}, {ctn, int32_t(KGN * 2)}}), 2);
+      else
+        b.dma_copy(hbm(op.w + uint64_t{g} * KGN * op.w_pitch + uint64_t{k.c0} * N * 2,
+                       {{ctn, 2}, {kgn, int32_t(op.w_pitch)}}),
+                   ub(wbuf[i], {{ctn, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
+      b.signal(isa::Unit::kDma);
+    };
+    load(0);
+    for (uint32_t g = 0; g < groups; ++g) {
+      if (g + 1 < groups) load(g + 1);
+      const uint32_t kg = std::min(KG, op.Kt - g * KG), i = slots[g];
+      for (uint32_t kt = 0; kt < kg; ++kt)
+        for (uint32_t c = 0; c < k.ct; ++c) {
+          if (op.w_by_column)
+            b.mxu_ldw(wbuf[i] + (c * N * KGN + kt * N) * 2, KGN * 2, true);
+          else
+            b.mxu_ldw(wbuf[i] + (kt * N * CT * N + c * N) * 2, CT * N * 2);
+          b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c * R);
+        }
+      b.signal(isa::Unit::kMxu);
+    }
+  };
+  // Pipelined: block k + 1's matmul is emitted before block k's epilogue, and each piece's
+  // load before the piece before it runs.
+  uint32_t piece = 0;
+  emit_mm(blocks[0]);
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    if (k + 1 < blocks.size()) emit_mm(blocks[k + 1]);
+    const Blk& bk = blocks[k];
+    std::vector<Block> pieces;
+    for (uint32_t p0 = 0; p0 < bk.rows; p0 += PR, ++piece)
+      pieces.push_back({bk.r0 + p0, std::min(PR, bk.rows - p0), bk.c0, bk.ct, R,
+                        scratch[piece % 2], bk.acc0, p0});
+    if (epi.load) epi.load(pieces[0]);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      if (epi.load && i + 1 < pieces.size()) epi.load(pieces[i + 1]);
+      epi.run(pieces[i]);
+    }
+  }
+  return std::string(op.name) + ": [" + std::to_string(op.M) + " x " + std::to_string(op.Kt * N) +
+         "] x [" + std::to_string(op.Kt * N) + " x " + std::to_string(op.Ct * N) + "]" +
+         (op.w_by_column ? " (weight tiles transposed, MXU.LDW t)" : "") + "; row blocks of " +
+         std::to_string(R) + ", column groups of " + std::to_string(CT) + " tiles, contraction " +
+         std::to_string(op.Kt) + " tiles in groups of " + std::to_string(KG) + "; " +
+         std::to_string(best * 2) + " operand bytes from HBM; epilogue pieces of " +
+         std::to_string(PR) + " rows, 2 x " + std::to_string(uint64_t{PR} * CT * op.epi_row_bytes) +
+         " bytes of UB";
+}
+
+void emit_zero_hbm(ProgramBuilder& b, uint32_t ub_zero, uint32_t zero_bytes, uint64_t addr,
+                   uint64_t bytes) {
+  const uint32_t run = zero_bytes / 2;  // elements of one repetition
+  while (bytes) {
+    const uint64_t reps = std::min<uint64_t>(bytes / 2 / run, 65535);
+    if (reps) {
+      b.dma_copy(ub(ub_zero, {{run, 2}, {static_cast<uint32_t>(reps), 0}}),
+                 hbm(addr, {{run, 2}, {static_cast<uint32_t>(reps), int32_t(zero_bytes)}}), 2);
+      addr += reps * zero_bytes;
+      bytes -= reps * zero_bytes;
+      continue;
+    }
+    const uint32_t tail = static_cast<uint32_t>(bytes / 2);
+    b.dma_copy(ub(ub_zero, {{tail, 2}}), hbm(addr, {{tail, 2}}), 2);
+    bytes = 0;
+  }
+}
+
+void emit_transpose(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint64_t src,
+                    uint32_t rows, uint32_t cols, uint32_t read, uint32_t src_pitch, uint64_t dst,
+                    uint32_t dst_pitch) {
+  UbArena t(ub_lo, ub_hi, b.n(), "transpose");
+  const uint64_t in_row = uint64_t{read} * 2, tr_row = uint64_t{cols} * 2;
+  const uint32_t Rb = static_cast<uint32_t>(std::min<uint64_t>(
+      {rows, 65535, std::max<uint64_t>(1, (t.free() - 512) / (2 * (in_row + tr_row)))}));
+  uint32_t in[2], tr[2];
+  for (int i = 0; i < 2; ++i) {
+    in[i] = t.take(uint64_t{Rb} * in_row);
+    tr[i] = t.take(uint64_t{Rb} * tr_row);
+  }
+  for (uint32_t r0 = 0, i = 0; r0 < rows; r0 += Rb, i ^= 1) {
+    const uint32_t rb = std::min(Rb, rows - r0);
+    b.dma_copy(hbm(src + uint64_t{r0} * src_pitch, {{read, 2}, {rb, int32_t(src_pitch)}}),
+               ub(in[i], {{read, 2}, {rb, int32_t(in_row)}}), 2);
+    b.dma_copy(ub(in[i], {{rb, int32_t(in_row)}, {cols, 2}}),
+               ub(tr[i], {{rb, 2}, {cols, int32_t(rb * 2)}}), 2);
+    b.dma_copy(ub(tr[i], {{rb, 2}, {cols, int32_t(rb * 2)}}),
+               hbm(dst + uint64_t{r0} * 2, {{rb, 2}, {cols, int32_t(dst_pitch)}}), 2);
+  }
+}
+
+}  // namespace tessera::compiler::lowering

@@ -1,0 +1,65 @@
+// The generic tiled MXU matmul of the step compilers (DenseStackStep's Dense and Conv2D
+// layers) and the DMA helpers around it: zero fills and UB-staged transposes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "sw/compiler/program_builder.h"
+
+namespace tessera::compiler::lowering {
+
+// One MXU matmul C[M][Ct N] = A[M][Kt N] x B, operands bf16 in HBM.
+struct Matmul {
+  const char* name = "";
+  uint32_t M = 0, Kt = 0, Ct = 0;
+  uint64_t a = 0;
+  uint32_t a_pitch = 0;  // bytes between A rows
+  uint64_t w = 0;
+  uint32_t w_pitch = 0;  // bytes between weight rows
+  // true: weight row c is output column c and holds the contraction (W^T rows: MXU.LDW t);
+  // false: weight row j is contraction index j and holds the output columns
+  bool w_by_column = false;
+  bool whole_columns = false;  // every column tile in one group (the softmax's rows)
+  uint32_t epi_row_bytes = 0;  // UB scratch the epilogue needs per ACC row of the group
+};
+// The epilogue of a piece of one (row block, column group): rows r0 .. r0 + rows of the output
+// (ar0 .. ar0 + rows of the block); the ACC row of (piece row r, tile c) is
+// acc0 + c * R + ar0 + r.
+struct Block {
+  uint32_t r0, rows, c0, ct, R;
+  uint32_t scratch;  // UB: epi_row_bytes x rows x ct bytes (pieces alternate two buffers)
+  uint32_t acc0, ar0;
+};
+// An epilogue in two parts, software-pipelined by emit_matmul: `load` (DMA into the piece's
+// scratch; may be empty) is emitted a piece ahead of `run` (VPU from the ACC, DMA out).
+struct Epilogue {
+  std::function<void(const Block&)> load, run;
+};
+
+// The generic tiled matmul. Row blocks of R rows x column groups of CT tiles fill half the ACC
+// (blocks alternate halves, so block k's epilogue overlaps block k + 1's matmul); (R, CT) is the
+// pair with the least HBM traffic (A is read once per column group, the weights once per row
+// block). The contraction runs in groups of KG tiles, A and weight rows double-buffered in the
+// UB (the builder's sync lets the DMA load the next group while the MXU works). The epilogue
+// runs in pieces of rows through two alternating scratch buffers, so a piece's DMA overlaps the
+// VPU work of the one before. Returns the tiling as text (for tessera compile --dump).
+std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,
+                        uint32_t acc_rows, const Epilogue& epi);
+
+// Zeroes HBM [addr, addr + bytes) (bytes even) by DMA from `zero_bytes` zero bytes kept in the
+// UB at `ub_zero` (the source walk repeats them with stride 0).
+void emit_zero_hbm(ProgramBuilder& b, uint32_t ub_zero, uint32_t zero_bytes, uint64_t addr,
+                   uint64_t bytes);
+
+// dst[c][r] = src[r][c] (bf16) for r < rows, c < cols: src rows `src_pitch` bytes apart (the
+// first `read` >= cols elements of each row are loaded as one contiguous run), dst rows
+// `dst_pitch` bytes apart. Staged through the UB arena [ub_lo, ub_hi) in blocks of rows: rows
+// in as contiguous runs, the element walk UB to UB, out as runs of the block's length;
+// double-buffered.
+void emit_transpose(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint64_t src,
+                    uint32_t rows, uint32_t cols, uint32_t read, uint32_t src_pitch, uint64_t dst,
+                    uint32_t dst_pitch);
+
+}  // namespace tessera::compiler::lowering
