@@ -1119,8 +1119,10 @@ std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams
 
 std::vector<DenseStackStep::Write> DenseStackStep::batch_image(
     const std::vector<uint16_t>& images, const std::vector<uint8_t>& labels) const {
-  const uint32_t B = batch_, Bpad = padded(B), K = spec_.inputs;
-  const uint32_t P0 = spec_.features.empty() ? padded(K) : K;  // a feature map: NHWC as it is
+  const uint32_t B = batch_, Bpad = padded(B);
+  // a feature map: NHWC as it is; a Flatten input: rows padded to N
+  const uint32_t K = spec_.features.empty() ? spec_.inputs : uint32_t(spec_.input_shape.size());
+  const uint32_t P0 = spec_.features.empty() ? padded(K) : K;
   if (images.size() != size_t{B} * K || labels.size() != B)
     throw std::invalid_argument("batch: " + std::to_string(images.size()) + " values and " +
                                 std::to_string(labels.size()) + " labels for " +

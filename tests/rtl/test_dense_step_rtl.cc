@@ -3,8 +3,10 @@
 // not multiples of N, relu and linear layers, Adam or SGD with momentum) two training steps on
 // the rtl chip leave the whole training state in HBM — fp32 weights, bf16 copies, moments,
 // powers — and the metrics byte for byte as the functional backend does, and an evaluation
-// step's probabilities likewise. TESSERA_DENSE_SWEEP sets how many architectures run at N = 4
-// (default 20, `make soak` 200); one N = 16 case (784-64-10) always runs.
+// step's probabilities likewise; the same for random convolutional networks
+// (tests/common/dense_ref.h: Conv2D, MaxPool2D, AveragePooling2D before Flatten).
+// TESSERA_DENSE_SWEEP sets how many architectures of each family run at N = 4 (default 20,
+// `make soak` 200); at N = 16 a 784-64-10 MLP and a small two-conv network always run.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -42,7 +44,7 @@ Outcome run(driver::Backend backend, int n, const test::Arch& a,
   std::mt19937 rng(seed);
   Outcome o;
   for (int s = 0; s < 2; ++s) {
-    std::vector<uint16_t> img(size_t{a.batch} * a.spec.inputs);
+    std::vector<uint16_t> img(size_t{a.batch} * test::image_values(a.spec));
     std::vector<uint8_t> lbl(a.batch);
     for (auto& v : img) v = fp::fp32_to_bf16(fp::bits(static_cast<float>(rng() % 256) / 255.0f));
     for (auto& v : lbl) v = static_cast<uint8_t>(rng() % a.spec.classes());
@@ -92,6 +94,36 @@ TEST(DenseStepRtl, RandomStacksBitIdenticalToFunctionalAtN4) {
     }
     expect_identical(4, a, opt, 1000 + i);
   }
+}
+
+TEST(DenseStepRtl, RandomConvNetsBitIdenticalToFunctionalAtN4) {
+  const char* env = std::getenv("TESSERA_DENSE_SWEEP");
+  const int count = env ? std::atoi(env) : 20;
+  std::mt19937 rng(52);
+  for (int i = 0; i < count; ++i) {
+    const test::Arch a = test::random_conv_arch(rng);
+    compiler::OptimizerSpec opt;
+    if (i % 3 == 2) {
+      opt.kind = compiler::OptimizerSpec::Kind::kSgd;
+      opt.lr = 0.1f;
+      opt.momentum = (i % 2) ? 0.9f : 0.0f;
+    }
+    expect_identical(4, a, opt, 2000 + i);
+  }
+}
+
+TEST(DenseStepRtl, TwoConvNetBitIdenticalToFunctionalAtN16) {
+  using Kind = compiler::FeatureLayerSpec::Kind;
+  test::Arch a;
+  a.spec.input_shape = {14, 14, 1};
+  a.spec.features = {{Kind::kConv, 16, 3, 1, false, true},
+                     {Kind::kMaxPool, 0, 0, 0, false, false, 2},
+                     {Kind::kConv, 32, 3, 1, false, true},
+                     {Kind::kMaxPool, 0, 0, 0, false, false, 2}};
+  a.spec.inputs = 2 * 2 * 32;
+  a.spec.layers = {{32, true, 0.5f, 7}, {10, false}};
+  a.batch = 4;
+  expect_identical(16, a, {}, 6);
 }
 
 TEST(DenseStepRtl, MlpBitIdenticalToFunctionalAtN16) {

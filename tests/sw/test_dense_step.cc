@@ -49,7 +49,7 @@ StepRun run_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint3
     for (auto& v : b) v = static_cast<float>(rng() % 200) / 1000.0f - 0.1f;
   for (const auto& w : step.state_image(r.p0, compiler::zero_opt_state(a.spec)))
     dev->write(w.first, w.second);
-  r.images.resize(size_t{a.batch} * a.spec.inputs);
+  r.images.resize(size_t{a.batch} * test::image_values(a.spec));
   r.labels.resize(a.batch);
   for (auto& v : r.images) v = fp::fp32_to_bf16(fp::bits(static_cast<float>(rng() % 256) / 255.0f));
   for (auto& v : r.labels) v = static_cast<uint8_t>(rng() % a.spec.classes());
@@ -65,7 +65,7 @@ void expect_gradients(const Arch& a, const StepRun& r, float lr, int n) {
   const auto ref = test::dense_reference_step(a.spec, r.p0, r.images, r.labels, n);
   EXPECT_NEAR(r.loss, ref.loss, 2e-5 * std::max(1.0f, ref.loss)) << describe(a);
   EXPECT_EQ(r.correct, ref.correct) << describe(a);
-  for (size_t l = 0; l < a.spec.layers.size(); ++l) {
+  for (size_t l = 0; l < r.p0.kernel.size(); ++l) {
     auto check = [&](const std::vector<float>& w0, const std::vector<float>& w1,
                      const std::vector<float>& g, const char* what) {
       float gmax = 0;
@@ -76,7 +76,7 @@ void expect_gradients(const Arch& a, const StepRun& r, float lr, int n) {
         // a d logit on a bf16 rounding boundary may round the other way: 2^-8 of the largest
         if (std::fabs(got - g[i]) > 4e-3f * gmax + 1e-6f) ++bad;
       }
-      EXPECT_EQ(bad, 0u) << describe(a) << ": layer " << l + 1 << " " << what;
+      EXPECT_EQ(bad, 0u) << describe(a) << ": layer with weights " << l + 1 << " " << what;
     };
     check(r.p0.kernel[l], r.p1.kernel[l], ref.grads.kernel[l], "kernel");
     check(r.p0.bias[l], r.p1.bias[l], ref.grads.bias[l], "bias");
@@ -92,6 +92,19 @@ TEST(DenseStackStep, RandomStacksMatchTheHostReferenceAtN4AndN16) {
     const Arch a = random_arch(rng);
     const int n = i % 4 == 3 ? 16 : 4;
     const StepRun r = run_step(a, sgd, n, 100 + i);
+    expect_gradients(a, r, sgd.lr, n);
+  }
+}
+
+TEST(DenseStackStep, RandomConvNetsMatchTheHostReferenceAtN4AndN16) {
+  std::mt19937 rng(91);
+  compiler::OptimizerSpec sgd;
+  sgd.kind = compiler::OptimizerSpec::Kind::kSgd;
+  sgd.lr = 0.5f;
+  for (int i = 0; i < 40; ++i) {
+    const Arch a = test::random_conv_arch(rng);
+    const int n = i % 4 == 3 ? 16 : 4;
+    const StepRun r = run_step(a, sgd, n, 300 + i);
     expect_gradients(a, r, sgd.lr, n);
   }
 }
