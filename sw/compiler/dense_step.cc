@@ -123,7 +123,7 @@ std::vector<Shape3> feature_shapes(const DenseStackSpec& spec) {
   for (size_t i = 0; i < spec.features.size(); ++i) {
     const FeatureLayerSpec& f = spec.features[i];
     const Shape3 in = shapes.back();
-    const std::string at = "layer " + std::to_string(i + 1);
+    const std::string at = "layer " + std::to_string(i);
     if (f.kind == FeatureLayerSpec::Kind::kConv) {
       const std::string name = at + " (Conv2D): ";
       if (f.filters == 0) throw std::invalid_argument(name + "filters 0");

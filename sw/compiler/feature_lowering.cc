@@ -11,6 +11,7 @@ namespace tessera::compiler::lowering {
 namespace {
 using Fn = isa::Funct;
 constexpr isa::Kind kBf16 = isa::Kind::kUbBf16;
+constexpr isa::Kind kF32 = isa::Kind::kUbF32;
 
 // The pooling chunks: output rows [oy0, oy0 + rows) of one sample.
 struct Chunk {
@@ -180,13 +181,18 @@ void emit_pool_backward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool 
                         bool relu, const Shape3& in, const Shape3& out, uint32_t batch,
                         const MapRef& x, const MapRef& g_out, const MapRef& g_in) {
   const uint32_t N = b.n(), C = in.c, taps = p * p;
-  const uint32_t nr = pool_rows(ub_lo, ub_hi, taps + 1, out, N, max ? "MaxPool2D" : "AveragePooling2D");
+  const uint32_t nr =
+      pool_rows(ub_lo, ub_hi, taps + 1 + (max ? 4 : 0), out, N, max ? "MaxPool2D" : "AveragePooling2D");
   UbArena a(ub_lo, ub_hi, N, "pooling gradient");
   const uint64_t buf = ceil_div(uint64_t{nr} * out.w * C, N) * uint64_t{N} * 2;
-  std::vector<uint32_t> tap[2], grad(2);
+  std::vector<uint32_t> tap[2], grad(2), mx(2), taken(2);
   for (int i = 0; i < 2; ++i) {
     for (uint32_t t = 0; t < taps; ++t) tap[i].push_back(a.take(buf));
     grad[i] = a.take(buf);
+    if (max) {
+      mx[i] = a.take(2 * buf);
+      taken[i] = a.take(2 * buf);
+    }
   }
   const bool need_x = max || relu;
   const auto chunks = pool_chunks(batch, out.h, nr);
@@ -207,43 +213,55 @@ void emit_pool_backward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool 
                ub(grad[i], {{C, 2}, {c.rows * out.w, int32_t(C * 2)}}), 2);
     b.signal(isa::Unit::kDma);
   };
-  // V1..V9 the taps, V10 the max (or p p), V11 g, V12 taken, V13 this tap's mask, V14, V15
+  // Max: a pass for each window's max (into `mx`), then tap by tap (loops short enough to
+  // compress): mask = x_t == max and no earlier tap took it (`taken`, kept in the UB), the
+  // gradient where the mask holds. V1 x_t, V10 max (or p p), V11 g, V12 taken, V13 mask, V14,
+  // V15 the result (written over x_t's staging).
   auto run = [&](const Chunk& c, int i) {
     const uint32_t vectors = ceil_div(uint64_t{c.rows} * out.w * C, N);
-    for (uint32_t v = 0; v < vectors; ++v) {
-      const uint32_t off = v * 2 * N;
-      b.vpu_ld(kBf16, 11, grad[i] + off);
-      if (need_x)
-        for (uint32_t t = 0; t < taps; ++t) b.vpu_ld(kBf16, 1 + t, tap[i][t] + off);
-      if (max) {
-        b.vpu_op(Fn::kIOr, 10, 1, 0);
-        for (uint32_t t = 1; t < taps; ++t) b.vpu_op(Fn::kMax, 10, 10, 1 + t);
-        b.vpu_op(Fn::kIOr, 12, 0, 0);
-      } else {
-        b.vpu_lif(10, static_cast<float>(taps));
-        b.vpu_op(Fn::kDiv, 11, 11, 10);
+    if (max)
+      for (uint32_t v = 0; v < vectors; ++v) {
+        const uint32_t off = v * 2 * N;
+        b.vpu_ld(kBf16, 1, tap[i][0] + off);
+        for (uint32_t t = 1; t < taps; ++t) {
+          b.vpu_ld(kBf16, 2, tap[i][t] + off);
+          b.vpu_op(Fn::kMax, 1, 1, 2);
+        }
+        b.vpu_st(kF32, 1, mx[i] + v * 4 * N);
       }
-      for (uint32_t t = 0; t < taps; ++t) {
-        const int xt = 1 + static_cast<int>(t);
+    for (uint32_t t = 0; t < taps; ++t)
+      for (uint32_t v = 0; v < vectors; ++v) {
+        const uint32_t off = v * 2 * N, off4 = v * 4 * N;
+        b.vpu_ld(kBf16, 11, grad[i] + off);
+        if (need_x) b.vpu_ld(kBf16, 1, tap[i][t] + off);
+        if (!max) {
+          b.vpu_lif(10, static_cast<float>(taps));
+          b.vpu_op(Fn::kDiv, 11, 11, 10);
+        }
         int result = 11;
         if (max) {
-          b.vpu_op(Fn::kCmpEq, 13, xt, 10);
-          b.vpu_op(Fn::kSel, 13, 0, 13, 12);  // an earlier tap took it: 0
-          b.vpu_op(Fn::kIOr, 12, 12, 13);
-          if (relu) {
-            b.vpu_op(Fn::kCmpLt, 14, 0, xt);
-            b.vpu_op(Fn::kIAnd, 13, 13, 14);
+          b.vpu_ld(kF32, 10, mx[i] + off4);
+          b.vpu_op(Fn::kCmpEq, 13, 1, 10);
+          if (t > 0) {
+            b.vpu_ld(kF32, 12, taken[i] + off4);
+            b.vpu_op(Fn::kSel, 13, 0, 13, 12);  // an earlier tap took it: 0
+            if (t + 1 < taps) b.vpu_op(Fn::kIOr, 12, 12, 13);
           }
+          if (t + 1 < taps) b.vpu_st(kF32, t > 0 ? 12 : 13, taken[i] + off4);
+        }
+        if (relu) {
+          b.vpu_op(Fn::kCmpLt, 14, 0, 1);
+          if (max)
+            b.vpu_op(Fn::kIAnd, 13, 13, 14);
+          else
+            b.vpu_op(Fn::kIOr, 13, 14, 0);
+        }
+        if (max || relu) {
           b.vpu_op(Fn::kSel, 15, 11, 0, 13);
-          result = 15;
-        } else if (relu) {
-          b.vpu_op(Fn::kCmpLt, 14, 0, xt);
-          b.vpu_op(Fn::kSel, 15, 11, 0, 14);
           result = 15;
         }
         b.vpu_st(kBf16, result, tap[i][t] + off);
       }
-    }
     b.signal(isa::Unit::kVpu);
     for (uint32_t dy = 0; dy < p; ++dy)
       for (uint32_t dx = 0; dx < p; ++dx)

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tessera/dense_step.h"
 #include "tessera/keras.h"
 
 namespace tessera::keras {
@@ -111,18 +112,68 @@ compiler::CnnSpec lowerable_spec(const std::vector<Layer>& layers) {
 }
 
 bool is_dense_stack(const std::vector<Layer>& layers) {
-  return !layers.empty() && layers.front().kind == Layer::Kind::kFlatten;
+  if (layers.empty()) return false;
+  try {  // the example CNN's pattern is CnnTrainStep's
+    lowerable_spec(layers);
+    return false;
+  } catch (const std::invalid_argument&) {
+    return true;
+  }
 }
 
 compiler::DenseStackSpec dense_stack_spec(const std::vector<Layer>& layers) {
   auto bad = [](const std::string& why) { throw std::invalid_argument("compile: " + why); };
-  if (!is_dense_stack(layers))
-    bad("a Dense stack starts with Flatten (the Dense-stack compiler; docs/compiler.md)");
+  using FK = compiler::FeatureLayerSpec::Kind;
+  if (layers.empty()) bad("the model has no layers");
   const auto in = layers.front().input_shape;
-  if (in[0] == 0) bad("layer 0 (Flatten) needs input_shape");
+  if (in[0] == 0 || in[1] == 0 || in[2] == 0)
+    bad("layer 0 (" + std::string(kind_name(layers.front().kind)) + ") needs input_shape");
   compiler::DenseStackSpec spec;
-  spec.inputs = in[0] * in[1] * in[2];
-  for (size_t i = 1; i < layers.size(); ++i) {
+  spec.input_shape = {in[0], in[1], in[2]};
+  size_t i = 0;
+  // the layers before Flatten
+  for (; i < layers.size() && layers[i].kind != Layer::Kind::kFlatten; ++i) {
+    const Layer& l = layers[i];
+    const std::string at = "layer " + std::to_string(i) + " (" + kind_name(l.kind) + ")";
+    compiler::FeatureLayerSpec f;
+    if (l.kind == Layer::Kind::kConv2D) {
+      f.kind = FK::kConv;
+      f.filters = l.units;
+      f.kernel = l.size;
+      f.stride = l.stride();
+      if (l.padding != "valid" && l.padding != "same")
+        bad(at + ": padding must be valid or same, not '" + l.padding + "'");
+      f.same = l.padding == "same";
+      if (l.activation != "relu" && l.activation != "" && l.activation != "linear")
+        bad(at + ": activation must be relu or linear, not '" + l.activation + "'");
+      f.relu = l.activation == "relu";
+      if (f.kernel < 1 || f.kernel > 7)
+        bad(at + ": kernel_size " + std::to_string(f.kernel) + ": 1 to 7 are lowered");
+      if (f.stride != 1 && f.stride != 2)
+        bad(at + ": strides " + std::to_string(f.stride) + ": 1 or 2 are lowered");
+    } else if (l.kind == Layer::Kind::kMaxPool2D || l.kind == Layer::Kind::kAveragePool2D) {
+      f.kind = l.kind == Layer::Kind::kMaxPool2D ? FK::kMaxPool : FK::kAvgPool;
+      f.pool = l.size;
+      if (f.pool != 2 && f.pool != 3)
+        bad(at + ": pool_size " + std::to_string(f.pool) + ": 2 or 3 are lowered");
+      if (l.stride() != l.size)
+        bad(at + ": strides must equal pool_size (" + std::to_string(l.size) + "), not " +
+            std::to_string(l.stride()));
+    } else {
+      bad(at + ": before Flatten only Conv2D, MaxPool2D and AveragePooling2D are lowered "
+               "(docs/compiler.md, \"Supported ops\")");
+    }
+    spec.features.push_back(f);
+  }
+  if (i == layers.size()) bad("the model has no Flatten (a Dense layer follows Flatten)");
+  try {
+    spec.inputs = static_cast<uint32_t>(compiler::feature_shapes(spec).back().size());
+  } catch (const std::invalid_argument& e) {
+    bad(e.what());  // "layer i" counts from 1 among the layers before Flatten: from 0 here too
+  }
+  if (spec.features.empty()) spec.inputs = in[0] * in[1] * in[2];
+  const size_t flatten = i;
+  for (++i; i < layers.size(); ++i) {
     const Layer& l = layers[i];
     const std::string at = "layer " + std::to_string(i) + " (" + kind_name(l.kind) + ")";
     if (l.kind == Layer::Kind::kDropout) {
@@ -137,7 +188,7 @@ compiler::DenseStackSpec dense_stack_spec(const std::vector<Layer>& layers) {
       continue;
     }
     if (l.kind != Layer::Kind::kDense)
-      bad(at + ": after Flatten only Dense layers are lowered (docs/compiler.md)");
+      bad(at + ": after Flatten only Dense and Dropout layers are lowered (docs/compiler.md)");
     const bool last = i + 1 == layers.size();
     if (last && l.activation != "softmax")
       bad(at + ": the last Dense layer's activation must be softmax, not '" + l.activation + "'");
@@ -145,6 +196,7 @@ compiler::DenseStackSpec dense_stack_spec(const std::vector<Layer>& layers) {
       bad(at + ": activation must be relu or linear, not '" + l.activation + "'");
     spec.layers.push_back({l.units, l.activation == "relu"});
   }
+  (void)flatten;
   if (spec.layers.empty()) bad("the model has no Dense layer after Flatten");
   return spec;
 }

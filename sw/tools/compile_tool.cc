@@ -70,12 +70,40 @@ int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec,
     return 2;
   }
   if (o.dump) {
-    out << "== 1 layers (DenseStackStep: lowered op by op)\n  input [" << o.batch << ", "
-        << spec.inputs << "] bf16\n";
+    using Kind = compiler::FeatureLayerSpec::Kind;
+    out << "== 1 layers (DenseStackStep: lowered op by op)\n";
+    std::vector<std::string> weight_names;  // the layers with weights, in order
+    if (spec.features.empty()) {
+      out << "  input [" << o.batch << ", " << spec.inputs << "] bf16\n";
+    } else {
+      const auto shapes = compiler::feature_shapes(spec);
+      out << "  input [" << o.batch << ", " << shapes[0].h << ", " << shapes[0].w << ", "
+          << shapes[0].c << "] bf16 (NHWC)\n";
+      for (size_t i = 0; i < spec.features.size(); ++i) {
+        const auto& f = spec.features[i];
+        const auto& s1 = shapes[i + 1];
+        const std::string name =
+            (f.kind == Kind::kConv ? "conv" : f.kind == Kind::kMaxPool ? "maxpool" : "avgpool") +
+            std::to_string(i + 1);
+        out << "  " << name << " = ";
+        if (f.kind == Kind::kConv) {
+          out << "Conv2D(" << f.filters << ", " << f.kernel << ", strides " << f.stride << ", "
+              << (f.same ? "same" : "valid") << ", " << (f.relu ? "relu" : "linear") << ")";
+          weight_names.push_back(name);
+        } else {
+          out << (f.kind == Kind::kMaxPool ? "MaxPool2D(" : "AveragePooling2D(") << f.pool << ")";
+        }
+        out << " -> [" << o.batch << ", " << s1.h << ", " << s1.w << ", " << s1.c << "]\n";
+      }
+      out << "  flatten -> [" << o.batch << ", " << spec.inputs << "]\n";
+    }
     for (size_t l = 0; l < spec.layers.size(); ++l) {
       const bool last = l + 1 == spec.layers.size();
       out << "  dense" << l + 1 << " = Dense(" << spec.layers[l].units << ", "
-          << (last ? "softmax" : spec.layers[l].relu ? "relu" : "linear") << ")\n";
+          << (last ? "softmax" : spec.layers[l].relu ? "relu" : "linear") << ")";
+      if (spec.layers[l].dropout > 0) out << " -> Dropout(" << spec.layers[l].dropout << ")";
+      out << "\n";
+      weight_names.push_back("dense" + std::to_string(l + 1));
     }
     out << "\n== 2 lower (one tiled MXU matmul per op, N = " << c.n << ", UB " << c.ub_bytes
         << " bytes, " << c.acc_rows << " ACC rows)\n";
@@ -85,16 +113,21 @@ int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec,
     out << "  " << hex(Y.images) << "  images bf16 [Bpad][P0]\n  " << hex(Y.labels)
         << "  labels f32 [Bpad]\n";
     for (size_t l = 0; l < Y.layers.size(); ++l)
-      out << "  " << hex(Y.layers[l].w) << "  dense" << l + 1
+      out << "  " << hex(Y.layers[l].w) << "  " << weight_names[l]
           << " W^T f32 [Up][Kp], m, v, bf16 copy; bias f32 [Up], m, v\n";
     out << "  " << hex(Y.powers) << "  powers f32 [2][N]\n  " << hex(Y.consts)
-        << "  consts f32 [2Cc][N]\n  " << hex(Y.ones) << "  ones bf16 [Bpad]\n  "
+        << "  consts f32 [2Cc][N]\n  " << hex(Y.ones) << "  ones bf16 [" << step->ones_count()
+        << "]\n  "
         << hex(Y.metrics) << "  metrics f32 [2][N]\n  " << hex(Y.probs)
         << "  probs f32 [Bpad][Cpad]\n";
-    out << "  transients (phases: fwd1.. = 1.., bwd_l = 2L + 1 - l): " << Y.transient_bytes
+    out << "  phases:";
+    for (size_t i = 0; i < step->stats().phases.size(); ++i)
+      out << " " << i << " " << step->stats().phases[i].name;
+    out << "\n  transients (live in phases, by the numbers above): "
+        << Y.transient_bytes
         << " bytes planned for " << Y.transient_unshared << " bytes of buffers\n";
     for (const auto& t : Y.transients)
-      out << "    " << hex(t.addr) << "  " << std::left << std::setw(6) << t.name << std::right
+      out << "    " << hex(t.addr) << "  " << std::left << std::setw(20) << t.name << std::right
           << std::setw(10) << t.bytes << " bytes, live in phases " << t.first << ".." << t.last
           << "\n";
     out << "  total " << Y.bytes << " bytes\n\n";

@@ -63,9 +63,68 @@ Compiled compile_on(driver::Device& dev, const compiler::DenseStackSpec& spec,
 
 }  // namespace
 
+// A model with layers before Flatten: format "tessera-sequential-weights-1", every layer in
+// order (Conv2D, pools, Flatten, Dense, Dropout) with its arguments and tensors.
+void export_sequential_weights(const std::string& dir, const std::string& model_name,
+                               const compiler::DenseStackSpec& spec,
+                               const compiler::DenseParams& p) {
+  using Kind = compiler::FeatureLayerSpec::Kind;
+  const auto shapes = compiler::weight_shapes(spec);
+  const auto& is = spec.input_shape;
+  std::ostringstream m;
+  m << "{\n  \"format\": \"tessera-sequential-weights-1\",\n  \"model\": \"" << model_name
+    << "\",\n  \"input_shape\": [" << is.h << ", " << is.w << ", " << is.c
+    << "],\n  \"layers\": [\n";
+  size_t j = 0;
+  auto tensors = [&](const std::string& stem, const std::string& kshape, uint32_t units) {
+    const std::string k = stem + "_kernel.f32", b = stem + "_bias.f32";
+    runlog::write_file_atomically(dir + "/" + k, f32_bytes(p.kernel[j]));
+    runlog::write_file_atomically(dir + "/" + b, f32_bytes(p.bias[j]));
+    ++j;
+    return ", \"kernel\": {\"file\": \"" + k + "\", \"shape\": [" + kshape +
+           "]}, \"bias\": {\"file\": \"" + b + "\", \"shape\": [" + std::to_string(units) +
+           "]}";
+  };
+  uint32_t c = is.c;
+  for (size_t i = 0; i < spec.features.size(); ++i) {
+    const auto& f = spec.features[i];
+    if (f.kind == Kind::kConv) {
+      const std::string ks = std::to_string(f.kernel) + ", " + std::to_string(f.kernel) + ", " +
+                             std::to_string(c) + ", " + std::to_string(f.filters);
+      m << "    {\"class_name\": \"Conv2D\", \"filters\": " << f.filters
+        << ", \"kernel_size\": " << f.kernel << ", \"strides\": " << f.stride
+        << ", \"padding\": \"" << (f.same ? "same" : "valid") << "\", \"activation\": \""
+        << (f.relu ? "relu" : "linear") << "\"" << tensors("conv" + std::to_string(j), ks, f.filters)
+        << "},\n";
+      c = f.filters;
+    } else {
+      m << "    {\"class_name\": \""
+        << (f.kind == Kind::kMaxPool ? "MaxPool2D" : "AveragePooling2D")
+        << "\", \"pool_size\": " << f.pool << "},\n";
+    }
+  }
+  m << "    {\"class_name\": \"Flatten\"},\n";
+  uint32_t in = spec.inputs;
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const auto& d = spec.layers[l];
+    const bool last = l + 1 == spec.layers.size();
+    m << "    {\"class_name\": \"Dense\", \"units\": " << d.units << ", \"activation\": \""
+      << (last ? "softmax" : d.relu ? "relu" : "linear") << "\""
+      << tensors("dense" + std::to_string(j), std::to_string(in) + ", " + std::to_string(d.units),
+                 d.units)
+      << "}" << (last && d.dropout == 0 ? "\n" : ",\n");
+    if (d.dropout > 0) m << "    {\"class_name\": \"Dropout\", \"rate\": " << d.dropout << "},\n";
+    (void)shapes;
+    in = d.units;
+  }
+  m << "  ]\n}\n";
+  runlog::write_file_atomically(dir + "/manifest.json", m.str());
+}
+
 void export_dense_weights(const std::string& dir, const std::string& model_name,
                           const compiler::DenseStackSpec& spec, const compiler::DenseParams& p) {
   runlog::make_dirs(dir);
+  if (!spec.features.empty()) return export_sequential_weights(dir, model_name, spec, p);
   std::ostringstream m;
   m << "{\n  \"format\": \"tessera-dense-weights-1\",\n  \"model\": \"" << model_name
     << "\",\n  \"inputs\": " << spec.inputs << ",\n  \"layers\": [\n";
@@ -95,7 +154,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   };
   if (opt.chips != 1) return refuse("--chips: data parallelism runs the example CNN only");
   if (opt.backend == "sampled") return refuse("--backend sampled runs the example CNN only");
-  if (!opt.resume.empty()) return refuse("--resume: Dense-stack runs are not checkpointed");
+  if (!opt.resume.empty()) return refuse("--resume: runs of the general compiler are not checkpointed");
   compiler::OptimizerSpec os;
   if (opt.optimizer == "sgd") {
     os.kind = compiler::OptimizerSpec::Kind::kSgd;
@@ -158,8 +217,25 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   std::vector<uint64_t> cycles;
   const auto t0 = std::chrono::steady_clock::now();
   float loss = 0, correct = 0;
-  out << "model " << model.name << ": " << spec.inputs;
-  for (const auto& l : spec.layers) out << " -> Dense(" << l.units << (l.relu ? ", relu)" : ")");
+  out << "model " << model.name << ": ";
+  if (!spec.features.empty()) {
+    const auto& is = spec.input_shape;
+    out << is.h << "x" << is.w << "x" << is.c;
+    for (const auto& f : spec.features)
+      out << (f.kind == compiler::FeatureLayerSpec::Kind::kConv
+                  ? " -> Conv2D(" + std::to_string(f.filters) + ", " + std::to_string(f.kernel) +
+                        (f.stride > 1 ? ", stride 2" : "") + (f.same ? ", same" : "") +
+                        (f.relu ? ", relu)" : ")")
+                  : std::string(f.kind == compiler::FeatureLayerSpec::Kind::kMaxPool
+                                    ? " -> MaxPool2D("
+                                    : " -> AveragePooling2D(") +
+                        std::to_string(f.pool) + ")");
+    out << " -> Flatten ";
+  }
+  out << spec.inputs;
+  for (const auto& l : spec.layers)
+    out << " -> Dense(" << l.units << (l.relu ? ", relu)" : ")")
+        << (l.dropout > 0 ? " -> Dropout(" + g9(l.dropout) + ")" : "");
   out << ", " << (os.kind == compiler::OptimizerSpec::Kind::kAdam ? "Adam" : "SGD") << " lr "
       << os.lr << ", batch " << opt.batch << ", " << steps << " steps on "
       << driver::backend_name(dc.backend) << " N = " << dc.n << "\n";

@@ -57,7 +57,7 @@ struct DenseStackSpec {
   uint32_t classes() const { return layers.empty() ? 0 : layers.back().units; }
 };
 // The feature maps: [0] the input, [i + 1] the output of features[i]; throws
-// std::invalid_argument naming the layer (1-based, in model order) for what cannot be lowered.
+// std::invalid_argument naming the layer (from 0, in model order) for what cannot be lowered.
 std::vector<Shape3> feature_shapes(const DenseStackSpec& spec);
 // (K, U) of every layer with weights, in model order: Conv2D K = k k C_in, U = filters (its
 // kernel [k][k][C_in][filters] read as a K x U matrix, rows (ky, kx, c)); Dense K = inputs.

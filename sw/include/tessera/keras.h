@@ -54,11 +54,14 @@ const char* kind_name(Layer::Kind k);
 // the compiler's spec; anything else throws std::invalid_argument naming the layer and the
 // argument. Sequential::compile and `tessera compile --model` use it.
 compiler::CnnSpec lowerable_spec(const std::vector<Layer>& layers);
-// A Flatten -> Dense(relu | linear)* -> Dense(softmax) stack (the first layer a Flatten with
-// the input_shape; a Dropout may follow each hidden relu Dense, its 64-bit seed folded to 32
-// bits as seed ^ seed >> 32) as the Dense-stack compiler's spec (tessera/dense_step.h); anything else
-// throws std::invalid_argument naming the layer and the argument. is_dense_stack: the stack
-// starts with Flatten (so it is this compiler's to accept or refuse, not CnnTrainStep's).
+// Any other Sequential the general compiler lowers (tessera/dense_step.h; docs/compiler.md,
+// "Supported ops"): Conv2D (relu | linear, valid | same, strides 1 | 2, kernel 1..7),
+// MaxPool2D and AveragePooling2D (pool 2 | 3, strides = pool) before one Flatten, then
+// Dense(relu | linear)* with a Dropout after any hidden relu Dense (its 64-bit seed folded to 32
+// bits as seed ^ seed >> 32), then Dense(softmax); the first layer carries the input_shape.
+// Anything else throws std::invalid_argument naming the layer and the argument.
+// is_dense_stack: the model is not the example CNN's pattern (lowerable_spec refuses it), so it
+// is this compiler's to accept or refuse, not CnnTrainStep's.
 bool is_dense_stack(const std::vector<Layer>& layers);
 compiler::DenseStackSpec dense_stack_spec(const std::vector<Layer>& layers);
 
