@@ -68,6 +68,67 @@ def load(data_dir, split):
     return x.reshape(len(x), -1), y
 
 
+def load_sequential(d):
+    """A tessera-sequential-weights-1 export (a model with layers before Flatten): the layer
+    list with its tensors, and the parameters in order (kernel, bias of each layer with
+    weights)."""
+    with open(os.path.join(d, "manifest.json")) as f:
+        m = json.load(f)
+    if m.get("format") != "tessera-sequential-weights-1":
+        raise ValueError("%s: not a tessera-sequential-weights-1 export" % d)
+    params = []
+    for l in m["layers"]:
+        for t in ("kernel", "bias"):
+            if t in l:
+                v = np.fromfile(os.path.join(d, l[t]["file"]), dtype="<f4")
+                params.append(torch.from_numpy(v.copy()).reshape(l[t]["shape"]))
+    return m, params
+
+
+def seq_forward(m, params, x, train=False):
+    """Logits of a sequential export in fp32 torch: NHWC input, TensorFlow's same padding (the
+    extra row and column at the bottom and right), Keras kernels [kh][kw][in][out], Flatten in
+    NHWC order; Dropout active when training."""
+    H, W, C = m["input_shape"]
+    h = x.reshape(-1, H, W, C).permute(0, 3, 1, 2)
+    i = 0
+    for l in m["layers"]:
+        c = l["class_name"]
+        if c == "Conv2D":
+            k, s = l["kernel_size"], l["strides"]
+            if l["padding"] == "same":
+                ih, iw = h.shape[2], h.shape[3]
+                ph = max((-(-ih // s) - 1) * s + k - ih, 0)
+                pw = max((-(-iw // s) - 1) * s + k - iw, 0)
+                h = torch.nn.functional.pad(h, (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2))
+            h = torch.nn.functional.conv2d(h, params[i].permute(3, 2, 0, 1), params[i + 1],
+                                           stride=s)
+            i += 2
+            if l["activation"] == "relu":
+                h = torch.relu(h)
+        elif c == "MaxPool2D":
+            h = torch.nn.functional.max_pool2d(h, l["pool_size"])
+        elif c == "AveragePooling2D":
+            h = torch.nn.functional.avg_pool2d(h, l["pool_size"])
+        elif c == "Flatten":
+            h = h.permute(0, 2, 3, 1).reshape(h.shape[0], -1)
+        elif c == "Dense":
+            h = h @ params[i] + params[i + 1]
+            i += 2
+            if l["activation"] == "relu":
+                h = torch.relu(h)
+        elif c == "Dropout":
+            h = torch.nn.functional.dropout(h, l["rate"], training=train)
+        else:
+            raise ValueError("layer class %s" % c)
+    return h
+
+
+def is_sequential(d):
+    with open(os.path.join(d, "manifest.json")) as f:
+        return json.load(f).get("format") == "tessera-sequential-weights-1"
+
+
 def load_weights(d):
     with open(os.path.join(d, "manifest.json")) as f:
         m = json.load(f)
@@ -205,8 +266,16 @@ def selftest():
 
 
 def export_check(run, data_dir, tol):
-    _, layers = load_weights(os.path.join(run, "weights"))
     probs = np.fromfile(os.path.join(run, "weights", "test_probs.f32"), dtype="<f4")
+    if is_sequential(os.path.join(run, "weights")):
+        m, params = load_sequential(os.path.join(run, "weights"))
+        C = params[-1].shape[0]
+        n = len(probs) // C
+        x, _ = load(data_dir, "test")
+        with torch.no_grad():
+            p = torch.softmax(seq_forward(m, params, pixels(x[:n])), dim=1).numpy()
+        return report_export(p, probs.reshape(n, C), n, tol)
+    _, layers = load_weights(os.path.join(run, "weights"))
     C = layers[-1][0].shape[1]
     n = len(probs) // C
     x, _ = load(data_dir, "test")
@@ -222,7 +291,10 @@ def export_check(run, data_dir, tol):
     model.append(torch.nn.Softmax(dim=1))
     with torch.no_grad():
         p = model(pixels(x[:n])).numpy()
-    chip = probs.reshape(n, C)
+    return report_export(p, probs.reshape(n, C), n, tol)
+
+
+def report_export(p, chip, n, tol):
     diff = float(np.abs(p - chip).max())
     agree = float((p.argmax(1) == chip.argmax(1)).mean())
     print("export-check: %d images, max |p_torch - p_chip| = %.3g, argmax agreement %.4f"
@@ -233,29 +305,37 @@ def export_check(run, data_dir, tol):
 class KerasAdam:
     """Adam in the Keras form, in fp32 as the chip computes it: lr_t = lr sqrt(1 - b2^t) /
     (1 - b1^t) from fp32 running powers; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g;
-    w -= lr_t m / (sqrt(v) + eps)."""
+    w -= lr_t m / (sqrt(v) + eps). Over a list of tensors (step returns the new ones)."""
 
-    def __init__(self, layers, lr, b1=0.9, b2=0.999, eps=1e-7):
+    def __init__(self, tensors, lr, b1=0.9, b2=0.999, eps=1e-7):
         self.lr, self.b1, self.b2, self.eps = (np.float32(lr), np.float32(b1), np.float32(b2),
                                                np.float32(eps))
         self.p1 = self.p2 = np.float32(1.0)
-        self.state = [[torch.zeros_like(k), torch.zeros_like(k), torch.zeros_like(b),
-                       torch.zeros_like(b)] for k, b, _ in layers]
+        self.state = [[torch.zeros_like(w), torch.zeros_like(w)] for w in tensors]
 
-    def step(self, layers, grads):
+    def step(self, tensors, grads):
         b1, b2 = self.b1, self.b2
         self.p1 = np.float32(self.p1 * b1)
         self.p2 = np.float32(self.p2 * b2)
         lr_t = self.lr * np.float32(np.sqrt(np.float32(1) - self.p2) / (np.float32(1) - self.p1))
-        new = []
-        for (k, b, act), (gk, gb), st in zip(layers, grads, self.state):
-            out = []
-            for w, g, m, v in ((k, gk, st[0], st[1]), (b, gb, st[2], st[3])):
-                m.mul_(b1).add_(g * (1 - b1))
-                v.mul_(b2).add_(g * g * (1 - b2))
-                out.append(w - lr_t * m / (torch.sqrt(v) + self.eps))
-            new.append((out[0], out[1], act))
-        return new
+        out = []
+        for w, g, (m, v) in zip(tensors, grads, self.state):
+            m.mul_(b1).add_(g * (1 - b1))
+            v.mul_(b2).add_(g * g * (1 - b2))
+            out.append(w - lr_t * m / (torch.sqrt(v) + self.eps))
+        return out
+
+
+def flat(layers):
+    return [t for k, b, _ in layers for t in (k, b)]
+
+
+def unflat(tensors, layers):
+    return [(tensors[2 * i], tensors[2 * i + 1], l[2]) for i, l in enumerate(layers)]
+
+
+def dense_adam_step(adam, layers, grads):
+    return unflat(adam.step(flat(layers), [t for g in grads for t in g]), layers)
 
 
 def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n):
@@ -266,7 +346,7 @@ def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n):
         rows = [l.strip().split(",") for l in f.readlines()[1:]]
     chip = [float(r[2]) for r in rows]
     steps = min(steps, len(chip), len(order) // batch)
-    adam = KerasAdam(layers, lr)
+    adam = KerasAdam(flat(layers), lr)
     worst = 0.0
     for s in range(steps):
         ids = order[s * batch:(s + 1) * batch]
@@ -278,27 +358,58 @@ def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n):
         if os.environ.get("DENSE_REF_VERBOSE"):
             print("step %d torch %.7f chip %.7f rel %.2e" % (s, loss, chip[s], rel))
         worst = max(worst, rel)
-        layers = adam.step(layers, grads)
+        layers = dense_adam_step(adam, layers, grads)
     print("loss-match: %d steps, worst relative difference %.3g (tolerance %g)" % (steps, worst, tol))
     return 0 if worst <= tol else 1
+
+
+def train_sequential(init, order_file, data_dir, epochs, batch, lr):
+    """train for a model with layers before Flatten: torch's conv2d, pooling and dropout
+    (seeded, torch's masks, not the chip's), the gradients by autograd."""
+    m, params = load_sequential(init)
+    x, y = load(data_dir, "train")
+    xt, yt = load(data_dir, "test")
+    order = np.fromfile(order_file, dtype="<u4")
+    steps = min(len(order) // batch, epochs * (len(x) // batch))
+    adam = KerasAdam(params, lr)
+    torch.manual_seed(0)
+    for s in range(steps):
+        ids = order[s * batch:(s + 1) * batch]
+        ps = [p.clone().requires_grad_() for p in params]
+        loss = torch.nn.functional.cross_entropy(
+            seq_forward(m, ps, pixels(x[ids]), train=True),
+            torch.from_numpy(y[ids].astype(np.int64)))
+        grads = torch.autograd.grad(loss, ps)
+        with torch.no_grad():
+            params = adam.step(params, grads)
+    with torch.no_grad():
+        h = torch.cat([seq_forward(m, params, pixels(xt[i:i + 1000]))
+                       for i in range(0, len(xt), 1000)])
+    lab = torch.from_numpy(yt.astype(np.int64))
+    acc = float((h.argmax(1) == lab).float().mean())
+    loss = float(torch.nn.functional.cross_entropy(h, lab))
+    print("train: %d steps, test accuracy %.4f loss %.4f" % (steps, acc, loss))
+    return 0
 
 
 def train(init, order_file, data_dir, epochs, batch, lr):
     """The same model in plain fp32 PyTorch arithmetic (no bf16 rounding), trained from the
     initial-weights export on the chip run's sample order (tessera data-order) with Adam
     (Keras form); prints the test accuracy and loss."""
+    if is_sequential(init):
+        return train_sequential(init, order_file, data_dir, epochs, batch, lr)
     _, layers = load_weights(init)
     x, y = load(data_dir, "train")
     xt, yt = load(data_dir, "test")
     order = np.fromfile(order_file, dtype="<u4")
     steps = min(len(order) // batch, epochs * (len(x) // batch))
-    adam = KerasAdam(layers, lr)
+    adam = KerasAdam(flat(layers), lr)
     ident = lambda t: t
     for s in range(steps):
         ids = order[s * batch:(s + 1) * batch]
         _, _, grads = forward_backward(layers, pixels(x[ids]),
                                        torch.from_numpy(y[ids].astype(np.int64)), ident)
-        layers = adam.step(layers, grads)
+        layers = dense_adam_step(adam, layers, grads)
     h = pixels(xt)
     for i, (k, b, act) in enumerate(layers):
         h = h @ k + b
