@@ -529,7 +529,29 @@ void DenseStackStep::compile() {
     }
     const LayerRegions& R = Y.layers[op.param];
     const uint64_t col = transient(id + ".im2col");
-    zero(col, uint64_t{op.Mpad} * op.Kpad * 2);
+    // zero what the taps leave: everything if some tap falls outside the input (same
+    // padding), else only the padding columns and the rows beyond M
+    bool covered = true;
+    for (uint32_t t = 0; t < op.g.k; ++t) {
+      uint32_t lo, hi;
+      tap_range(op.g, t, op.g.pt, op.in.h, op.out.h, lo, hi);
+      covered &= lo == 0 && hi == op.out.h;
+      tap_range(op.g, t, op.g.pl, op.in.w, op.out.w, lo, hi);
+      covered &= lo == 0 && hi == op.out.w;
+    }
+    const uint32_t K = op.g.k * op.g.k * op.in.c;
+    if (!covered) {
+      zero(col, uint64_t{op.Mpad} * op.Kpad * 2);
+    } else {
+      for (uint32_t r0 = 0; K < op.Kpad && r0 < op.M; r0 += 65535) {
+        const uint32_t rows = std::min<uint32_t>(65535, op.M - r0);
+        b.dma_copy(ub(ub_zero, {{op.Kpad - K, 2}, {rows, 0}}),
+                   hbm(col + (uint64_t{r0} * op.Kpad + K) * 2,
+                       {{op.Kpad - K, 2}, {rows, int32_t(op.Kpad * 2)}}),
+                   2);
+      }
+      zero(col + uint64_t{op.M} * op.Kpad * 2, uint64_t{op.Mpad - op.M} * op.Kpad * 2);
+    }
     emit_im2col(b, op.g, B, x, col, op.Kpad * 2);
     copy_linear(b, kHbm, R.b, kUb, ub_bias, op.Fpad, 4);
     b.signal(isa::Unit::kDma);
