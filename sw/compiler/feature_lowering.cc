@@ -13,27 +13,48 @@ using Fn = isa::Funct;
 constexpr isa::Kind kBf16 = isa::Kind::kUbBf16;
 constexpr isa::Kind kF32 = isa::Kind::kUbF32;
 
-// The pooling chunks: output rows [oy0, oy0 + rows) of one sample.
+// The pooling chunks: output rows [oy0, oy0 + rows), columns [ox0, ox0 + cols) of one sample
+// (a chunk narrower than the map is one row).
 struct Chunk {
-  uint32_t sample, oy0, rows;
+  uint32_t sample, oy0, rows, ox0, cols;
 };
-std::vector<Chunk> pool_chunks(uint32_t batch, uint32_t ho, uint32_t nr) {
+// Chunks such that two sets of `buffers` chunk buffers fit the arena: whole rows if one does,
+// else pieces of a row.
+std::vector<Chunk> pool_chunks(uint64_t ub_lo, uint64_t ub_hi, uint32_t buffers,
+                               const Shape3& out, uint32_t batch, uint32_t n, const char* what,
+                               uint64_t& buf_bytes) {
+  const uint64_t room = (ub_hi - ub_lo) - 2 * buffers * 64 - 64;
+  auto need = [&](uint64_t values) { return 2 * buffers * (ceil_div(values, n) * uint64_t{n} * 2); };
+  uint32_t nr = out.h, nc = out.w;
+  while (nr > 1 && need(uint64_t{nr} * out.w * out.c) > room) nr = (nr + 1) / 2;
+  if (need(uint64_t{nr} * out.w * out.c) > room) {
+    while (nc > 1 && need(uint64_t{nc} * out.c) > room) nc = (nc + 1) / 2;
+    if (need(uint64_t{nc} * out.c) > room)
+      throw std::invalid_argument(std::string(what) + ": a pixel of " + std::to_string(out.c) +
+                                  " channels does not fit the " + std::to_string(ub_hi - ub_lo) +
+                                  " bytes of UB the phase has");
+  }
+  buf_bytes = ceil_div(uint64_t{nr} * nc * out.c, n) * uint64_t{n} * 2;
   std::vector<Chunk> c;
   for (uint32_t s = 0; s < batch; ++s)
-    for (uint32_t y = 0; y < ho; y += nr) c.push_back({s, y, std::min(nr, ho - y)});
+    for (uint32_t y = 0; y < out.h; y += nr)
+      for (uint32_t x = 0; x < out.w; x += nc)
+        c.push_back({s, y, std::min(nr, out.h - y), x, std::min(nc, out.w - x)});
   return c;
 }
-// Output rows per chunk so that two sets of `buffers` chunk buffers fit the arena.
-uint32_t pool_rows(uint64_t ub_lo, uint64_t ub_hi, uint32_t buffers, const Shape3& out,
-                   uint32_t n, const char* what) {
-  const uint64_t row = uint64_t{out.w} * out.c, room = (ub_hi - ub_lo) - 2 * buffers * 64 - 64;
-  uint32_t nr = out.h;
-  while (nr > 1 && 2 * buffers * (ceil_div(nr * row, n) * uint64_t{n} * 2) > room) nr = (nr + 1) / 2;
-  if (2 * buffers * (ceil_div(nr * row, n) * uint64_t{n} * 2) > room)
-    throw std::invalid_argument(std::string(what) + ": an output row of " + std::to_string(out.w) +
-                                " x " + std::to_string(out.c) + " values does not fit the " +
-                                std::to_string(ub_hi - ub_lo) + " bytes of UB the phase has");
-  return nr;
+// The chunk's window taps (dy, dx) in a map of width `w` (HBM), the chunk's own pixels in an
+// output-shaped map, and its staging in the UB (contiguous, pixel after pixel).
+DmaWalk window(const Chunk& c, uint32_t dy, uint32_t dx, const MapRef& m, uint32_t p, uint32_t w,
+               uint32_t ch) {
+  return hbm(m.addr + c.sample * m.sample + (uint64_t{p * c.oy0 + dy} * w + p * c.ox0 + dx) * m.px,
+             {{ch, 2}, {c.cols, int32_t(p * m.px)}, {c.rows, int32_t(uint64_t{p} * w * m.px)}});
+}
+DmaWalk pixels(const Chunk& c, const MapRef& m, uint32_t w, uint32_t ch) {
+  return hbm(m.addr + c.sample * m.sample + (uint64_t{c.oy0} * w + c.ox0) * m.px,
+             {{ch, 2}, {c.cols, int32_t(m.px)}, {c.rows, int32_t(uint64_t{w} * m.px)}});
+}
+DmaWalk staged(uint32_t at, const Chunk& c, uint32_t ch) {
+  return ub(at, {{ch, 2}, {c.cols, int32_t(ch * 2)}, {c.rows, int32_t(c.cols * ch * 2)}});
 }
 }  // namespace
 
@@ -133,27 +154,23 @@ void emit_pool_forward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool m
                        const Shape3& in, const Shape3& out, uint32_t batch, const MapRef& x,
                        const MapRef& y) {
   const uint32_t N = b.n(), C = in.c, taps = p * p;
-  const uint32_t nr = pool_rows(ub_lo, ub_hi, taps + 1, out, N, max ? "MaxPool2D" : "AveragePooling2D");
+  uint64_t buf = 0;
+  const auto chunks = pool_chunks(ub_lo, ub_hi, taps + 1, out, batch, N,
+                                  max ? "MaxPool2D" : "AveragePooling2D", buf);
   UbArena a(ub_lo, ub_hi, N, "pooling");
-  const uint64_t buf = ceil_div(uint64_t{nr} * out.w * C, N) * uint64_t{N} * 2;
   std::vector<uint32_t> tap[2], res(2);
   for (int i = 0; i < 2; ++i) {
     for (uint32_t t = 0; t < taps; ++t) tap[i].push_back(a.take(buf));
     res[i] = a.take(buf);
   }
-  const auto chunks = pool_chunks(batch, out.h, nr);
   auto load = [&](const Chunk& c, int i) {
     for (uint32_t dy = 0; dy < p; ++dy)
       for (uint32_t dx = 0; dx < p; ++dx)
-        b.dma_copy(hbm(x.addr + c.sample * x.sample +
-                           (uint64_t{p * c.oy0 + dy} * in.w + dx) * x.px,
-                       {{C, 2}, {out.w, int32_t(p * x.px)}, {c.rows, int32_t(uint64_t{p} * in.w * x.px)}}),
-                   ub(tap[i][dy * p + dx], {{C, 2}, {out.w, int32_t(C * 2)}, {c.rows, int32_t(out.w * C * 2)}}),
-                   2);
+        b.dma_copy(window(c, dy, dx, x, p, in.w, C), staged(tap[i][dy * p + dx], c, C), 2);
     b.signal(isa::Unit::kDma);
   };
   auto run = [&](const Chunk& c, int i) {
-    const uint32_t vectors = ceil_div(uint64_t{c.rows} * out.w * C, N);
+    const uint32_t vectors = ceil_div(uint64_t{c.rows} * c.cols * C, N);
     if (!max) b.vpu_lif(3, static_cast<float>(taps));
     for (uint32_t v = 0; v < vectors; ++v) {
       b.vpu_ld(kBf16, 1, tap[i][0] + v * 2 * N);
@@ -165,10 +182,7 @@ void emit_pool_forward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool m
       b.vpu_st(kBf16, 1, res[i] + v * 2 * N);
     }
     b.signal(isa::Unit::kVpu);
-    b.dma_copy(ub(res[i], {{C, 2}, {c.rows * out.w, int32_t(C * 2)}}),
-               hbm(y.addr + c.sample * y.sample + uint64_t{c.oy0} * out.w * y.px,
-                   {{C, 2}, {c.rows * out.w, int32_t(y.px)}}),
-               2);
+    b.dma_copy(staged(res[i], c, C), pixels(c, y, out.w, C), 2);
   };
   load(chunks[0], 0);
   for (size_t k = 0; k < chunks.size(); ++k) {
@@ -181,10 +195,10 @@ void emit_pool_backward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool 
                         bool relu, const Shape3& in, const Shape3& out, uint32_t batch,
                         const MapRef& x, const MapRef& g_out, const MapRef& g_in) {
   const uint32_t N = b.n(), C = in.c, taps = p * p;
-  const uint32_t nr =
-      pool_rows(ub_lo, ub_hi, taps + 1 + (max ? 4 : 0), out, N, max ? "MaxPool2D" : "AveragePooling2D");
+  uint64_t buf = 0;
+  const auto chunks = pool_chunks(ub_lo, ub_hi, taps + 1 + (max ? 4 : 0), out, batch, N,
+                                  max ? "MaxPool2D" : "AveragePooling2D", buf);
   UbArena a(ub_lo, ub_hi, N, "pooling gradient");
-  const uint64_t buf = ceil_div(uint64_t{nr} * out.w * C, N) * uint64_t{N} * 2;
   std::vector<uint32_t> tap[2], grad(2), mx(2), taken(2);
   for (int i = 0; i < 2; ++i) {
     for (uint32_t t = 0; t < taps; ++t) tap[i].push_back(a.take(buf));
@@ -195,22 +209,12 @@ void emit_pool_backward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool 
     }
   }
   const bool need_x = max || relu;
-  const auto chunks = pool_chunks(batch, out.h, nr);
-  auto window = [&](const Chunk& c, uint32_t dy, uint32_t dx, const MapRef& m) {
-    return hbm(m.addr + c.sample * m.sample + (uint64_t{p * c.oy0 + dy} * in.w + dx) * m.px,
-               {{C, 2}, {out.w, int32_t(p * m.px)}, {c.rows, int32_t(uint64_t{p} * in.w * m.px)}});
-  };
-  auto staged = [&](uint32_t at, const Chunk& c) {
-    return ub(at, {{C, 2}, {out.w, int32_t(C * 2)}, {c.rows, int32_t(out.w * C * 2)}});
-  };
   auto load = [&](const Chunk& c, int i) {
     if (need_x)
       for (uint32_t dy = 0; dy < p; ++dy)
         for (uint32_t dx = 0; dx < p; ++dx)
-          b.dma_copy(window(c, dy, dx, x), staged(tap[i][dy * p + dx], c), 2);
-    b.dma_copy(hbm(g_out.addr + c.sample * g_out.sample + uint64_t{c.oy0} * out.w * g_out.px,
-                   {{C, 2}, {c.rows * out.w, int32_t(g_out.px)}}),
-               ub(grad[i], {{C, 2}, {c.rows * out.w, int32_t(C * 2)}}), 2);
+          b.dma_copy(window(c, dy, dx, x, p, in.w, C), staged(tap[i][dy * p + dx], c, C), 2);
+    b.dma_copy(pixels(c, g_out, out.w, C), staged(grad[i], c, C), 2);
     b.signal(isa::Unit::kDma);
   };
   // Max: a pass for each window's max (into `mx`), then tap by tap (loops short enough to
@@ -218,7 +222,7 @@ void emit_pool_backward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool 
   // gradient where the mask holds. V1 x_t, V10 max (or p p), V11 g, V12 taken, V13 mask, V14,
   // V15 the result (written over x_t's staging).
   auto run = [&](const Chunk& c, int i) {
-    const uint32_t vectors = ceil_div(uint64_t{c.rows} * out.w * C, N);
+    const uint32_t vectors = ceil_div(uint64_t{c.rows} * c.cols * C, N);
     if (max)
       for (uint32_t v = 0; v < vectors; ++v) {
         const uint32_t off = v * 2 * N;
@@ -265,7 +269,7 @@ void emit_pool_backward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool 
     b.signal(isa::Unit::kVpu);
     for (uint32_t dy = 0; dy < p; ++dy)
       for (uint32_t dx = 0; dx < p; ++dx)
-        b.dma_copy(staged(tap[i][dy * p + dx], c), window(c, dy, dx, g_in), 2);
+        b.dma_copy(staged(tap[i][dy * p + dx], c, C), window(c, dy, dx, g_in, p, in.w, C), 2);
   };
   load(chunks[0], 0);
   for (size_t k = 0; k < chunks.size(); ++k) {

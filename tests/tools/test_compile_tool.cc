@@ -187,6 +187,45 @@ TEST_F(CompileCli, DenseStackDumpsItsLoweringAndPlan) {
   EXPECT_EQ(a.bytes(), step.program_bytes());
 }
 
+// The two-conv example model: its feature layers, each lowered matmul, the numbered phases and
+// the planner's conv buffers; the dumped program is the one DenseStackStep builds from the spec
+// keras maps the file to.
+TEST_F(CompileCli, TwoConvModelDumpsItsFeatureLayers) {
+  std::string out, err;
+  ASSERT_EQ(tessera("compile --array 4 --batch 4 --dump --model examples/models/two_conv_cnn.json "
+                    "--asm " + path("two.s"),
+                    out, err),
+            0)
+      << err;
+  using Kind = compiler::FeatureLayerSpec::Kind;
+  compiler::DenseStackSpec spec;
+  spec.input_shape = {28, 28, 1};
+  spec.features = {{Kind::kConv, 32, 3, 1, false, true},
+                   {Kind::kMaxPool, 0, 0, 0, false, false, 2},
+                   {Kind::kConv, 64, 3, 1, false, true},
+                   {Kind::kMaxPool, 0, 0, 0, false, false, 2}};
+  spec.inputs = 1600;
+  spec.layers = {{128, true, 0.5f, 0}, {10, false}};
+  const driver::DeviceConfig c = driver::chip_for_array(4);
+  const compiler::DenseStackStep step(spec, {}, compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows},
+                                      4, 0);
+  for (const std::string& want : std::vector<std::string>{
+           "input [4, 28, 28, 1] bf16 (NHWC)",
+           "conv1 = Conv2D(32, 3, strides 1, valid, relu) -> [4, 26, 26, 32]",
+           "maxpool2 = MaxPool2D(2) -> [4, 13, 13, 32]", "flatten -> [4, 1600]",
+           "dense1 = Dense(128, relu) -> Dropout(0.5)",
+           "fwd_conv1  Conv2D forward: [2704 x 12]", "bwd_conv3  Conv2D input gradient: [676 x 576]",
+           "bwd_conv1  Conv2D weight gradient: [32 x 2704]", "bwd_maxpool2  maxpool2: pooling gradient",
+           "conv3.im2col_grad", "conv1.gradT", "phases: 0 setup 1 fwd_conv1 2 fwd_maxpool2",
+           "== program: " + std::to_string(step.program().size()) + " instructions"})
+    EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
+  // the first convolution has no input gradient (its input is the images)
+  EXPECT_EQ(out.find("bwd_conv1  Conv2D input gradient"), std::string::npos);
+  const assembler::AsmResult a = assembler::assemble(slurp("two.s"), assembler::AsmOptions{4});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a.bytes(), step.program_bytes());
+}
+
 TEST_F(CompileCli, UnwritableAsmFileExits2) {
   std::string out, err;
   const std::string bad = path("no/such/dir/step.s");

@@ -683,6 +683,52 @@ TEST_F(TrainTool, ModelFileOfTheExampleTrainsAsTheDefault) {
 // export-check does the same in PyTorch, make test-long); what the Dense path does not take
 // (a Dropout after a linear layer, data parallelism) is refused with exit status 2, naming
 // the layer.
+// A convolutional model file (strided same convolution, average and max pooling, a second
+// convolution, a hidden Dense layer with Dropout) through the general compiler: rtl and
+// functional runs agree byte for byte, the cycle report names the feature layers' phases and
+// the export describes every layer.
+TEST_F(TrainTool, ConvModelTrainsBitIdenticallyOnRtlAndExportsItsLayers) {
+  const std::string model = path("conv.json");
+  {
+    std::ofstream f(model);
+    f << R"({"name": "tiny_conv", "input_shape": [28, 28, 1], "layers": [
+      {"class_name": "Conv2D", "filters": 4, "kernel_size": 5, "strides": 2, "padding": "same",
+       "activation": "relu"},
+      {"class_name": "AveragePooling2D", "pool_size": 2},
+      {"class_name": "Conv2D", "filters": 8, "kernel_size": 3, "activation": "relu"},
+      {"class_name": "MaxPool2D", "pool_size": 3},
+      {"class_name": "Flatten"},
+      {"class_name": "Dense", "units": 12, "activation": "relu"},
+      {"class_name": "Dropout", "rate": 0.25, "seed": 5},
+      {"class_name": "Dense", "units": 10, "activation": "softmax"}]})";
+  }
+  const std::string flags =
+      "--model " + model + " --array 4 --steps 2 --batch 4 --seed 3 ";
+  const Result rf = train(flags + "--backend functional --out " + path("cf"));
+  ASSERT_EQ(rf.status, 0) << rf.err;
+  const Result rr = train(flags + "--backend rtl --out " + path("cr"));
+  ASSERT_EQ(rr.status, 0) << rr.err;
+  EXPECT_EQ(columns(read_file(path("cf/metrics.csv")), 3),
+            columns(read_file(path("cr/metrics.csv")), 3));
+  for (const char* t : {"conv0_kernel.f32", "conv0_bias.f32", "conv1_kernel.f32",
+                        "dense2_kernel.f32", "dense3_bias.f32", "test_probs.f32"}) {
+    const std::string a = read_file(path("cf/weights/") + t);
+    EXPECT_FALSE(a.empty()) << t;
+    EXPECT_EQ(a, read_file(path("cr/weights/") + t)) << t;
+  }
+  const std::string report = read_file(path("cr/cycle_report.txt"));
+  for (const char* phase : {"fwd_conv1", "fwd_avgpool2", "fwd_conv3", "fwd_maxpool4",
+                            "bwd_maxpool4", "bwd_conv3", "bwd_avgpool2", "bwd_conv1"})
+    EXPECT_NE(report.find(phase), std::string::npos) << phase << "\n" << report;
+  const std::string manifest = read_file(path("cf/weights/manifest.json"));
+  for (const char* want : {"tessera-sequential-weights-1", "\"input_shape\": [28, 28, 1]",
+                           "\"shape\": [5, 5, 1, 4]", "\"padding\": \"same\"",
+                           "\"class_name\": \"AveragePooling2D\", \"pool_size\": 2",
+                           "\"shape\": [8, 12]", "\"class_name\": \"Dropout\", \"rate\": 0.25"})
+    EXPECT_NE(manifest.find(want), std::string::npos) << want << "\n" << manifest;
+  EXPECT_EQ(read_file(path("cf/weights/conv0_kernel.f32")).size(), 5u * 5 * 1 * 4 * 4);
+}
+
 TEST_F(TrainTool, DenseStackTrainsBitIdenticallyOnRtlAndExportsItsWeights) {
   const std::string model = path("mlp.json");
   {
