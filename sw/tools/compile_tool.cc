@@ -143,7 +143,7 @@ int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) 
   if (!o.model.empty()) {
     try {
       const auto layers = keras::load_model_description(o.model).layers;
-      if (keras::is_dense_stack(layers))
+      if (keras::is_dense_stack(layers, static_cast<uint32_t>(o.array)))
         return compile_dense(o, keras::dense_stack_spec(layers), out, err);
       s = keras::lowerable_spec(layers);
     } catch (const keras::ModelFileError& e) {

@@ -320,7 +320,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
       return 2;
     }
   }
-  if (keras::is_dense_stack(model_desc.layers)) {  // the Dense-stack compiler's model
+  if (keras::is_dense_stack(model_desc.layers, static_cast<uint32_t>(opt.array))) {  // the Dense-stack compiler's model
     compiler::DenseStackSpec spec;
     try {
       spec = keras::dense_stack_spec(model_desc.layers);

@@ -162,6 +162,176 @@ def mxu_matmul(a, b, n):
     return acc
 
 
+def mxu_matmul_long(a, b, n):
+    """mxu_matmul with the pieces computed side by side (the same operations in the same order,
+    vectorised over pieces): for long contractions."""
+    M, K = a.shape
+    P = -(-K // n)
+    if P * n != K:
+        a = torch.nn.functional.pad(a, (0, P * n - K))
+        b = torch.nn.functional.pad(b, (0, 0, 0, P * n - K))
+    a3 = a.reshape(M, P, n)
+    b3 = b.reshape(P, n, b.shape[1])
+    piece = torch.zeros(P, M, b.shape[1], dtype=torch.float32)
+    for k in range(n):
+        piece = piece + a3[:, :, k].t().unsqueeze(2) * b3[:, k, :].unsqueeze(1)
+    acc = piece[0]
+    for p in range(1, P):
+        acc = acc + piece[p]
+    return acc
+
+
+def im2col(h, k, s, pt, pl, ho, wo):
+    """[B][H][W][C] -> [B ho wo][k k C], columns (ky, kx, c), zero outside the map."""
+    B, H, W, C = h.shape
+    hp = torch.zeros(B, H + k + s * ho, W + k + s * wo, C)
+    hp[:, pt:pt + H, pl:pl + W, :] = h
+    cols = [hp[:, ky:ky + s * ho:s, kx:kx + s * wo:s, :][:, :ho, :wo, :]
+            for ky in range(k) for kx in range(k)]
+    return torch.stack(cols, dim=3).reshape(B * ho * wo, k * k * C)
+
+
+def conv_geometry(l, H, W):
+    k, s = l["kernel_size"], l["strides"]
+    if l["padding"] == "same":
+        ho, wo = -(-H // s), -(-W // s)
+        return k, s, max((ho - 1) * s + k - H, 0) // 2, max((wo - 1) * s + k - W, 0) // 2, ho, wo
+    return k, s, 0, 0, (H - k) // s + 1, (W - k) // s + 1
+
+
+def seq_forward_backward(m, params, x, labels, rnd, n, softmax):
+    """A sequential export's loss, correct count and gradients with the chip's rounding points
+    (bf16 MXU operands and stored activations/gradients), the MXU's accumulation order and the
+    chip's decomposition: a convolution as im2col x kernel, its input gradient as the
+    gradient's im2col x the flipped kernel; the max-pool gradient to the first max; Dropout
+    not modelled."""
+    mm = lambda a, b: mxu_matmul_long(a, b, n)
+    H, W, C = m["input_shape"]
+    B = x.shape[0]
+    h = rnd(x).reshape(B, H, W, C)
+    tape = []
+    i = 0
+    layers = m["layers"]
+    for l in layers:
+        c = l["class_name"]
+        if c == "Conv2D":
+            _, Hh, Wh, Ch = h.shape
+            k, s, pt, pl, ho, wo = conv_geometry(l, Hh, Wh)
+            col = im2col(h, k, s, pt, pl, ho, wo)
+            K2 = params[i].reshape(k * k * Ch, -1)
+            z = mm(col, rnd(K2)) + params[i + 1]
+            out = rnd(torch.relu(z) if l["activation"] == "relu" else z)
+            tape.append(("conv", l, i, h, col, (k, s, pt, pl, ho, wo)))
+            h = out.reshape(B, ho, wo, -1)
+            i += 2
+        elif c in ("MaxPool2D", "AveragePooling2D"):
+            p = l["pool_size"]
+            _, Hh, Wh, Ch = h.shape
+            ho, wo = Hh // p, Wh // p
+            taps = [h[:, dy:dy + p * ho:p, dx:dx + p * wo:p, :] for dy in range(p) for dx in range(p)]
+            acc = taps[0]
+            for t in taps[1:]:
+                acc = torch.maximum(acc, t) if c == "MaxPool2D" else acc + t
+            if c == "AveragePooling2D":
+                acc = acc / np.float32(p * p)
+            tape.append(("pool", l, None, h, taps, acc))
+            h = rnd(acc)
+        elif c == "Flatten":
+            tape.append(("flatten", l, None, h, None, None))
+            h = h.reshape(B, -1)
+        elif c == "Dense":
+            z = mm(h, rnd(params[i])) + params[i + 1]
+            tape.append(("dense", l, i, h, None, None))
+            h = z if l is layers[-1] else rnd(torch.relu(z) if l["activation"] == "relu" else z)
+            i += 2
+        else:
+            raise ValueError("loss-match models no %s" % c)
+    logits = h
+    mx = logits.max(dim=1, keepdim=True).values
+    lse = torch.log(torch.exp((logits - mx).double()).sum(dim=1)).float()
+    zl = (logits - mx)[torch.arange(B), labels]
+    loss = float((lse.double() - zl.double()).mean())
+    correct = int((zl == 0).sum())
+    pr = softmax(logits)
+    onehot = torch.zeros_like(pr)
+    onehot[torch.arange(B), labels] = 1
+    g = rnd((pr - onehot) * np.float32(1.0 / B))
+    grads = [None] * len(params)
+    first_conv = next((j for j, t in enumerate(tape) if t[0] == "conv"), len(tape))
+
+    def relu_mask(j, gi, xin):
+        """the gradient times (x > 0) when tape[j - 1] is a relu conv or Dense"""
+        if j > 0 and tape[j - 1][0] in ("conv", "dense") and tape[j - 1][1]["activation"] == "relu":
+            return torch.where(xin > 0, gi, torch.zeros_like(gi))
+        if j > 0 and tape[j - 1][0] == "flatten" and j > 1 and tape[j - 2][0] == "conv" and \
+                tape[j - 2][1]["activation"] == "relu":
+            return torch.where(xin > 0, gi, torch.zeros_like(gi))
+        return gi
+
+    for j in range(len(tape) - 1, -1, -1):
+        kind, l, pi, xin, col, extra = tape[j]
+        need_dx = j > first_conv
+        if kind == "dense":
+            K = params[pi]
+            grads[pi] = mm(g.t(), xin).t()
+            grads[pi + 1] = mm(torch.ones(1, B), g)[0]
+            if need_dx or j > 0 and any(t[0] == "dense" for t in tape[:j]):
+                g = rnd(relu_mask(j, mm(g, rnd(K).t()), xin))
+        elif kind == "flatten":
+            g = g.reshape(xin.shape)
+        elif kind == "pool":
+            if not need_dx:
+                break
+            p = l["pool_size"]
+            taps, acc = col, extra
+            Bq, ho, wo, Ch = acc.shape
+            gin = torch.zeros_like(xin)
+            taken = torch.zeros_like(acc, dtype=torch.bool)
+            prev_relu = j > 0 and tape[j - 1][0] == "conv" and tape[j - 1][1]["activation"] == "relu"
+            for t, xt in enumerate(taps):
+                if l["class_name"] == "MaxPool2D":
+                    mine = (xt == acc) & ~taken
+                    taken |= mine
+                    v = torch.where(mine, g, torch.zeros_like(g))
+                else:
+                    v = g / np.float32(p * p)
+                if prev_relu:
+                    v = torch.where(xt > 0, v, torch.zeros_like(v))
+                dy, dx = divmod(t, p)
+                gin[:, dy:dy + p * ho:p, dx:dx + p * wo:p, :] = rnd(v)
+            g = gin
+        else:  # conv
+            k, s, pt, pl, ho, wo = extra
+            Bq, Hh, Wh, Ch = xin.shape
+            F = params[pi].shape[3]
+            g2 = g.reshape(B * ho * wo, F)
+            grads[pi] = mm(g2.t(), col).t().reshape(params[pi].shape)
+            grads[pi + 1] = mm(torch.ones(1, B * ho * wo), g2)[0]
+            if not need_dx:
+                break
+            # the gradient's im2col: row (b, y, x), column (k-1-ky, k-1-kx, f)
+            gmap = g.reshape(B, ho, wo, F)
+            colT = torch.zeros(B, Hh, Wh, k, k, F)
+            for ky in range(k):
+                for kx in range(k):
+                    for oy in range(ho):
+                        y = s * oy + ky - pt
+                        if not 0 <= y < Hh:
+                            continue
+                        for ox in range(wo):
+                            xx = s * ox + kx - pl
+                            if 0 <= xx < Wh:
+                                colT[:, y, xx, k - 1 - ky, k - 1 - kx, :] = gmap[:, oy, ox, :]
+            w16 = rnd(params[pi])  # [ky][kx][c][f]
+            wflip = torch.flip(w16, dims=(0, 1)).permute(0, 1, 3, 2).reshape(k * k * F, Ch)
+            dx = mm(colT.reshape(B * Hh * Wh, k * k * F), wflip).reshape(B, Hh, Wh, Ch)
+            prev_relu = j > 0 and tape[j - 1][0] == "conv" and tape[j - 1][1]["activation"] == "relu"
+            if prev_relu:
+                dx = torch.where(xin > 0, dx, torch.zeros_like(dx))
+            g = rnd(dx)
+    return loss, correct, grads
+
+
 def f32(v):
     return torch.tensor(v, dtype=torch.float32)
 
@@ -261,6 +431,8 @@ def selftest():
     ok = abs(ref.item() - loss) < 1e-5
     for (gk, gb), (k, b) in zip(grads, params):
         ok &= torch.allclose(gk, k.grad, atol=1e-5) and torch.allclose(gb, b.grad, atol=1e-5)
+    a, b = torch.randn(7, 45), torch.randn(45, 5)
+    ok &= bool(torch.equal(mxu_matmul(a, b, 16), mxu_matmul_long(a, b, 16)))
     print("selftest", "ok" if ok else "FAILED", "loss", loss, ref.item())
     return 0 if ok else 1
 
@@ -338,7 +510,34 @@ def dense_adam_step(adam, layers, grads):
     return unflat(adam.step(flat(layers), [t for g in grads for t in g]), layers)
 
 
+def loss_match_sequential(init, order_file, chip, data_dir, steps, batch, lr, n):
+    m, params = load_sequential(init)
+    x, y = load(data_dir, "train")
+    order = np.fromfile(order_file, dtype="<u4")
+    steps = min(steps, len(chip), len(order) // batch)
+    adam = KerasAdam(params, lr)
+    worst = 0.0
+    for s in range(steps):
+        ids = order[s * batch:(s + 1) * batch]
+        loss, _, grads = seq_forward_backward(m, params, pixels(x[ids]),
+                                              torch.from_numpy(y[ids].astype(np.int64)),
+                                              bf16_round, n, lambda z: vpu_softmax(z, n))
+        rel = abs(loss - chip[s]) / max(abs(chip[s]), 1e-12)
+        if os.environ.get("DENSE_REF_VERBOSE"):
+            print("step %d torch %.7f chip %.7f rel %.2e" % (s, loss, chip[s], rel))
+        worst = max(worst, rel)
+        params = adam.step(params, grads)
+    return steps, worst
+
+
 def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n):
+    if is_sequential(init):
+        with open(metrics) as f:
+            chip = [float(r.strip().split(",")[2]) for r in f.readlines()[1:]]
+        steps, worst = loss_match_sequential(init, order_file, chip, data_dir, steps, batch, lr, n)
+        print("loss-match: %d steps, worst relative difference %.3g (tolerance %g)"
+              % (steps, worst, tol))
+        return 0 if worst <= tol else 1
     _, layers = load_weights(init)
     x, y = load(data_dir, "train")
     order = np.fromfile(order_file, dtype="<u4")

@@ -60,9 +60,10 @@ compiler::CnnSpec lowerable_spec(const std::vector<Layer>& layers);
 // Dense(relu | linear)* with a Dropout after any hidden relu Dense (its 64-bit seed folded to 32
 // bits as seed ^ seed >> 32), then Dense(softmax); the first layer carries the input_shape.
 // Anything else throws std::invalid_argument naming the layer and the argument.
-// is_dense_stack: the model is not the example CNN's pattern (lowerable_spec refuses it), so it
-// is this compiler's to accept or refuse, not CnnTrainStep's.
-bool is_dense_stack(const std::vector<Layer>& layers);
+// is_dense_stack: the model is not the example CNN's pattern in sizes CnnTrainStep takes on an
+// N-wide array (lowerable_spec refuses it, or its pool is not 2, its filters not a multiple of
+// N or its classes above 3N), so it is this compiler's to accept or refuse.
+bool is_dense_stack(const std::vector<Layer>& layers, uint32_t n = 16);
 compiler::DenseStackSpec dense_stack_spec(const std::vector<Layer>& layers);
 
 struct Adam {
