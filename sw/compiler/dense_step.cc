@@ -439,6 +439,7 @@ void DenseStackStep::compile() {
   for (const auto& op : fp.ops) maxP = std::max(maxP, op.Fpad);
   const uint32_t ub_bias = global.take(uint64_t{maxP} * 4);
   const uint32_t zero_bytes = 32 * N, ub_zero = nf ? global.take(zero_bytes) : 0;
+  const uint32_t ub_identity = global.take(uint64_t{N} * row2n);  // N bf16 rows: I
   const uint64_t arena_lo = chip_.ub_bytes - global.free(), arena_hi = chip_.ub_bytes;
 
   // Registers: V0 stays zero; V1 loss sum, V2 correct count (forward); the optimizer's in
@@ -467,6 +468,15 @@ void DenseStackStep::compile() {
   }
   copy_linear(b, kHbm, Y.labels, kUb, ub_labels, Bpad, 4);
   copy_linear(b, kHbm, Y.consts, kUb, ub_consts, 2 * Cc * N, 4);
+  // the identity (the transposes' MXU operand): row t = (lane == t), from the lane indices
+  b.vpu_ld(kF32, 3, ub_consts);
+  b.vpu_lif(4, 1.0f);
+  for (uint32_t t = 0; t < N; ++t) {
+    b.vpu_lif(5, static_cast<float>(t));
+    b.vpu_op(Fn::kCmpEq, 6, 3, 5);
+    b.vpu_op(Fn::kSel, 7, 4, 0, 6);
+    b.vpu_st(kBf16, 7, ub_identity + t * row2n);
+  }
   for (uint32_t i = 0; nf && i < zero_bytes / row4n; ++i) b.vpu_st(kF32, 0, ub_zero + i * row4n);
   b.signal(isa::Unit::kDma);
 
@@ -838,7 +848,9 @@ void DenseStackStep::compile() {
       const uint64_t dz = transient("dz" + std::to_string(l));
       const uint64_t dzt = transient("dzT" + std::to_string(l));
       // dz^T [D_l][Bpad], the activation rows of the weight gradient
-      emit_transpose(b, arena_lo, arena_hi, dz, Bpad, D[l], P[l], P[l] * 2, dzt, Bpad * 2);
+      if (!emit_transpose_mxu(b, arena_lo, arena_hi, chip_.acc_rows, ub_identity, dz, Bpad, D[l],
+                              P[l], P[l] * 2, dzt, Bpad * 2))
+        emit_transpose(b, arena_lo, arena_hi, dz, Bpad, D[l], P[l], P[l] * 2, dzt, Bpad * 2);
       if (l > 1 || fp.first_conv >= 0) {  // dx = dz W^T, the relu gradient by x_{l-1} > 0
         Matmul op;
         op.name = "Dense input gradient";
@@ -956,8 +968,10 @@ void DenseStackStep::compile() {
       }
       // dz^T [F][Mpad]: the weight gradient's activation rows
       const uint64_t dzt = transient(id + ".gradT");
-      emit_transpose(b, arena_lo, arena_hi, g.addr, op.Mpad, F, op.Fpad, op.g_px, dzt,
-                     op.Mpad * 2);
+      if (!emit_transpose_mxu(b, arena_lo, arena_hi, chip_.acc_rows, ub_identity, g.addr, op.Mpad,
+                              F, op.Fpad, op.g_px, dzt, op.Mpad * 2))
+        emit_transpose(b, arena_lo, arena_hi, g.addr, op.Mpad, F, op.Fpad, op.g_px, dzt,
+                       op.Mpad * 2);
       if (op.dx) {  // dx = im2col(dz) x flip(W), before the weights change
         const uint64_t wflip = transient(id + ".kernel_flip");
         const uint64_t colT = transient(id + ".im2col_grad");

@@ -147,6 +147,47 @@ void emit_zero_hbm(ProgramBuilder& b, uint32_t ub_zero, uint32_t zero_bytes, uin
   }
 }
 
+bool emit_transpose_mxu(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint32_t acc_rows,
+                        uint32_t ub_identity, uint64_t src, uint32_t rows, uint32_t cols,
+                        uint32_t read, uint32_t src_pitch, uint64_t dst, uint32_t dst_pitch) {
+  const uint32_t N = b.n(), CT = ceil_div(cols, N);
+  if (rows % N || read % N || read < CT * N) return false;
+  UbArena t(ub_lo, ub_hi, N, "transpose");
+  // rows a chunk: the ACC holds two chunks of CT tiles per N rows; two sets of UB buffers
+  uint64_t rb = std::min<uint64_t>(rows, acc_rows / (2 * CT) / N * N);
+  while (rb >= N && 2 * (rb * read * 2 + rb * cols * 2) + 512 > t.free()) rb -= N;
+  if (rb < N) return false;
+  const uint32_t RB = static_cast<uint32_t>(rb);
+  uint32_t in[2], out[2];
+  for (int i = 0; i < 2; ++i) {
+    in[i] = t.take(uint64_t{RB} * read * 2);
+    out[i] = t.take(uint64_t{RB} * cols * 2);
+  }
+  for (uint32_t r0 = 0, i = 0; r0 < rows; r0 += RB, i ^= 1) {
+    const uint32_t rc = std::min(RB, rows - r0), acc0 = i * (acc_rows / 2);
+    b.dma_copy(hbm(src + uint64_t{r0} * src_pitch, {{read, 2}, {rc, int32_t(src_pitch)}}),
+               ub(in[i], {{read, 2}, {rc, int32_t(read * 2)}}), 2);
+    b.signal(isa::Unit::kDma);
+    // tile (row block j, column tile c) transposed into ACC rows acc0 + (j CT + c) N + t: the
+    // identity's rows times the tile loaded transposed give row t = column c N + t
+    for (uint32_t j = 0; j < rc / N; ++j)
+      for (uint32_t c = 0; c < CT; ++c) {
+        b.mxu_ldw(in[i] + (uint64_t{j} * N * read + c * N) * 2, int32_t(read * 2), true);
+        b.mxu_mm(false, ub_identity, int32_t(2 * N), N, acc0 + (j * CT + c) * N);
+      }
+    b.signal(isa::Unit::kMxu);
+    for (uint32_t col = 0; col < cols; ++col)
+      for (uint32_t j = 0; j < rc / N; ++j) {
+        b.vpu_ld(isa::Kind::kAcc, 1, acc0 + (j * CT + col / N) * N + col % N);
+        b.vpu_st(isa::Kind::kUbBf16, 1, out[i] + (uint64_t{col} * rc + j * N) * 2);
+      }
+    b.signal(isa::Unit::kVpu);
+    b.dma_copy(ub(out[i], {{rc, 2}, {cols, int32_t(rc * 2)}}),
+               hbm(dst + uint64_t{r0} * 2, {{rc, 2}, {cols, int32_t(dst_pitch)}}), 2);
+  }
+  return true;
+}
+
 void emit_transpose(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint64_t src,
                     uint32_t rows, uint32_t cols, uint32_t read, uint32_t src_pitch, uint64_t dst,
                     uint32_t dst_pitch) {

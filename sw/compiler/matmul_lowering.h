@@ -62,4 +62,12 @@ void emit_transpose(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint64_t 
                     uint32_t rows, uint32_t cols, uint32_t read, uint32_t src_pitch, uint64_t dst,
                     uint32_t dst_pitch);
 
+// The same transpose on the MXU, as a TPU does it: each N x N tile loaded transposed
+// (MXU.LDW t) and multiplied by the identity (N bf16 rows at `ub_identity`), the ACC rows
+// stored back as bf16 by the VPU: exact for finite values (a -0 becomes +0). Needs rows and
+// `read` multiples of N; returns false, emitting nothing, when it does not apply or fit.
+bool emit_transpose_mxu(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint32_t acc_rows,
+                        uint32_t ub_identity, uint64_t src, uint32_t rows, uint32_t cols,
+                        uint32_t read, uint32_t src_pitch, uint64_t dst, uint32_t dst_pitch);
+
 }  // namespace tessera::compiler::lowering
