@@ -90,51 +90,96 @@ void tap_range(const ConvGeom& g, uint32_t t, uint32_t pad, uint32_t size, uint3
 
 void emit_im2col(ProgramBuilder& b, const ConvGeom& g, uint32_t batch, const MapRef& x,
                  uint64_t col, uint32_t col_pitch) {
-  const uint32_t C = g.in.c, W = g.in.w, Wo = g.out.w, Ho = g.out.h;
-  for (uint32_t ky = 0; ky < g.k; ++ky)
-    for (uint32_t kx = 0; kx < g.k; ++kx) {
-      uint32_t y0, y1, x0, x1;
-      tap_range(g, ky, g.pt, g.in.h, Ho, y0, y1);
+  const uint32_t C = g.in.c, W = g.in.w, Wo = g.out.w, Ho = g.out.h, k = g.k;
+  // Output columns where every kx lands inside the input: there the k taps of a kernel row are
+  // one contiguous run of k C values in a compact map and in the im2col row, one copy a row.
+  uint32_t xa = 0, xb = Wo;
+  for (uint32_t kx = 0; kx < k; ++kx) {
+    uint32_t lo, hi;
+    tap_range(g, kx, g.pl, W, Wo, lo, hi);
+    xa = std::max(xa, lo);
+    xb = std::min(xb, hi);
+  }
+  const bool merge = x.px == C * 2 && xa < xb;
+  auto copy = [&](uint32_t ky, uint32_t kx, uint32_t y0, uint32_t y1, uint32_t x0, uint32_t x1,
+                  uint32_t run) {
+    if (y0 >= y1 || x0 >= x1) return;
+    const uint64_t iy = uint64_t{g.s} * y0 + ky - g.pt, ix = uint64_t{g.s} * x0 + kx - g.pl;
+    b.dma_copy(hbm(x.addr + (iy * W + ix) * x.px,
+                   {{run, 2},
+                    {x1 - x0, int32_t(g.s * x.px)},
+                    {y1 - y0, int32_t(uint64_t{g.s} * W * x.px)},
+                    {batch, int32_t(x.sample)}}),
+               hbm(col + (uint64_t{y0} * Wo + x0) * col_pitch + (ky * k + kx) * C * 2,
+                   {{run, 2},
+                    {x1 - x0, int32_t(col_pitch)},
+                    {y1 - y0, int32_t(uint64_t{Wo} * col_pitch)},
+                    {batch, int32_t(uint64_t{Ho} * Wo * col_pitch)}}),
+               2);
+  };
+  for (uint32_t ky = 0; ky < k; ++ky) {
+    uint32_t y0, y1;
+    tap_range(g, ky, g.pt, g.in.h, Ho, y0, y1);
+    if (merge) copy(ky, 0, y0, y1, xa, xb, k * C);
+    for (uint32_t kx = 0; kx < k; ++kx) {
+      uint32_t x0, x1;
       tap_range(g, kx, g.pl, W, Wo, x0, x1);
-      if (y0 == y1 || x0 == x1) continue;
-      const uint64_t iy = uint64_t{g.s} * y0 + ky - g.pt, ix = uint64_t{g.s} * x0 + kx - g.pl;
-      b.dma_copy(hbm(x.addr + (iy * W + ix) * x.px,
-                     {{C, 2},
-                      {x1 - x0, int32_t(g.s * x.px)},
-                      {y1 - y0, int32_t(uint64_t{g.s} * W * x.px)},
-                      {batch, int32_t(x.sample)}}),
-                 hbm(col + (uint64_t{y0} * Wo + x0) * col_pitch + (ky * g.k + kx) * C * 2,
-                     {{C, 2},
-                      {x1 - x0, int32_t(col_pitch)},
-                      {y1 - y0, int32_t(uint64_t{Wo} * col_pitch)},
-                      {batch, int32_t(uint64_t{Ho} * Wo * col_pitch)}}),
-                 2);
+      if (!merge) {
+        copy(ky, kx, y0, y1, x0, x1, C);
+        continue;
+      }
+      copy(ky, kx, y0, y1, x0, std::min(x1, xa), C);  // the border columns, tap by tap
+      copy(ky, kx, y0, y1, std::max(x0, xb), x1, C);
     }
+  }
 }
 
 void emit_im2col_grad(ProgramBuilder& b, const ConvGeom& g, uint32_t batch, uint64_t dz,
                       uint32_t dz_px, uint64_t colT, uint32_t colT_pitch) {
-  const uint32_t F = g.out.c, W = g.in.w, H = g.in.h, Wo = g.out.w, Ho = g.out.h;
-  for (uint32_t ky = 0; ky < g.k; ++ky)
-    for (uint32_t kx = 0; kx < g.k; ++kx) {
-      uint32_t y0, y1, x0, x1;
-      tap_range(g, ky, g.pt, H, Ho, y0, y1);
+  const uint32_t F = g.out.c, W = g.in.w, H = g.in.h, Wo = g.out.w, Ho = g.out.h, k = g.k;
+  // Stride 1, compact gradient: for the input columns x every kx reaches, a kernel row's k taps
+  // (columns k-1-kx = 0 .. k-1) are the k consecutive pixels from ox = x + pl - (k - 1): one run
+  // of k F values, one copy a kernel row.
+  const int64_t xa = std::max<int64_t>(0, int64_t(k) - 1 - g.pl);
+  const int64_t xb = std::min<int64_t>(W, int64_t(Wo) - g.pl);
+  const bool merge = g.s == 1 && dz_px == F * 2 && xa < xb;
+  auto copy = [&](uint32_t ky, uint32_t kx, uint32_t y0, uint32_t y1, uint32_t x0, uint32_t x1,
+                  uint32_t run) {
+    if (y0 >= y1 || x0 >= x1) return;
+    const uint64_t iy = uint64_t{g.s} * y0 + ky - g.pt, ix = uint64_t{g.s} * x0 + kx - g.pl;
+    const uint32_t flipped = (k - 1 - ky) * k + (k - 1 - kx);
+    b.dma_copy(hbm(dz + (uint64_t{y0} * Wo + x0) * dz_px,
+                   {{run, 2},
+                    {x1 - x0, int32_t(dz_px)},
+                    {y1 - y0, int32_t(uint64_t{Wo} * dz_px)},
+                    {batch, int32_t(uint64_t{Ho} * Wo * dz_px)}}),
+               hbm(colT + (iy * W + ix) * colT_pitch + uint64_t{flipped} * F * 2,
+                   {{run, 2},
+                    {x1 - x0, int32_t(g.s * colT_pitch)},
+                    {y1 - y0, int32_t(uint64_t{g.s} * W * colT_pitch)},
+                    {batch, int32_t(uint64_t{H} * W * colT_pitch)}}),
+               2);
+  };
+  for (uint32_t ky = 0; ky < k; ++ky) {
+    uint32_t y0, y1;
+    tap_range(g, ky, g.pt, H, Ho, y0, y1);
+    // the merged run: output columns from xa + pl - (k - 1), tap kx = k - 1 (flipped column 0)
+    if (merge)
+      copy(ky, k - 1, y0, y1, static_cast<uint32_t>(xa + g.pl - (k - 1)),
+           static_cast<uint32_t>(xb + g.pl - (k - 1)), k * F);
+    for (uint32_t kx = 0; kx < k; ++kx) {
+      uint32_t x0, x1;
       tap_range(g, kx, g.pl, W, Wo, x0, x1);
-      if (y0 == y1 || x0 == x1) continue;
-      const uint64_t iy = uint64_t{g.s} * y0 + ky - g.pt, ix = uint64_t{g.s} * x0 + kx - g.pl;
-      const uint32_t flipped = (g.k - 1 - ky) * g.k + (g.k - 1 - kx);
-      b.dma_copy(hbm(dz + (uint64_t{y0} * Wo + x0) * dz_px,
-                     {{F, 2},
-                      {x1 - x0, int32_t(dz_px)},
-                      {y1 - y0, int32_t(uint64_t{Wo} * dz_px)},
-                      {batch, int32_t(uint64_t{Ho} * Wo * dz_px)}}),
-                 hbm(colT + (iy * W + ix) * colT_pitch + uint64_t{flipped} * F * 2,
-                     {{F, 2},
-                      {x1 - x0, int32_t(g.s * colT_pitch)},
-                      {y1 - y0, int32_t(uint64_t{g.s} * W * colT_pitch)},
-                      {batch, int32_t(uint64_t{H} * W * colT_pitch)}}),
-                 2);
+      if (!merge) {
+        copy(ky, kx, y0, y1, x0, x1, F);
+        continue;
+      }
+      // the border: outputs whose input column x = ox + kx - pl lies outside [xa, xb)
+      const int64_t lo_end = xa + g.pl - int64_t(kx), hi_begin = xb + g.pl - int64_t(kx);
+      copy(ky, kx, y0, y1, x0, static_cast<uint32_t>(std::clamp<int64_t>(lo_end, x0, x1)), F);
+      copy(ky, kx, y0, y1, static_cast<uint32_t>(std::clamp<int64_t>(hi_begin, x0, x1)), x1, F);
     }
+  }
 }
 
 void emit_flip_kernel(ProgramBuilder& b, const ConvGeom& g, uint64_t w16, uint32_t w_pitch,

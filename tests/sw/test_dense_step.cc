@@ -109,6 +109,26 @@ TEST(DenseStackStep, RandomConvNetsMatchTheHostReferenceAtN4AndN16) {
   }
 }
 
+// Convolutions whose kernel rows are copied as one run (compact maps, stride 1, filters a
+// multiple of N) in both im2cols, and their border taps one by one, valid and same.
+TEST(DenseStackStep, ConvKernelRowRunsMatchTheReference) {
+  using Kind = compiler::FeatureLayerSpec::Kind;
+  compiler::OptimizerSpec sgd;
+  sgd.kind = compiler::OptimizerSpec::Kind::kSgd;
+  sgd.lr = 0.5f;
+  for (bool same : {false, true}) {
+    Arch a;
+    a.spec.input_shape = {9, 8, 2};
+    a.spec.features = {{Kind::kConv, 4, 3, 1, same, true}, {Kind::kConv, 8, 3, 1, !same, true},
+                       {Kind::kConv, 4, 2, 1, true, false}};
+    a.spec.inputs = static_cast<uint32_t>(compiler::feature_shapes(a.spec).back().size());
+    a.spec.layers = {{5, false}};
+    a.batch = 3;
+    const StepRun r = run_step(a, sgd, 4, same ? 41 : 42);
+    expect_gradients(a, r, sgd.lr, 4);
+  }
+}
+
 TEST(DenseStackStep, TheMlpAtN16MatchesTheReference) {
   Arch a;
   a.spec.inputs = 784;
