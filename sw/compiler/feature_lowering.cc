@@ -266,9 +266,34 @@ void emit_pool_backward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool 
   // compress): mask = x_t == max and no earlier tap took it (`taken`, kept in the UB), the
   // gradient where the mask holds. V1 x_t, V10 max (or p p), V11 g, V12 taken, V13 mask, V14,
   // V15 the result (written over x_t's staging).
+  // Pool 2: one pass a vector (a loop body that still compresses): the taps in V1..V4, the
+  // relu gradient folded into g as (max > 0) — the tap that takes g equals the max.
+  auto run_single = [&](const Chunk& c, int i) {
+    const uint32_t vectors = ceil_div(uint64_t{c.rows} * c.cols * C, N);
+    for (uint32_t v = 0; v < vectors; ++v) {
+      const uint32_t off = v * 2 * N;
+      b.vpu_ld(kBf16, 11, grad[i] + off);
+      for (uint32_t t = 0; t < taps; ++t) b.vpu_ld(kBf16, 1 + t, tap[i][t] + off);
+      b.vpu_op(Fn::kMax, 10, 1, 2);
+      for (uint32_t t = 2; t < taps; ++t) b.vpu_op(Fn::kMax, 10, 10, 1 + t);
+      if (relu) {
+        b.vpu_op(Fn::kCmpLt, 14, 0, 10);
+        b.vpu_op(Fn::kSel, 11, 11, 0, 14);
+      }
+      for (uint32_t t = 0; t < taps; ++t) {
+        b.vpu_op(Fn::kCmpEq, 13, 1 + t, 10);
+        if (t > 0) b.vpu_op(Fn::kSel, 13, 0, 13, 12);  // an earlier tap took it: 0
+        if (t + 1 < taps) b.vpu_op(Fn::kIOr, 12, t > 0 ? 12 : 13, t > 0 ? 13 : 0);
+        b.vpu_op(Fn::kSel, 15, 11, 0, 13);
+        b.vpu_st(kBf16, 15, tap[i][t] + off);
+      }
+    }
+  };
   auto run = [&](const Chunk& c, int i) {
     const uint32_t vectors = ceil_div(uint64_t{c.rows} * c.cols * C, N);
-    if (max)
+    if (max && taps == 4) {
+      run_single(c, i);
+    } else if (max)
       for (uint32_t v = 0; v < vectors; ++v) {
         const uint32_t off = v * 2 * N;
         b.vpu_ld(kBf16, 1, tap[i][0] + off);
@@ -278,7 +303,7 @@ void emit_pool_backward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool 
         }
         b.vpu_st(kF32, 1, mx[i] + v * 4 * N);
       }
-    for (uint32_t t = 0; t < taps; ++t)
+    for (uint32_t t = 0; t < taps && !(max && taps == 4); ++t)
       for (uint32_t v = 0; v < vectors; ++v) {
         const uint32_t off = v * 2 * N, off4 = v * 4 * N;
         b.vpu_ld(kBf16, 11, grad[i] + off);
