@@ -41,9 +41,11 @@ help:
 	@echo "  make docs-check   the docs name only files and make targets that exist, and no work"
 	@echo "                    history (scripts/docs_check.sh; make sim runs it)"
 	@echo "  make test-long    the arithmetic tests with 2*10^7 random vectors per operation;"
-	@echo "                    the per-step loss against PyTorch over 200 steps"
+	@echo "                    the per-step loss against PyTorch over 200 steps (the example CNN),"
+	@echo "                    50 steps (five Dense stacks, five convolutional models)"
 	@echo "  make test-seeds   the regression under other random start states (SEEDS=\"$(SEEDS)\")"
-	@echo "  make soak         differential testing: 3000 random legal programs, 200 Dense stacks on the chip"
+	@echo "  make soak         differential testing: 3000 random legal programs, 200 Dense stacks and"
+	@echo "                    200 convolutional networks on the chip"
 	@echo "                    against the functional model (test_chip_diff; make sim runs 200)"
 	@echo "  make waves TEST=Suite.Name   rerun one test with an FST dump and open it in GTKWave"
 	@echo "  make bench        MXU simulation speed and Verilator build time, N = 8 .. 128"
@@ -116,6 +118,7 @@ test-long: build
 	tests/reference/compare_with_torch.sh 200 128
 	/usr/bin/python3 tests/reference/dense_ref.py selftest
 	tests/reference/dense_loss_match.sh 50 128
+	tests/reference/conv_loss_match.sh 50 32
 
 # The regression again under other draws of the RTL's random start state (TESSERA_RAND_SEED,
 # harness/sim_ctrl.h): a block that depends on a register its reset does not set, or a test
