@@ -67,6 +67,20 @@ uint64_t plan_transients(std::vector<DenseStackStep::Layout::Transient>& ts) {
 void put32(std::vector<uint8_t>& v, size_t at, uint32_t x) {
   for (int i = 0; i < 4; ++i) v[at + i] = static_cast<uint8_t>(x >> (8 * i));
 }
+// A forward epilogue piece: ACC + bias (the fp32 rows at ub_bias, one per column tile), relu
+// if asked, as bf16 rows of the piece's scratch (ct N values a row). V3, V4.
+void emit_bias_relu(ProgramBuilder& b, const Block& k, uint32_t ub_bias, bool relu) {
+  const uint32_t row2n = 2 * b.n(), row4n = 4 * b.n(), pitch = k.ct * row2n;
+  for (uint32_t c = 0; c < k.ct; ++c) {
+    b.vpu_ld(kF32, 4, ub_bias + (k.c0 + c) * row4n);
+    for (uint32_t r = 0; r < k.rows; ++r) {
+      b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
+      b.vpu_op(Fn::kAdd, 3, 3, 4);
+      if (relu) b.vpu_op(Fn::kMax, 3, 3, 0);
+      b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
+    }
+  }
+}
 uint32_t get32(const std::vector<uint8_t>& v, size_t at) {
   return uint32_t{v[at]} | uint32_t{v[at + 1]} << 8 | uint32_t{v[at + 2]} << 16 |
          uint32_t{v[at + 3]} << 24;
@@ -586,15 +600,7 @@ void DenseStackStep::compile() {
          std::to_string(op.Mpad) + " x " + std::to_string(op.Kpad));
     note(emit_matmul(b, mm, arena_lo, arena_hi, chip_.acc_rows, {nullptr, [&](const Block& k) {
       const uint32_t pitch = k.ct * row2n;
-      for (uint32_t c = 0; c < k.ct; ++c) {
-        b.vpu_ld(kF32, 4, ub_bias + (k.c0 + c) * row4n);
-        for (uint32_t r = 0; r < k.rows; ++r) {
-          b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
-          b.vpu_op(Fn::kAdd, 3, 3, 4);
-          if (relu) b.vpu_op(Fn::kMax, 3, 3, 0);
-          b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
-        }
-      }
+      emit_bias_relu(b, k, ub_bias, relu);
       b.signal(isa::Unit::kVpu);
       const uint32_t valid = std::min(k.ct * N, F - k.c0 * N);
       b.dma_copy(ub(k.scratch, {{valid, 2}, {k.rows, int32_t(pitch)}}),
@@ -665,15 +671,7 @@ void DenseStackStep::compile() {
             }
           }
         } else {
-        for (uint32_t c = 0; c < k.ct; ++c) {
-          b.vpu_ld(kF32, 4, ub_bias + (k.c0 + c) * row4n);
-          for (uint32_t r = 0; r < k.rows; ++r) {
-            b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
-            b.vpu_op(Fn::kAdd, 3, 3, 4);
-            if (relu) b.vpu_op(Fn::kMax, 3, 3, 0);
-            b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
-          }
-        }
+          emit_bias_relu(b, k, ub_bias, relu);
         }
         b.signal(isa::Unit::kVpu);
         b.dma_copy(ub(k.scratch, {{k.ct * N, 2}, {k.rows, int32_t(pitch)}}),
