@@ -113,6 +113,7 @@ compiler::CnnSpec lowerable_spec(const std::vector<Layer>& layers) {
 
 bool is_dense_stack(const std::vector<Layer>& layers, uint32_t n) {
   if (layers.empty()) return false;
+  if (n < 4 || (n & (n - 1))) return false;  // no chip has this N: CnnTrainStep's check names it
   try {  // the example CNN's pattern, in the sizes CnnTrainStep takes, is CnnTrainStep's
     const compiler::CnnSpec s = lowerable_spec(layers);
     return s.pool != 2 || s.filters % n != 0 || (s.classes + n - 1) / n > 3;

@@ -14,6 +14,8 @@
 #include <memory>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "harness/fp_ref.h"
 #include "sw/runlog/file_util.h"
 #include "sw/tools/step_report.h"
@@ -172,10 +174,20 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     const std::string dir = opt.data.empty() ? data::default_data_dir() : opt.data;
     train_ds = data::load_mnist(dir, data::Split::kTrain);
     test_ds = data::load_mnist(dir, data::Split::kTest);
-    if (train_ds.rows != in[0] || train_ds.cols != in[1] || in[2] != 1)
+    // the images' dimensions, named as the CNN path names them: the file and the offset
+    for (const auto& [set, name] : {std::pair<const data::Dataset*, const char*>{
+                                        &train_ds, "train-images-idx3-ubyte"},
+                                    {&test_ds, "t10k-images-idx3-ubyte"}}) {
+      if (set->rows == in[0] && set->cols == in[1]) continue;
+      std::string file = dir + "/" + name;
+      if (::access(file.c_str(), F_OK) != 0) file += ".gz";
+      err << "tessera train: dataset: " << file << ": offset 0x8: images are " << set->rows
+          << "x" << set->cols << ", the model takes " << in[0] << "x" << in[1] << "\n";
+      return 2;
+    }
+    if (in[2] != 1)
       return refuse("input_shape " + std::to_string(in[0]) + "x" + std::to_string(in[1]) + "x" +
-                    std::to_string(in[2]) + " does not match the dataset's " +
-                    std::to_string(train_ds.rows) + "x" + std::to_string(train_ds.cols) + "x1");
+                    std::to_string(in[2]) + ": the dataset's images have one channel");
     dc = driver::chip_for_array(opt.array);
     dc.backend = driver::parse_backend(opt.backend);
     dc.arith = driver::parse_arith(opt.arith);
