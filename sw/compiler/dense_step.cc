@@ -249,6 +249,16 @@ FeaturePlan plan_features(const DenseStackSpec& spec, uint32_t n, uint32_t batch
   }
   return fp;
 }
+// A convolution reads its input map in place when every tap lands inside it; else a copy
+// with the padding zeros, padded_rows x padded_cols pixels (the rows and columns the taps
+// reach).
+bool reads_in_place(const FeatureOp& op) {
+  const auto& g = op.g;
+  return g.pt == 0 && g.pl == 0 && g.s * (g.out.h - 1) + g.k <= g.in.h &&
+         g.s * (g.out.w - 1) + g.k <= g.in.w;
+}
+uint32_t padded_rows(const FeatureOp& op) { return op.g.s * (op.g.out.h - 1) + op.g.k; }
+uint32_t padded_cols(const FeatureOp& op) { return op.g.s * (op.g.out.w - 1) + op.g.k; }
 std::string feature_name(const FeatureOp& op, size_t i) {
   return std::string(op.conv ? "conv" : op.f.kind == FeatureLayerSpec::Kind::kMaxPool
                                             ? "maxpool"
@@ -386,9 +396,9 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
       if (i != last || !fp.x0_in_place)
         add(id + ".out", pixels * op.act_px, ffwd(i),
             i == last ? ffwd(i) : fp.ops[i + 1].bwd ? fbwd(i + 1) : ffwd(i + 1));
-      if (op.conv) {
-        add(id + ".im2col", uint64_t{op.Mpad} * op.Kpad * 2, ffwd(i), op.bwd ? fbwd(i) : ffwd(i));
-      }
+      if (op.conv && !reads_in_place(op))
+        add(id + ".padded", uint64_t{B} * padded_rows(op) * padded_cols(op) * op.in.c * 2, ffwd(i),
+            op.bwd ? fbwd(i) : ffwd(i));
       if (!op.bwd) continue;
       if (i != last || !fp.dz0_in_place) {
         const uint64_t bytes = op.conv ? uint64_t{op.Mpad} * op.g_px : pixels * op.g_px;
@@ -397,7 +407,9 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
       if (op.conv) {
         add(id + ".gradT", uint64_t{op.f.filters} * op.Mpad * 2, fbwd(i), fbwd(i));
         if (op.dx) {
-          add(id + ".im2col_grad", uint64_t{padded(op.Min)} * op.Kdpad * 2, fbwd(i), fbwd(i));
+          add(id + ".grad_map",
+              uint64_t{B} * (op.in.h + op.g.k - 1) * (op.in.w + op.g.k - 1) * op.f.filters * 2,
+              fbwd(i), fbwd(i));
           add(id + ".kernel_flip", uint64_t{op.Kdpad} * op.Cpad * 2, fbwd(i), fbwd(i));
         }
       }
@@ -530,6 +542,64 @@ void DenseStackStep::compile() {
     else if (op.conv)
       zero(g.addr + pixels * op.g_px, (op.Mpad - pixels) * op.g_px);
   };
+  // The convolutions' operands, gathered into the UB from the maps (no im2col in HBM).
+  const uint32_t zero_elems = zero_bytes / 2;
+  auto gather_from = [&b, ub_zero, zero_elems](const PatchMap& pm) {
+    return [&b, pm, ub_zero, zero_elems](uint64_t r0, uint32_t rows, uint32_t c0, uint32_t cols,
+                                         uint32_t dst, uint32_t pitch, bool fresh) {
+      emit_gather_patches(b, pm, r0, rows, c0, cols, dst, pitch, ub_zero, zero_elems, fresh);
+    };
+  };
+  // conv i's forward operand: its input map, or (`emit`: built now) the padded copy
+  auto conv_source = [&](int i, bool emit) {
+    const FeatureOp& op = fp.ops[i];
+    const MapRef x = out_ref(i - 1);
+    PatchMap pm;
+    pm.k = op.g.k;
+    pm.s = op.g.s;
+    pm.c = op.in.c;
+    pm.ho = op.out.h;
+    pm.wo = op.out.w;
+    pm.batch = B;
+    if (reads_in_place(op)) {
+      pm.map = x;
+      pm.w = op.in.w;
+      return pm;
+    }
+    const uint32_t hp = padded_rows(op), wp = padded_cols(op), C = op.in.c;
+    const uint64_t at = transient(feature_name(op, i) + ".padded");
+    pm.map = {at, C * 2, uint64_t{hp} * wp * C * 2};
+    pm.w = wp;
+    if (emit) {  // x at (pt, pl), the rows and columns the taps reach
+      const uint32_t hc = std::min(op.in.h, hp - op.g.pt), wc = std::min(op.in.w, wp - op.g.pl);
+      emit_zero_frame(b, ub_zero, zero_elems, at, B, hp, wp, C, op.g.pt, op.g.pl, hc, wc);
+      emit_place_map(b, x, op.in.w, hc, wc, C, B, at, hp, wp, op.g.pt, op.g.pl, 1, 1);
+    }
+    return pm;
+  };
+  // conv i's input-gradient operand: the output gradient g dilated by the stride and padded
+  // by k - 1 - pad, read as a stride-1 convolution of the flipped kernel (H + k - 1 rows)
+  auto grad_source = [&](int i, const MapRef& g) {
+    const FeatureOp& op = fp.ops[i];
+    const uint32_t k = op.g.k, s = op.g.s, F = op.f.filters;
+    const uint32_t hd = op.in.h + k - 1, wd = op.in.w + k - 1;
+    const uint32_t y0 = k - 1 - op.g.pt, x0 = k - 1 - op.g.pl;
+    const uint64_t at = transient(feature_name(op, i) + ".grad_map");
+    if (s == 1)
+      emit_zero_frame(b, ub_zero, zero_elems, at, B, hd, wd, F, y0, x0, op.out.h, op.out.w);
+    else
+      zero(at, uint64_t{B} * hd * wd * F * 2);
+    emit_place_map(b, g, op.out.w, op.out.h, op.out.w, F, B, at, hd, wd, y0, x0, s, s);
+    PatchMap pm;
+    pm.map = {at, F * 2, uint64_t{hd} * wd * F * 2};
+    pm.w = wd;
+    pm.k = k;
+    pm.c = F;
+    pm.ho = op.in.h;
+    pm.wo = op.in.w;
+    pm.batch = B;
+    return pm;
+  };
   for (uint32_t i = 0; i < nf; ++i) {
     const FeatureOp& op = fp.ops[i];
     const std::string id = feature_name(op, i);
@@ -552,31 +622,7 @@ void DenseStackStep::compile() {
       continue;
     }
     const LayerRegions& R = Y.layers[op.param];
-    const uint64_t col = transient(id + ".im2col");
-    // zero what the taps leave: everything if some tap falls outside the input (same
-    // padding), else only the padding columns and the rows beyond M
-    bool covered = true;
-    for (uint32_t t = 0; t < op.g.k; ++t) {
-      uint32_t lo, hi;
-      tap_range(op.g, t, op.g.pt, op.in.h, op.out.h, lo, hi);
-      covered &= lo == 0 && hi == op.out.h;
-      tap_range(op.g, t, op.g.pl, op.in.w, op.out.w, lo, hi);
-      covered &= lo == 0 && hi == op.out.w;
-    }
-    const uint32_t K = op.g.k * op.g.k * op.in.c;
-    if (!covered) {
-      zero(col, uint64_t{op.Mpad} * op.Kpad * 2);
-    } else {
-      for (uint32_t r0 = 0; K < op.Kpad && r0 < op.M; r0 += 65535) {
-        const uint32_t rows = std::min<uint32_t>(65535, op.M - r0);
-        b.dma_copy(ub(ub_zero, {{op.Kpad - K, 2}, {rows, 0}}),
-                   hbm(col + (uint64_t{r0} * op.Kpad + K) * 2,
-                       {{op.Kpad - K, 2}, {rows, int32_t(op.Kpad * 2)}}),
-                   2);
-      }
-      zero(col + uint64_t{op.M} * op.Kpad * 2, uint64_t{op.Mpad - op.M} * op.Kpad * 2);
-    }
-    emit_im2col(b, op.g, B, x, col, op.Kpad * 2);
+    const PatchMap src = conv_source(int(i), true);
     copy_linear(b, kHbm, R.b, kUb, ub_bias, op.Fpad, 4);
     b.signal(isa::Unit::kDma);
     Matmul mm;
@@ -584,8 +630,7 @@ void DenseStackStep::compile() {
     mm.M = op.M;
     mm.Kt = op.Kpad / N;
     mm.Ct = op.Fpad / N;
-    mm.a = col;
-    mm.a_pitch = op.Kpad * 2;
+    mm.a_gather = gather_from(src);
     mm.w = R.w16;
     mm.w_pitch = op.Kpad * 2;
     mm.w_by_column = true;
@@ -596,8 +641,11 @@ void DenseStackStep::compile() {
          std::to_string(op.g.s) + (op.f.same ? " same" : " valid") + ", " +
          std::to_string(op.in.h) + " x " + std::to_string(op.in.w) + " x " +
          std::to_string(op.in.c) + " -> " + std::to_string(op.out.h) + " x " +
-         std::to_string(op.out.w) + " x " + std::to_string(F) + "; im2col " +
-         std::to_string(op.Mpad) + " x " + std::to_string(op.Kpad));
+         std::to_string(op.out.w) + " x " + std::to_string(F) + "; operand " +
+         std::to_string(op.M) + " x " + std::to_string(op.Kpad) + " gathered from " +
+         (reads_in_place(op) ? std::string("the input map")
+                             : id + ".padded (" + std::to_string(padded_rows(op)) + " x " +
+                                   std::to_string(padded_cols(op)) + ")"));
     note(emit_matmul(b, mm, arena_lo, arena_hi, chip_.acc_rows, {nullptr, [&](const Block& k) {
       const uint32_t pitch = k.ct * row2n;
       emit_bias_relu(b, k, ub_bias, relu);
@@ -972,11 +1020,9 @@ void DenseStackStep::compile() {
                        op.Mpad * 2);
       if (op.dx) {  // dx = im2col(dz) x flip(W), before the weights change
         const uint64_t wflip = transient(id + ".kernel_flip");
-        const uint64_t colT = transient(id + ".im2col_grad");
         zero(wflip, uint64_t{op.Kdpad} * op.Cpad * 2);
         emit_flip_kernel(b, op.g, R.w16, op.Kpad * 2, wflip, op.Cpad * 2);
-        zero(colT, uint64_t{padded(op.Min)} * op.Kdpad * 2);
-        emit_im2col_grad(b, op.g, B, g.addr, op.g_px, colT, op.Kdpad * 2);
+        const PatchMap dmap = grad_source(i, g);
         prepare_grad(i - 1, false);
         const MapRef x = out_ref(i - 1), gin = grad_ref(i - 1);
         Matmul mm;
@@ -984,8 +1030,7 @@ void DenseStackStep::compile() {
         mm.M = op.Min;
         mm.Kt = op.Kdpad / N;
         mm.Ct = op.Cpad / N;
-        mm.a = colT;
-        mm.a_pitch = op.Kdpad * 2;
+        mm.a_gather = gather_from(dmap);
         mm.w = wflip;
         mm.w_pitch = op.Cpad * 2;
         mm.w_by_column = false;
@@ -1034,8 +1079,7 @@ void DenseStackStep::compile() {
       dw.Ct = op.Kpad / N;
       dw.a = dzt;
       dw.a_pitch = op.Mpad * 2;
-      dw.w = transient(id + ".im2col");
-      dw.w_pitch = op.Kpad * 2;
+      dw.w_gather = gather_from(conv_source(i, false));
       dw.w_by_column = false;
       dw.epi_row_bytes = upd_bytes;
       note(emit_matmul(

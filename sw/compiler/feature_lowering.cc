@@ -78,108 +78,125 @@ ConvGeom conv_geom(const Shape3& in, const FeatureLayerSpec& f) {
   return g;
 }
 
-void tap_range(const ConvGeom& g, uint32_t t, uint32_t pad, uint32_t size, uint32_t count,
-               uint32_t& lo, uint32_t& hi) {
-  // s o + t - pad in [0, size)
-  const int64_t s = g.s, a = int64_t(pad) - t, z = int64_t(size) - 1 + pad - t;
-  const int64_t l = a <= 0 ? 0 : (a + s - 1) / s;
-  const int64_t h = z < 0 ? 0 : std::min<int64_t>(count, z / s + 1);
-  lo = static_cast<uint32_t>(l);
-  hi = static_cast<uint32_t>(std::max(l, h));
-}
-
-void emit_im2col(ProgramBuilder& b, const ConvGeom& g, uint32_t batch, const MapRef& x,
-                 uint64_t col, uint32_t col_pitch) {
-  const uint32_t C = g.in.c, W = g.in.w, Wo = g.out.w, Ho = g.out.h, k = g.k;
-  // Output columns where every kx lands inside the input: there the k taps of a kernel row are
-  // one contiguous run of k C values in a compact map and in the im2col row, one copy a row.
-  uint32_t xa = 0, xb = Wo;
-  for (uint32_t kx = 0; kx < k; ++kx) {
-    uint32_t lo, hi;
-    tap_range(g, kx, g.pl, W, Wo, lo, hi);
-    xa = std::max(xa, lo);
-    xb = std::min(xb, hi);
-  }
-  const bool merge = x.px == C * 2 && xa < xb;
-  auto copy = [&](uint32_t ky, uint32_t kx, uint32_t y0, uint32_t y1, uint32_t x0, uint32_t x1,
-                  uint32_t run) {
-    if (y0 >= y1 || x0 >= x1) return;
-    const uint64_t iy = uint64_t{g.s} * y0 + ky - g.pt, ix = uint64_t{g.s} * x0 + kx - g.pl;
-    b.dma_copy(hbm(x.addr + (iy * W + ix) * x.px,
-                   {{run, 2},
-                    {x1 - x0, int32_t(g.s * x.px)},
-                    {y1 - y0, int32_t(uint64_t{g.s} * W * x.px)},
-                    {batch, int32_t(x.sample)}}),
-               hbm(col + (uint64_t{y0} * Wo + x0) * col_pitch + (ky * k + kx) * C * 2,
-                   {{run, 2},
-                    {x1 - x0, int32_t(col_pitch)},
-                    {y1 - y0, int32_t(uint64_t{Wo} * col_pitch)},
-                    {batch, int32_t(uint64_t{Ho} * Wo * col_pitch)}}),
+namespace {
+// Zeroes the UB rows [dst, + rows x pitch): `run` bf16 of each, from the zero block.
+void zero_ub(ProgramBuilder& b, uint32_t zero, uint32_t zero_elems, uint32_t dst, uint32_t run,
+             uint32_t rows, uint32_t pitch) {
+  for (uint32_t off = 0; off < run && rows; off += zero_elems) {
+    const uint32_t n = std::min(zero_elems, run - off);
+    b.dma_copy(ub(zero, {{n, 2}, {rows, 0}}), ub(dst + off * 2, {{n, 2}, {rows, int32_t(pitch)}}),
                2);
-  };
-  for (uint32_t ky = 0; ky < k; ++ky) {
-    uint32_t y0, y1;
-    tap_range(g, ky, g.pt, g.in.h, Ho, y0, y1);
-    if (merge) copy(ky, 0, y0, y1, xa, xb, k * C);
-    for (uint32_t kx = 0; kx < k; ++kx) {
-      uint32_t x0, x1;
-      tap_range(g, kx, g.pl, W, Wo, x0, x1);
-      if (!merge) {
-        copy(ky, kx, y0, y1, x0, x1, C);
-        continue;
-      }
-      copy(ky, kx, y0, y1, x0, std::min(x1, xa), C);  // the border columns, tap by tap
-      copy(ky, kx, y0, y1, std::max(x0, xb), x1, C);
-    }
   }
 }
+// Zeroes HBM runs of `run` bf16 at dst repeated over `outer` loops, from the zero block.
+void zero_hbm_walk(ProgramBuilder& b, uint32_t zero, uint32_t zero_elems, uint64_t dst,
+                   uint64_t run, std::vector<std::pair<uint32_t, int32_t>> outer) {
+  for (const auto& l : outer)
+    if (!l.first) return;
+  for (uint64_t off = 0; off < run; off += zero_elems) {
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(zero_elems, run - off));
+    std::vector<std::pair<uint32_t, int32_t>> s{{n, 2}}, d{{n, 2}};
+    for (const auto& l : outer) {
+      s.push_back({l.first, 0});
+      d.push_back(l);
+    }
+    b.dma_copy(ub(zero, s), hbm(dst + off * 2, d), 2);
+  }
+}
+}  // namespace
 
-void emit_im2col_grad(ProgramBuilder& b, const ConvGeom& g, uint32_t batch, uint64_t dz,
-                      uint32_t dz_px, uint64_t colT, uint32_t colT_pitch) {
-  const uint32_t F = g.out.c, W = g.in.w, H = g.in.h, Wo = g.out.w, Ho = g.out.h, k = g.k;
-  // Stride 1, compact gradient: for the input columns x every kx reaches, a kernel row's k taps
-  // (columns k-1-kx = 0 .. k-1) are the k consecutive pixels from ox = x + pl - (k - 1): one run
-  // of k F values, one copy a kernel row.
-  const int64_t xa = std::max<int64_t>(0, int64_t(k) - 1 - g.pl);
-  const int64_t xb = std::min<int64_t>(W, int64_t(Wo) - g.pl);
-  const bool merge = g.s == 1 && dz_px == F * 2 && xa < xb;
-  auto copy = [&](uint32_t ky, uint32_t kx, uint32_t y0, uint32_t y1, uint32_t x0, uint32_t x1,
-                  uint32_t run) {
-    if (y0 >= y1 || x0 >= x1) return;
-    const uint64_t iy = uint64_t{g.s} * y0 + ky - g.pt, ix = uint64_t{g.s} * x0 + kx - g.pl;
-    const uint32_t flipped = (k - 1 - ky) * k + (k - 1 - kx);
-    b.dma_copy(hbm(dz + (uint64_t{y0} * Wo + x0) * dz_px,
-                   {{run, 2},
-                    {x1 - x0, int32_t(dz_px)},
-                    {y1 - y0, int32_t(uint64_t{Wo} * dz_px)},
-                    {batch, int32_t(uint64_t{Ho} * Wo * dz_px)}}),
-               hbm(colT + (iy * W + ix) * colT_pitch + uint64_t{flipped} * F * 2,
-                   {{run, 2},
-                    {x1 - x0, int32_t(g.s * colT_pitch)},
-                    {y1 - y0, int32_t(uint64_t{g.s} * W * colT_pitch)},
-                    {batch, int32_t(uint64_t{H} * W * colT_pitch)}}),
-               2);
-  };
-  for (uint32_t ky = 0; ky < k; ++ky) {
-    uint32_t y0, y1;
-    tap_range(g, ky, g.pt, H, Ho, y0, y1);
-    // the merged run: output columns from xa + pl - (k - 1), tap kx = k - 1 (flipped column 0)
-    if (merge)
-      copy(ky, k - 1, y0, y1, static_cast<uint32_t>(xa + g.pl - (k - 1)),
-           static_cast<uint32_t>(xb + g.pl - (k - 1)), k * F);
-    for (uint32_t kx = 0; kx < k; ++kx) {
-      uint32_t x0, x1;
-      tap_range(g, kx, g.pl, W, Wo, x0, x1);
-      if (!merge) {
-        copy(ky, kx, y0, y1, x0, x1, F);
-        continue;
+void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint32_t rows,
+                         uint32_t c0, uint32_t cols, uint32_t ub_dst, uint32_t pitch,
+                         uint32_t zero, uint32_t zero_elems, bool pad_cols) {
+  const uint64_t M = p.rows(), plane = uint64_t{p.ho} * p.wo;
+  const uint32_t K = p.cols(), kc = p.k * p.c, px = p.map.px;
+  const uint64_t rend = std::min<uint64_t>(r0 + rows, M);
+  // One run of `len` values at column `col` of the operand (inside kernel row ky, from the
+  // tap's channel offset `off` bytes into its window row) for the rows [r0, rend): copies of a
+  // piece of an output row, of whole output rows, of whole samples.
+  auto runs = [&](uint32_t ky, uint64_t off, uint32_t len, uint32_t col) {
+    const int32_t sx = int32_t(p.s * px), sy = int32_t(uint64_t{p.s} * p.w * px);
+    for (uint64_t m = r0; m < rend;) {
+      const uint64_t bi = m / plane, rem = m % plane;
+      const uint32_t oy = static_cast<uint32_t>(rem / p.wo), ox = static_cast<uint32_t>(rem % p.wo);
+      const uint64_t src = p.map.addr + bi * p.map.sample +
+                           ((uint64_t{p.s} * oy + ky) * p.w + uint64_t{p.s} * ox) * px + off;
+      const uint32_t dst = static_cast<uint32_t>(ub_dst + (m - r0) * pitch + uint64_t{col} * 2);
+      const uint64_t left = rend - m;
+      if (ox || left < p.wo) {
+        const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(p.wo - ox, left));
+        b.dma_copy(hbm(src, {{len, 2}, {n, sx}}), ub(dst, {{len, 2}, {n, int32_t(pitch)}}), 2);
+        m += n;
+      } else if (oy || left < plane) {
+        const uint32_t nr = static_cast<uint32_t>(std::min<uint64_t>(p.ho - oy, left / p.wo));
+        b.dma_copy(hbm(src, {{len, 2}, {p.wo, sx}, {nr, sy}}),
+                   ub(dst, {{len, 2}, {p.wo, int32_t(pitch)}, {nr, int32_t(p.wo * pitch)}}), 2);
+        m += uint64_t{nr} * p.wo;
+      } else {
+        const uint32_t nb = static_cast<uint32_t>(std::min<uint64_t>(left / plane, 65535));
+        b.dma_copy(hbm(src, {{len, 2}, {p.wo, sx}, {p.ho, sy}, {nb, int32_t(p.map.sample)}}),
+                   ub(dst, {{len, 2},
+                            {p.wo, int32_t(pitch)},
+                            {p.ho, int32_t(p.wo * pitch)},
+                            {nb, int32_t(plane * pitch)}}),
+                   2);
+        m += nb * plane;
       }
-      // the border: outputs whose input column x = ox + kx - pl lies outside [xa, xb)
-      const int64_t lo_end = xa + g.pl - int64_t(kx), hi_begin = xb + g.pl - int64_t(kx);
-      copy(ky, kx, y0, y1, x0, static_cast<uint32_t>(std::clamp<int64_t>(lo_end, x0, x1)), F);
-      copy(ky, kx, y0, y1, static_cast<uint32_t>(std::clamp<int64_t>(hi_begin, x0, x1)), x1, F);
+    }
+  };
+  for (uint32_t ky = 0; ky < p.k; ++ky) {
+    const uint32_t a = std::max(c0, ky * kc), e = std::min(c0 + cols, (ky + 1) * kc);
+    if (a >= e) continue;
+    if (px == p.c * 2) {  // compact: the row's taps are consecutive pixels
+      runs(ky, uint64_t{a - ky * kc} * 2, e - a, a - c0);
+      continue;
+    }
+    for (uint32_t j = a; j < e;) {  // tap by tap
+      const uint32_t kx = (j - ky * kc) / p.c, ch = (j - ky * kc) % p.c;
+      const uint32_t n = std::min(e - j, p.c - ch);
+      runs(ky, uint64_t{kx} * px + ch * 2, n, j - c0);
+      j += n;
     }
   }
+  if (pad_cols && c0 + cols > K) {
+    const uint32_t z0 = std::max(c0, K);
+    zero_ub(b, zero, zero_elems, ub_dst + (z0 - c0) * 2, c0 + cols - z0,
+            static_cast<uint32_t>(rend > r0 ? rend - r0 : 0), pitch);
+  }
+  if (r0 + rows > rend) {
+    const uint32_t first = static_cast<uint32_t>(rend > r0 ? rend - r0 : 0);
+    zero_ub(b, zero, zero_elems, ub_dst + first * pitch, cols, rows - first, pitch);
+  }
+}
+
+void emit_place_map(ProgramBuilder& b, const MapRef& src, uint32_t src_w, uint32_t h, uint32_t w,
+                    uint32_t c, uint32_t batch, uint64_t dst, uint32_t dst_h, uint32_t dst_w,
+                    uint32_t y0, uint32_t x0, uint32_t sy, uint32_t sx) {
+  if (!h || !w || !batch) return;
+  const uint32_t dpx = c * 2;
+  const uint64_t at = dst + (uint64_t{y0} * dst_w + x0) * dpx;
+  const int32_t drow = int32_t(uint64_t{sy} * dst_w * dpx), dsample = int32_t(uint64_t{dst_h} * dst_w * dpx);
+  const int32_t srow = int32_t(uint64_t{src_w} * src.px);
+  if (sx == 1 && src.px == dpx)  // a row of pixels is one run
+    b.dma_copy(hbm(src.addr, {{w * c, 2}, {h, srow}, {batch, int32_t(src.sample)}}),
+               hbm(at, {{w * c, 2}, {h, drow}, {batch, dsample}}), 2);
+  else
+    b.dma_copy(hbm(src.addr, {{c, 2}, {w, int32_t(src.px)}, {h, srow}, {batch, int32_t(src.sample)}}),
+               hbm(at, {{c, 2}, {w, int32_t(sx * dpx)}, {h, drow}, {batch, dsample}}), 2);
+}
+
+void emit_zero_frame(ProgramBuilder& b, uint32_t zero, uint32_t zero_elems, uint64_t dst,
+                     uint32_t batch, uint32_t dst_h, uint32_t dst_w, uint32_t c, uint32_t y0,
+                     uint32_t x0, uint32_t h, uint32_t w) {
+  const uint64_t row = uint64_t{dst_w} * c, sample = uint64_t{dst_h} * row;
+  const int32_t ss = int32_t(sample * 2), rs = int32_t(row * 2);
+  zero_hbm_walk(b, zero, zero_elems, dst, y0 * row, {{batch, ss}});  // rows above
+  zero_hbm_walk(b, zero, zero_elems, dst + (y0 + h) * row * 2, (dst_h - y0 - h) * row,
+                {{batch, ss}});  // rows below
+  const uint64_t mid = dst + y0 * row * 2;
+  zero_hbm_walk(b, zero, zero_elems, mid, uint64_t{x0} * c, {{h, rs}, {batch, ss}});  // left
+  zero_hbm_walk(b, zero, zero_elems, mid + uint64_t{x0 + w} * c * 2,
+                uint64_t{dst_w - x0 - w} * c, {{h, rs}, {batch, ss}});  // right
 }
 
 void emit_flip_kernel(ProgramBuilder& b, const ConvGeom& g, uint64_t w16, uint32_t w_pitch,

@@ -1,6 +1,6 @@
 // The lowering of the layers before Flatten (DenseStackStep; docs/compiler.md, "Convolutional
-// layers"): the DMA patterns of a convolution (im2col of the input, the gradient's im2col for
-// the input gradient, the flipped kernel) and the pooling layers forward and backward on the
+// layers"): the DMA patterns of a convolution (its operands gathered from padded maps into the
+// UB, the flipped kernel) and the pooling layers forward and backward on the
 // VPU. Feature maps are NHWC in HBM; a map is addressed by its pixel pitch (bytes from one
 // pixel's channels to the next's) and sample pitch.
 #pragma once
@@ -25,19 +25,37 @@ struct ConvGeom {
   uint32_t k = 1, s = 1, pt = 0, pl = 0;
 };
 ConvGeom conv_geom(const Shape3& in, const FeatureLayerSpec& f);
-// The outputs o (of `count`) whose tap `t` lands inside [0, size): [lo, hi).
-void tap_range(const ConvGeom& g, uint32_t t, uint32_t pad, uint32_t size, uint32_t count,
-               uint32_t& lo, uint32_t& hi);
 
-// col[(b, oy, ox)][(ky, kx, c)] = x[b][s oy + ky - pt][s ox + kx - pl][c] for the taps inside
-// the map, one DMA per tap (the rest of `col` is the caller's: zero). Rows `col_pitch` bytes.
-void emit_im2col(ProgramBuilder& b, const ConvGeom& g, uint32_t batch, const MapRef& x,
-                 uint64_t col, uint32_t col_pitch);
-// The input gradient's operand: colT[(b, y, x)][(k-1-ky, k-1-kx, f)] = dz[b][oy][ox][f] where
-// y = s oy + ky - pt, x = s ox + kx - pl (the rest zero, the caller's). dz: [B][Ho][Wo] pixels
-// of `dz_px` bytes.
-void emit_im2col_grad(ProgramBuilder& b, const ConvGeom& g, uint32_t batch, uint64_t dz,
-                      uint32_t dz_px, uint64_t colT, uint32_t colT_pitch);
+// A convolution's operand read where it lies (no im2col in HBM): a map that holds every tap,
+// its padding zeros (and, for the input gradient, the stride's holes) included. Operand row
+// m = (b, oy, ox), column (ky, kx, c), is map[b][s oy + ky][s ox + kx][c].
+struct PatchMap {
+  MapRef map;
+  uint32_t w = 0;  // pixels a map row
+  uint32_t k = 1, s = 1, c = 1;
+  uint32_t ho = 0, wo = 0, batch = 0;
+  uint64_t rows() const { return uint64_t{batch} * ho * wo; }
+  uint32_t cols() const { return k * k * c; }
+};
+// ub[r][j] (rows `pitch` bytes apart) = operand[r0 + r][c0 + j] for r < rows, j < cols, by DMA
+// from the map: a kernel row's taps are one run where the map is compact, a run of output
+// rows (or whole samples) one copy. Rows past the operand's are zero-filled from the `zero`
+// block of `zero_elems` zero bf16 in the UB; columns past k k c too when `pad_cols` (a buffer
+// loaded with the same shape before keeps its zeros).
+void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint32_t rows,
+                         uint32_t c0, uint32_t cols, uint32_t ub_dst, uint32_t pitch,
+                         uint32_t zero, uint32_t zero_elems, bool pad_cols);
+// dst[b][y0 + sy y][x0 + sx x] = src[b][y][x] (c channels) for y < h, x < w; src rows are
+// `src_w` pixels long, dst a compact map of dst_h x dst_w pixels (its other pixels the
+// caller's).
+void emit_place_map(ProgramBuilder& b, const MapRef& src, uint32_t src_w, uint32_t h, uint32_t w,
+                    uint32_t c, uint32_t batch, uint64_t dst, uint32_t dst_h, uint32_t dst_w,
+                    uint32_t y0, uint32_t x0, uint32_t sy, uint32_t sx);
+// Zeroes the compact map dst (batch x dst_h x dst_w pixels of c channels) outside the rows
+// [y0, y0 + h) x columns [x0, x0 + w) of each sample, from the UB's `zero` block.
+void emit_zero_frame(ProgramBuilder& b, uint32_t zero, uint32_t zero_elems, uint64_t dst,
+                     uint32_t batch, uint32_t dst_h, uint32_t dst_w, uint32_t c, uint32_t y0,
+                     uint32_t x0, uint32_t h, uint32_t w);
 // wflip[(k-1-ky, k-1-kx, f)][c] = W^T[f][(ky, kx, c)] (bf16): the input gradient's weights.
 // w16 rows `w_pitch` bytes, wflip rows `flip_pitch` bytes (padding the caller's: zero).
 void emit_flip_kernel(ProgramBuilder& b, const ConvGeom& g, uint64_t w16, uint32_t w_pitch,

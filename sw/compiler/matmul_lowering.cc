@@ -2,6 +2,7 @@
 #include "sw/compiler/matmul_lowering.h"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "sw/compiler/lowering_util.h"
@@ -68,16 +69,30 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
       blocks.push_back({r0, std::min(R, op.M - r0), c0, std::min(CT, op.Ct - c0),
                         static_cast<uint32_t>(blocks.size() % 2) * half});
   uint32_t slot = 0;
+  // the shape of each buffer's last gathered load (rows, first column, columns)
+  std::array<std::array<uint64_t, 3>, 2> a_shape{}, w_shape{};
+  auto fresh = [](std::array<uint64_t, 3>& last, std::array<uint64_t, 3> now) {
+    const bool f = last != now;
+    last = now;
+    return f;
+  };
   auto emit_mm = [&](const Blk& k) {
     const uint32_t ctn = k.ct * N;
     std::vector<uint32_t> slots;  // the buffer each group was loaded into
     auto load = [&](uint32_t g) {
       const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = slot++ % 2;
       slots.push_back(i);
-      b.dma_copy(hbm(op.a + uint64_t{k.r0} * op.a_pitch + uint64_t{g} * KGN * 2,
-                     {{kgn, 2}, {k.rows, int32_t(op.a_pitch)}}),
-                 ub(abuf[i], {{kgn, 2}, {k.rows, int32_t(KGN * 2)}}), 2);
-      if (op.w_by_column)
+      if (op.a_gather)
+        op.a_gather(k.r0, k.rows, g * KGN, kgn, abuf[i], KGN * 2,
+                    fresh(a_shape[i], {k.rows, uint64_t{g} * KGN, kgn}));
+      else
+        b.dma_copy(hbm(op.a + uint64_t{k.r0} * op.a_pitch + uint64_t{g} * KGN * 2,
+                       {{kgn, 2}, {k.rows, int32_t(op.a_pitch)}}),
+                   ub(abuf[i], {{kgn, 2}, {k.rows, int32_t(KGN * 2)}}), 2);
+      if (op.w_gather && !op.w_by_column)
+        op.w_gather(uint64_t{g} * KGN, kgn, k.c0 * N, ctn, wbuf[i], CT * N * 2,
+                    fresh(w_shape[i], {kgn, uint64_t{k.c0} * N, ctn}));
+      else if (op.w_by_column)
         b.dma_copy(hbm(op.w + uint64_t{k.c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
                        {{kgn, 2}, {ctn, int32_t(op.w_pitch)}}),
                    ub(wbuf[i], {{kgn, 2}, {ctn, int32_t(KGN * 2)}}), 2);

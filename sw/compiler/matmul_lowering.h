@@ -23,6 +23,14 @@ struct Matmul {
   bool w_by_column = false;
   bool whole_columns = false;  // every column tile in one group (the softmax's rows)
   uint32_t epi_row_bytes = 0;  // UB scratch the epilogue needs per ACC row of the group
+  // An operand gathered by the caller instead of read from HBM rows (a convolution's, from
+  // its map): fills the UB rows `pitch` bytes apart with operand[r0 + r][c0 + j], r < rows,
+  // j < cols. A's operand is A; the weights' (w_by_column false) has a row per contraction
+  // index. `fresh`: the buffer last held a load of another shape, so whatever the gather
+  // leaves unwritten (zero columns) must be written again.
+  std::function<void(uint64_t r0, uint32_t rows, uint32_t c0, uint32_t cols, uint32_t ub,
+                     uint32_t pitch, bool fresh)>
+      a_gather, w_gather;
 };
 // The epilogue of a piece of one (row block, column group): rows r0 .. r0 + rows of the output
 // (ar0 .. ar0 + rows of the block); the ACC row of (piece row r, tile c) is

@@ -216,7 +216,7 @@ TEST_F(CompileCli, TwoConvModelDumpsItsFeatureLayers) {
            "dense1 = Dense(128, relu) -> Dropout(0.5)",
            "fwd_conv1  Conv2D forward: [2704 x 12]", "bwd_conv3  Conv2D input gradient: [676 x 576]",
            "bwd_conv1  Conv2D weight gradient: [32 x 2704]", "bwd_maxpool2  maxpool2: pooling gradient",
-           "conv3.im2col_grad", "conv1.gradT", "phases: 0 setup 1 fwd_conv1 2 fwd_maxpool2",
+           "conv3.grad_map", "conv1.gradT", "gathered from the input map", "phases: 0 setup 1 fwd_conv1 2 fwd_maxpool2",
            "== program: " + std::to_string(step.program().size()) + " instructions"})
     EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
   // the first convolution has no input gradient (its input is the images)
