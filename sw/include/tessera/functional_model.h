@@ -157,6 +157,8 @@ class FunctionalModel {
   void mark_ub_written(uint64_t addr, uint64_t len);
   uint8_t mem_read8(isa::Space s, uint64_t addr) const;
   void mem_write8(isa::Space s, uint64_t addr, uint8_t v);
+  void mem_read(isa::Space s, uint64_t addr, uint8_t* dst, uint64_t len) const;
+  void mem_write(isa::Space s, uint64_t addr, const uint8_t* src, uint64_t len);
   FunctionalModel* neighbour(isa::Link link) const {
     return link == isa::Link::kLocal ? nullptr : links_[static_cast<int>(link) - 1];
   }
@@ -165,7 +167,8 @@ class FunctionalModel {
   SparseHbm hbm_;
   std::vector<uint8_t> ub_;
   std::vector<uint32_t> acc_;  // acc_rows x n
-  std::vector<bool> ub_written_, acc_written_;
+  std::vector<uint8_t> ub_written_;  // a byte per UB byte: 1 written (memchr finds a gap fast)
+  std::vector<bool> acc_written_;
   std::array<std::vector<uint32_t>, 16> v_;
   std::array<uint32_t, 16> sc_{};
   std::array<uint32_t, 16> rc_{};            // remote counters: the neighbours' SIGNALs
