@@ -631,6 +631,7 @@ void DenseStackStep::compile() {
     mm.Kt = op.Kpad / N;
     mm.Ct = op.Fpad / N;
     mm.a_gather = gather_from(src);
+    mm.a_run = src.run();
     mm.w = R.w16;
     mm.w_pitch = op.Kpad * 2;
     mm.w_by_column = true;
@@ -1031,6 +1032,7 @@ void DenseStackStep::compile() {
         mm.Kt = op.Kdpad / N;
         mm.Ct = op.Cpad / N;
         mm.a_gather = gather_from(dmap);
+        mm.a_run = dmap.run();
         mm.w = wflip;
         mm.w_pitch = op.Cpad * 2;
         mm.w_by_column = false;
@@ -1079,7 +1081,9 @@ void DenseStackStep::compile() {
       dw.Ct = op.Kpad / N;
       dw.a = dzt;
       dw.a_pitch = op.Mpad * 2;
-      dw.w_gather = gather_from(conv_source(i, false));
+      const PatchMap xmap = conv_source(i, false);
+      dw.w_gather = gather_from(xmap);
+      dw.w_run = xmap.run();
       dw.w_by_column = false;
       dw.epi_row_bytes = upd_bytes;
       note(emit_matmul(

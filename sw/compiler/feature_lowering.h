@@ -36,6 +36,8 @@ struct PatchMap {
   uint32_t ho = 0, wo = 0, batch = 0;
   uint64_t rows() const { return uint64_t{batch} * ho * wo; }
   uint32_t cols() const { return k * k * c; }
+  // the longest contiguous run of a row's values in the map: a kernel row where it is compact
+  uint32_t run() const { return map.px == c * 2 ? k * c : c; }
 };
 // ub[r][j] (rows `pitch` bytes apart) = operand[r0 + r][c0 + j] for r < rows, j < cols, by DMA
 // from the map: a kernel row's taps are one run where the map is compact, a run of output

@@ -21,8 +21,22 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   const uint32_t N = b.n();
   const uint32_t half = acc_rows / 2;
   const uint64_t arena = ub_hi - ub_lo, tile = uint64_t{N} * N * 2;
-  uint32_t R = 0, CT = 0, PR = 0;
-  uint64_t best = ~0ull;
+  // The tiling: for each column group size ct and row block size (the largest that fits
+  // the ACC half, and its halvings), the contraction group KG that the rest of the arena
+  // double-buffers. Plain operands (whole rows from HBM, long runs) take the largest block
+  // and the ct with the least HBM traffic. A gathered operand's runs are short (a kernel row
+  // of a tap, or less), so there the pick has the least estimated time, max(MXU, DMA): the
+  // MXU streams max(rows, N + 1) a tile, the DMA moves 16 HBM bytes a cycle plus kRunCycles
+  // a contiguous run and kLoadCycles a load (a copy's start-up).
+  constexpr uint64_t kRunCycles = 2, kLoadCycles = 64;
+  struct Tiling {
+    uint32_t R = 0, CT = 0, PR = 0, KG = 0;
+    uint64_t traffic = 0, time = ~0ull;
+  } best;
+  auto runs = [](uint64_t elems, uint32_t run) { return run ? ceil_div(elems, uint64_t{run}) : 1; };
+  const bool gathered = op.a_gather || op.w_gather;
+  const uint32_t a_run = op.a_gather ? op.a_run : op.Kt * N;
+  const uint32_t w_run = op.w_gather && !op.w_by_column ? op.w_run : 0;
   for (uint32_t ct = op.whole_columns ? op.Ct : 1; ct <= op.Ct; ++ct) {
     if (ct > half) break;
     const uint32_t r = std::min(op.M, half / ct);
@@ -33,27 +47,48 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
             : r;
     if (pr < 1) continue;
     const uint64_t left = arena - 2 * uint64_t{pr} * ct * op.epi_row_bytes;
-    uint32_t rr = r;  // rows shrink until one contraction tile of A and W double-buffers
-    while (rr > 1 && 2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) rr = (rr + 1) / 2;
-    if (2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) continue;
-    const uint64_t traffic = uint64_t{op.M} * op.Kt * N * ceil_div(op.Ct, ct) +
-                             uint64_t{op.Ct} * N * op.Kt * N * ceil_div(op.M, rr);
-    if (traffic < best) {
-      best = traffic;
-      R = rr;
-      CT = ct;
-      PR = std::min(pr, rr);
+    for (uint32_t rr = r; rr >= 1; rr = rr > 1 ? (rr + 1) / 2 : 0) {
+      // plain operands: the largest block where one contraction tile of A and W
+      // double-buffers, the least HBM traffic
+      if (!gathered && 2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) continue;
+      const uint32_t p = std::min(pr, rr);
+      UbArena t(ub_lo, ub_hi, static_cast<int>(N), op.name);
+      const uint64_t sc = uint64_t{p} * ct * op.epi_row_bytes;
+      if (op.epi_row_bytes && 2 * sc + 256 > arena) continue;
+      if (op.epi_row_bytes) {
+        t.take(sc);
+        t.take(sc);
+      }
+      const uint64_t per_tile = uint64_t{rr} * 2 * N + ct * tile;
+      const uint32_t kg =
+          static_cast<uint32_t>(std::min<uint64_t>(op.Kt, t.free() / (2 * per_tile + 128)));
+      if (kg < 1) continue;
+      const uint64_t rblocks = ceil_div(op.M, rr), cgroups = ceil_div(op.Ct, ct);
+      const uint64_t groups = ceil_div(op.Kt, kg), kgn = uint64_t{kg} * N;
+      const uint64_t a_bytes = uint64_t{op.M} * op.Kt * N * 2 * cgroups;
+      const uint64_t w_bytes = uint64_t{op.Ct} * N * op.Kt * N * 2 * rblocks;
+      // runs: A a row's group in runs of a_run; the weights a row (of the group's or the
+      // block's columns) at a time
+      const uint64_t a_runs = uint64_t{op.M} * cgroups * groups * runs(kgn, a_run);
+      const uint64_t w_runs =
+          op.w_by_column ? rblocks * uint64_t{op.Ct} * N * groups
+                         : rblocks * cgroups * uint64_t{op.Kt} * N * runs(uint64_t{ct} * N, w_run);
+      const uint64_t loads = rblocks * cgroups * groups;
+      const uint64_t dma =
+          (a_bytes + w_bytes) / 16 + kRunCycles * (a_runs + w_runs) + kLoadCycles * loads;
+      const uint64_t mxu = rblocks * cgroups * op.Kt * ct * std::max<uint64_t>(rr, N + 1);
+      const uint64_t traffic = (a_bytes + w_bytes) / 2;
+      const uint64_t time = gathered ? std::max(dma, mxu) : traffic;
+      if (time < best.time) best = {rr, ct, p, kg, traffic, time};
+      if (!gathered) break;
     }
   }
+  const uint32_t R = best.R, CT = best.CT, PR = best.PR, KG = best.KG;
   UbArena a(ub_lo, ub_hi, static_cast<int>(N), op.name);
   if (!CT) a.take(arena + 1);  // throws, naming the op: does not fit
   uint32_t scratch[2] = {0, 0};
   if (op.epi_row_bytes)
     for (auto& sc : scratch) sc = a.take(uint64_t{PR} * CT * op.epi_row_bytes);
-  const uint64_t per_tile = (uint64_t{R} * 2 * N + CT * tile);
-  const uint32_t KG =
-      static_cast<uint32_t>(std::min<uint64_t>(op.Kt, a.free() / (2 * per_tile + 128)));
-  if (KG < 1) a.take(a.free() + 1);
   uint32_t abuf[2], wbuf[2];
   for (int i = 0; i < 2; ++i) {
     abuf[i] = a.take(uint64_t{R} * KG * N * 2);
@@ -139,7 +174,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
          (op.w_by_column ? " (weight tiles transposed, MXU.LDW t)" : "") + "; row blocks of " +
          std::to_string(R) + ", column groups of " + std::to_string(CT) + " tiles, contraction " +
          std::to_string(op.Kt) + " tiles in groups of " + std::to_string(KG) + "; " +
-         std::to_string(best * 2) + " operand bytes from HBM; epilogue pieces of " +
+         std::to_string(best.traffic * 2) + " operand bytes from HBM; epilogue pieces of " +
          std::to_string(PR) + " rows, 2 x " + std::to_string(uint64_t{PR} * CT * op.epi_row_bytes) +
          " bytes of UB";
 }

@@ -31,6 +31,9 @@ struct Matmul {
   std::function<void(uint64_t r0, uint32_t rows, uint32_t c0, uint32_t cols, uint32_t ub,
                      uint32_t pitch, bool fresh)>
       a_gather, w_gather;
+  // the longest contiguous source run (elements) of a gathered operand's row (the tiling's
+  // DMA estimate)
+  uint32_t a_run = 0, w_run = 0;
 };
 // The epilogue of a piece of one (row block, column group): rows r0 .. r0 + rows of the output
 // (ar0 .. ar0 + rows of the block); the ACC row of (piece row r, tile c) is
