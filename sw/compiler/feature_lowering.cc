@@ -112,10 +112,20 @@ void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint
   const uint32_t K = p.cols(), kc = p.k * p.c, px = p.map.px;
   const uint64_t rend = std::min<uint64_t>(r0 + rows, M);
   // One run of `len` values at column `col` of the operand (inside kernel row ky, from the
-  // tap's channel offset `off` bytes into its window row) for the rows [r0, rend): copies of a
-  // piece of an output row, of whole output rows, of whole samples.
-  auto runs = [&](uint32_t ky, uint64_t off, uint32_t len, uint32_t col) {
+  // tap's channel offset `off` bytes into its window row) for the rows [r0, rend), and with
+  // `nky` > 1 the same run of the next kernel rows too (whole rows of a compact map: one more
+  // loop): copies of a piece of an output row, of whole output rows, of whole samples.
+  auto runs = [&](uint32_t ky, uint64_t off, uint32_t len, uint32_t col, uint32_t nky) {
     const int32_t sx = int32_t(p.s * px), sy = int32_t(uint64_t{p.s} * p.w * px);
+    // the kernel rows outermost: the inner loops walk the map in address order (the DMA
+    // reads a word once for the runs that share it)
+    const std::pair<uint32_t, int32_t> sk{nky, int32_t(uint64_t{p.w} * px)}, dk{nky, int32_t(kc * 2)};
+    auto with = [&](std::initializer_list<std::pair<uint32_t, int32_t>> loops, bool source) {
+      std::vector<std::pair<uint32_t, int32_t>> v{{len, 2}};
+      v.insert(v.end(), loops);
+      if (nky > 1) v.push_back(source ? sk : dk);
+      return v;
+    };
     for (uint64_t m = r0; m < rend;) {
       const uint64_t bi = m / plane, rem = m % plane;
       const uint32_t oy = static_cast<uint32_t>(rem / p.wo), ox = static_cast<uint32_t>(rem % p.wo);
@@ -125,12 +135,12 @@ void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint
       const uint64_t left = rend - m;
       if (ox || left < p.wo) {
         const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(p.wo - ox, left));
-        b.dma_copy(hbm(src, {{len, 2}, {n, sx}}), ub(dst, {{len, 2}, {n, int32_t(pitch)}}), 2);
+        b.dma_copy(hbm(src, with({{n, sx}}, true)), ub(dst, with({{n, int32_t(pitch)}}, false)), 2);
         m += n;
-      } else if (oy || left < plane) {
+      } else if (oy || left < plane || nky > 1) {
         const uint32_t nr = static_cast<uint32_t>(std::min<uint64_t>(p.ho - oy, left / p.wo));
-        b.dma_copy(hbm(src, {{len, 2}, {p.wo, sx}, {nr, sy}}),
-                   ub(dst, {{len, 2}, {p.wo, int32_t(pitch)}, {nr, int32_t(p.wo * pitch)}}), 2);
+        b.dma_copy(hbm(src, with({{p.wo, sx}, {nr, sy}}, true)),
+                   ub(dst, with({{p.wo, int32_t(pitch)}, {nr, int32_t(p.wo * pitch)}}, false)), 2);
         m += uint64_t{nr} * p.wo;
       } else {
         const uint32_t nb = static_cast<uint32_t>(std::min<uint64_t>(left / plane, 65535));
@@ -144,19 +154,27 @@ void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint
       }
     }
   };
-  for (uint32_t ky = 0; ky < p.k; ++ky) {
+  for (uint32_t ky = 0; ky < p.k;) {
     const uint32_t a = std::max(c0, ky * kc), e = std::min(c0 + cols, (ky + 1) * kc);
-    if (a >= e) continue;
+    if (a >= e) {
+      ++ky;
+      continue;
+    }
     if (px == p.c * 2) {  // compact: the row's taps are consecutive pixels
-      runs(ky, uint64_t{a - ky * kc} * 2, e - a, a - c0);
+      uint32_t nky = 1;   // and whole kernel rows one copy
+      if (a == ky * kc && e == (ky + 1) * kc)
+        while (ky + nky < p.k && (ky + nky + 1) * kc <= c0 + cols) ++nky;
+      runs(ky, uint64_t{a - ky * kc} * 2, e - a, a - c0, nky);
+      ky += nky;
       continue;
     }
     for (uint32_t j = a; j < e;) {  // tap by tap
       const uint32_t kx = (j - ky * kc) / p.c, ch = (j - ky * kc) % p.c;
       const uint32_t n = std::min(e - j, p.c - ch);
-      runs(ky, uint64_t{kx} * px + ch * 2, n, j - c0);
+      runs(ky, uint64_t{kx} * px + ch * 2, n, j - c0, 1);
       j += n;
     }
+    ++ky;
   }
   if (pad_cols && c0 + cols > K) {
     const uint32_t z0 = std::max(c0, K);
