@@ -257,6 +257,13 @@ bool reads_in_place(const FeatureOp& op) {
   return g.pt == 0 && g.pl == 0 && g.s * (g.out.h - 1) + g.k <= g.in.h &&
          g.s * (g.out.w - 1) + g.k <= g.in.w;
 }
+// One input channel at stride 1: the weight gradient is computed as dW = patches^T dz (the
+// patch rows of one tap are contiguous runs of an image row, dz is read as it lies), with no
+// dz^T; the optimizer then walks W^T transposed. Needs F a multiple of N (W^T's rows are the
+// ACC lanes).
+bool weight_grad_by_taps(const FeatureOp& op, uint32_t n) {
+  return op.in.c == 1 && op.g.s == 1 && op.f.filters % n == 0;
+}
 uint32_t padded_rows(const FeatureOp& op) { return op.g.s * (op.g.out.h - 1) + op.g.k; }
 uint32_t padded_cols(const FeatureOp& op) { return op.g.s * (op.g.out.w - 1) + op.g.k; }
 std::string feature_name(const FeatureOp& op, size_t i) {
@@ -405,7 +412,8 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
         add(id + ".grad", bytes, i == last ? fbwd(i) : fbwd(i + 1), fbwd(i));
       }
       if (op.conv) {
-        add(id + ".gradT", uint64_t{op.f.filters} * op.Mpad * 2, fbwd(i), fbwd(i));
+        if (!weight_grad_by_taps(op, N))
+          add(id + ".gradT", uint64_t{op.f.filters} * op.Mpad * 2, fbwd(i), fbwd(i));
         if (op.dx) {
           add(id + ".grad_map",
               uint64_t{B} * (op.in.h + op.g.k - 1) * (op.in.w + op.g.k - 1) * op.f.filters * 2,
@@ -843,14 +851,19 @@ void DenseStackStep::compile() {
     // optimizer epilogue on a [rows][ct N] piece of a tensor in HBM rows of `pitch` elements
     // (W^T or the bias as one row): `load` w, m, v into the scratch, else the update with the
     // gradient from the ACC and the stores; w16: the bf16 copy (0: none)
+    // `transposed`: the ACC holds the gradient's transpose (block rows are the tensor's
+    // columns, lanes its rows), and w, m, v are walked element by element to match
     auto update = [&](bool load, const Block& k, uint64_t w, uint64_t m, uint64_t v,
-                      uint64_t w16, uint32_t pitch) {
+                      uint64_t w16, uint32_t pitch, bool transposed = false) {
       const uint32_t cn = k.ct * N, n4 = k.rows * k.ct * row4n;
       const uint32_t uw = k.scratch, um = uw + n4, uv = um + n4, u16 = uv + n4;
-      const uint64_t off = uint64_t{k.r0} * pitch + k.c0 * N;
-      auto rows4 = [&](uint64_t base) {
-        return hbm(base + off * 4, {{cn, 4}, {k.rows, int32_t(pitch * 4)}});
+      const uint64_t off = transposed ? uint64_t{k.c0} * N * pitch + k.r0
+                                      : uint64_t{k.r0} * pitch + k.c0 * N;
+      auto tensor = [&](uint64_t base, int e) {
+        return transposed ? hbm(base + off * e, {{cn, int32_t(pitch * e)}, {k.rows, e}})
+                          : hbm(base + off * e, {{cn, e}, {k.rows, int32_t(pitch * e)}});
       };
+      auto rows4 = [&](uint64_t base) { return tensor(base, 4); };
       auto urows = [&](uint32_t base, int e) {
         return ub(base, {{cn, e}, {k.rows, int32_t(cn * e)}});
       };
@@ -886,7 +899,7 @@ void DenseStackStep::compile() {
       b.dma_copy(urows(um, 4), rows4(m), 4);
       if (adam) b.dma_copy(urows(uv, 4), rows4(v), 4);
       if (w16)
-        b.dma_copy(urows(u16, 2), hbm(w16 + off * 2, {{cn, 2}, {k.rows, int32_t(pitch * 2)}}), 2);
+        b.dma_copy(urows(u16, 2), tensor(w16, 2), 2);
     };
     const uint32_t upd_bytes = 3 * row4n + row2n;
     for (uint32_t l = L; l >= 1; --l) {
@@ -1014,8 +1027,10 @@ void DenseStackStep::compile() {
                    2);
       }
       // dz^T [F][Mpad]: the weight gradient's activation rows
-      const uint64_t dzt = transient(id + ".gradT");
-      if (!emit_transpose_mxu(b, arena_lo, arena_hi, chip_.acc_rows, ub_identity, g.addr, op.Mpad,
+      const bool by_taps = weight_grad_by_taps(op, N);
+      const uint64_t dzt = by_taps ? 0 : transient(id + ".gradT");
+      if (!by_taps &&
+          !emit_transpose_mxu(b, arena_lo, arena_hi, chip_.acc_rows, ub_identity, g.addr, op.Mpad,
                               F, op.Fpad, op.g_px, dzt, op.Mpad * 2))
         emit_transpose(b, arena_lo, arena_hi, g.addr, op.Mpad, F, op.Fpad, op.g_px, dzt,
                        op.Mpad * 2);
@@ -1074,22 +1089,59 @@ void DenseStackStep::compile() {
         b.vpu_lif(ar.b1, opt_.momentum);
         b.vpu_lif(ar.lr_t, opt_.lr);
       }
-      Matmul dw;  // d W^T = dz^T im2col(x): rows the filters, columns (ky, kx, c)
-      dw.name = "Conv2D weight gradient";
-      dw.M = F;
-      dw.Kt = op.Mpad / N;
-      dw.Ct = op.Kpad / N;
-      dw.a = dzt;
-      dw.a_pitch = op.Mpad * 2;
       const PatchMap xmap = conv_source(i, false);
-      dw.w_gather = gather_from(xmap);
-      dw.w_run = xmap.run();
+      Matmul dw;
+      dw.name = "Conv2D weight gradient";
+      dw.Kt = op.Mpad / N;
       dw.w_by_column = false;
       dw.epi_row_bytes = upd_bytes;
-      note(emit_matmul(
-          b, dw, arena_lo, arena_hi, chip_.acc_rows,
-          {[&](const Block& k) { update(true, k, R.w, R.w_m, R.w_v, R.w16, op.Kpad); },
-           [&](const Block& k) { update(false, k, R.w, R.w_m, R.w_v, R.w16, op.Kpad); }}));
+      const uint32_t K = xmap.cols();
+      if (by_taps) {  // [d W; d b] = [patches(x) ones]^T dz: rows the taps and a ones row
+        dw.M = K + 1;
+        dw.Ct = op.Fpad / N;
+        const uint64_t ones = Y.ones;
+        dw.a_gather = [&b, xmap, ub_zero, zero_elems, K, ones](
+                          uint64_t r0, uint32_t rows, uint32_t c0, uint32_t cols, uint32_t dst,
+                          uint32_t pitch, bool) {
+          const uint32_t taps = static_cast<uint32_t>(std::min<uint64_t>(rows, K - std::min<uint64_t>(r0, K)));
+          if (taps)
+            emit_gather_patches_t(b, xmap, static_cast<uint32_t>(r0), taps, c0, cols, dst, pitch,
+                                  ub_zero, zero_elems);
+          if (r0 + rows > K)  // the ones row: d b = 1^T dz, the bias gradient's own operand
+            b.dma_copy(hbm(ones + uint64_t{c0} * 2, {{cols, 2}}),
+                       ub(dst + (K - static_cast<uint32_t>(r0)) * pitch, {{cols, 2}}), 2);
+        };
+        dw.a_run = xmap.wo;
+        dw.w = g.addr;
+        dw.w_pitch = op.g_px;
+      } else {  // d W^T = dz^T patches(x): rows the filters, columns (ky, kx, c)
+        dw.M = F;
+        dw.Ct = op.Kpad / N;
+        dw.a = dzt;
+        dw.a_pitch = op.Mpad * 2;
+        dw.w_gather = gather_from(xmap);
+        dw.w_run = xmap.run();
+      }
+      // by taps: a piece's rows below K update W (transposed), row K the bias
+      auto dw_update = [&](bool load, const Block& k) {
+        if (!by_taps) return update(load, k, R.w, R.w_m, R.w_v, R.w16, op.Kpad);
+        Block kw = k;
+        kw.rows = k.r0 < K ? std::min(k.rows, K - k.r0) : 0;
+        if (kw.rows) update(load, kw, R.w, R.w_m, R.w_v, R.w16, op.Kpad, true);
+        if (k.r0 + k.rows <= K) return;
+        Block kb = k;
+        kb.r0 = 0;
+        kb.rows = 1;
+        kb.ar0 = k.ar0 + kw.rows;
+        // after W's part, on a row: the piece's spare bf16 space (no bf16 copy of the bias)
+        // covers the rounding
+        kb.scratch = (k.scratch + kw.rows * k.ct * upd_bytes + row4n - 1) / row4n * row4n;
+        update(load, kb, R.b, R.b_m, R.b_v, 0, op.Fpad);
+      };
+      note(emit_matmul(b, dw, arena_lo, arena_hi, chip_.acc_rows,
+                       {[&](const Block& k) { dw_update(true, k); },
+                        [&](const Block& k) { dw_update(false, k); }}));
+      if (by_taps) continue;
       Matmul db;  // d b = 1^T dz
       db.name = "Conv2D bias gradient";
       db.M = 1;

@@ -187,6 +187,45 @@ void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint
   }
 }
 
+void emit_gather_patches_t(ProgramBuilder& b, const PatchMap& p, uint32_t j0, uint32_t rows,
+                           uint64_t m0, uint32_t cols, uint32_t ub_dst, uint32_t pitch,
+                           uint32_t zero, uint32_t zero_elems) {
+  const uint64_t M = p.rows(), plane = uint64_t{p.ho} * p.wo;
+  const uint32_t px = p.map.px;
+  const uint64_t mend = std::min<uint64_t>(m0 + cols, M);
+  const int32_t sx = int32_t(p.s * px), sy = int32_t(uint64_t{p.s} * p.w * px);
+  for (uint32_t j = 0; j < rows; ++j) {
+    const uint32_t col = j0 + j, ky = col / (p.k * p.c), kx = col / p.c % p.k, ch = col % p.c;
+    const uint32_t row = ub_dst + j * pitch;
+    for (uint64_t m = m0; m < mend;) {  // a piece of an output row, whole rows, whole samples
+      const uint64_t bi = m / plane, rem = m % plane;
+      const uint32_t oy = static_cast<uint32_t>(rem / p.wo), ox = static_cast<uint32_t>(rem % p.wo);
+      const uint64_t src = p.map.addr + bi * p.map.sample +
+                           ((uint64_t{p.s} * oy + ky) * p.w + uint64_t{p.s} * ox + kx) * px + ch * 2;
+      const uint32_t dst = static_cast<uint32_t>(row + (m - m0) * 2);
+      const uint64_t left = mend - m;
+      if (ox || left < p.wo) {
+        const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(p.wo - ox, left));
+        b.dma_copy(hbm(src, {{n, sx}}), ub(dst, {{n, 2}}), 2);
+        m += n;
+      } else if (oy || left < plane) {
+        const uint32_t nr = static_cast<uint32_t>(std::min<uint64_t>(p.ho - oy, left / p.wo));
+        b.dma_copy(hbm(src, {{p.wo, sx}, {nr, sy}}), ub(dst, {{p.wo, 2}, {nr, int32_t(p.wo * 2)}}), 2);
+        m += uint64_t{nr} * p.wo;
+      } else {
+        const uint32_t nb = static_cast<uint32_t>(std::min<uint64_t>(left / plane, 65535));
+        b.dma_copy(hbm(src, {{p.wo, sx}, {p.ho, sy}, {nb, int32_t(p.map.sample)}}),
+                   ub(dst, {{p.wo, 2}, {p.ho, int32_t(p.wo * 2)}, {nb, int32_t(plane * 2)}}), 2);
+        m += nb * plane;
+      }
+    }
+  }
+  if (m0 + cols > mend) {
+    const uint32_t first = static_cast<uint32_t>(mend > m0 ? mend - m0 : 0);
+    zero_ub(b, zero, zero_elems, ub_dst + first * 2, cols - first, rows, pitch);
+  }
+}
+
 void emit_place_map(ProgramBuilder& b, const MapRef& src, uint32_t src_w, uint32_t h, uint32_t w,
                     uint32_t c, uint32_t batch, uint64_t dst, uint32_t dst_h, uint32_t dst_w,
                     uint32_t y0, uint32_t x0, uint32_t sy, uint32_t sx) {

@@ -47,6 +47,13 @@ struct PatchMap {
 void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint32_t rows,
                          uint32_t c0, uint32_t cols, uint32_t ub_dst, uint32_t pitch,
                          uint32_t zero, uint32_t zero_elems, bool pad_cols);
+// The transposed operand: ub[j][i] (rows `pitch` bytes apart) = operand[m0 + i][j0 + j] for
+// j < rows (< k k c), i < cols; positions past the operand's rows are zero-filled. A row runs
+// over output positions, so the copies are contiguous only for one channel at stride 1 (runs
+// of an output row); otherwise they are element walks.
+void emit_gather_patches_t(ProgramBuilder& b, const PatchMap& p, uint32_t j0, uint32_t rows,
+                           uint64_t m0, uint32_t cols, uint32_t ub_dst, uint32_t pitch,
+                           uint32_t zero, uint32_t zero_elems);
 // dst[b][y0 + sy y][x0 + sx x] = src[b][y][x] (c channels) for y < h, x < w; src rows are
 // `src_w` pixels long, dst a compact map of dst_h x dst_w pixels (its other pixels the
 // caller's).
