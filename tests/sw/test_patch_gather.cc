@@ -1,7 +1,7 @@
 // The convolution operand patterns of sw/compiler/feature_lowering.h run as programs on the
-// functional model against a host im2col: emit_gather_patches (every window of rows and
-// columns, past the operand's rows and the kernel's columns, compact and padded-pixel maps,
-// strides 1 and 2), emit_place_map (with the input gradient's dilation) and emit_zero_frame.
+// functional model against a host im2col: emit_gather_patches and its transpose
+// emit_gather_patches_t (every window of rows and columns, past the operand's rows and the
+// kernel's columns, compact and padded-pixel maps, strides 1 and 2), emit_place_map (with the input gradient's dilation) and emit_zero_frame.
 // UB and HBM start as NaN garbage, so a byte the pattern should write and does not, or one it
 // should leave and writes, is seen.
 #include <gtest/gtest.h>
@@ -105,6 +105,59 @@ TEST(PatchGather, EveryWindowOfTheOperandMatchesAHostIm2col) {
                            << " rows [" << r0 << ", +" << rows << ") cols [" << c0 << ", +"
                            << cols << ") pad_cols " << pad;
       }
+    }
+  }
+}
+
+TEST(PatchGather, TransposedWindowsMatchAHostIm2col) {
+  std::mt19937 rng(7);
+  // one channel at stride 1 (contiguous runs: the first convolution's weight gradient), and
+  // element walks (channels, stride 2)
+  for (const Geometry& g : {Geometry{3, 1, 1, 7, 6, 3, 0}, Geometry{2, 2, 3, 7, 7, 2, 1}}) {
+    lw::PatchMap p;
+    p.k = g.k;
+    p.s = g.s;
+    p.c = g.c;
+    p.w = g.w;
+    p.ho = (g.h - g.k) / g.s + 1;
+    p.wo = (g.w - g.k) / g.s + 1;
+    p.batch = g.batch;
+    const uint32_t px = (g.c + g.px_pad) * 2;
+    p.map = {kMap, px, uint64_t{g.h} * g.w * px + 4};
+    const uint64_t M = p.rows();
+    const uint32_t K = p.cols();
+    std::vector<uint16_t> map(p.map.sample / 2 * g.batch);
+    for (auto& v : map) v = static_cast<uint16_t>(rng() & 0x7F7F);
+    auto value = [&](uint64_t m, uint32_t col) -> uint16_t {
+      if (m >= M) return 0;
+      const uint64_t b = m / (p.ho * p.wo), oy = m % (p.ho * p.wo) / p.wo, ox = m % p.wo;
+      const uint32_t ky = col / (g.k * g.c), kx = col / g.c % g.k, ch = col % g.c;
+      return map[(b * p.map.sample + ((g.s * oy + ky) * g.w + g.s * ox + kx) * px + ch * 2) / 2];
+    };
+    // (first tap, taps, first position, positions): all, across samples, past M
+    const std::vector<std::array<uint64_t, 4>> windows = {
+        {0, K, 0, M}, {1, K - 2, p.wo + 1, M - p.wo - 1}, {K - 1, 1, M - 3, 7}};
+    for (const auto& win : windows) {
+      const uint32_t j0 = static_cast<uint32_t>(win[0]), rows = static_cast<uint32_t>(win[1]);
+      const uint64_t m0 = win[2];
+      const uint32_t cols = static_cast<uint32_t>(win[3]), pitch = (cols + 2) * 2;
+      functional::FunctionalModel m({kN, 64 * 1024, 64});
+      m.hbm().write(kMap, map.data(), map.size() * 2);
+      for (size_t i = 0; i + 1 < m.ub().size(); i += 2) {
+        m.ub()[i] = kGarbage & 0xFF;
+        m.ub()[i + 1] = kGarbage >> 8;
+      }
+      const auto r = run(m, [&](ProgramBuilder& b) {
+        lw::emit_gather_patches_t(b, p, j0, rows, m0, cols, kDst, pitch, kUbZero, kZeroElems);
+      });
+      ASSERT_EQ(r.status, functional::RunStatus::kHalted) << r.describe();
+      size_t bad = 0;
+      for (uint32_t j = 0; j < rows; ++j)
+        for (uint32_t i = 0; i < cols + 2; ++i)
+          bad += ub16(m, kDst + uint64_t{j} * pitch + i * 2) !=
+                 (i >= cols ? kGarbage : value(m0 + i, j0 + j));
+      EXPECT_EQ(bad, 0u) << "k " << g.k << " s " << g.s << " c " << g.c << " taps [" << j0
+                         << ", +" << rows << ") positions [" << m0 << ", +" << cols << ")";
     }
   }
 }
