@@ -215,12 +215,16 @@ TEST_F(CompileCli, TwoConvModelDumpsItsFeatureLayers) {
            "maxpool2 = MaxPool2D(2) -> [4, 13, 13, 32]", "flatten -> [4, 1600]",
            "dense1 = Dense(128, relu) -> Dropout(0.5)",
            "fwd_conv1  Conv2D forward: [2704 x 12]", "bwd_conv3  Conv2D input gradient: [676 x 576]",
-           "bwd_conv1  Conv2D weight gradient: [32 x 2704]", "bwd_maxpool2  maxpool2: pooling gradient",
-           "conv3.grad_map", "conv1.gradT", "gathered from the input map", "phases: 0 setup 1 fwd_conv1 2 fwd_maxpool2",
+           "bwd_conv1  Conv2D weight gradient: [10 x 2704] x [2704 x 32]",
+           "bwd_maxpool2  maxpool2: pooling gradient",
+           "conv3.grad_map", "conv3.gradT", "gathered from the input map", "phases: 0 setup 1 fwd_conv1 2 fwd_maxpool2",
            "== program: " + std::to_string(step.program().size()) + " instructions"})
     EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
   // the first convolution has no input gradient (its input is the images)
   EXPECT_EQ(out.find("bwd_conv1  Conv2D input gradient"), std::string::npos);
+  // one input channel: [dW; db] = [patches ones]^T dz, with no dz^T and no separate bias pass
+  EXPECT_EQ(out.find("conv1.gradT"), std::string::npos);
+  EXPECT_EQ(out.find("bwd_conv1  Conv2D bias gradient"), std::string::npos);
   const assembler::AsmResult a = assembler::assemble(slurp("two.s"), assembler::AsmOptions{4});
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a.bytes(), step.program_bytes());

@@ -575,6 +575,9 @@ TEST_F(TrainTool, SecondRunOnTheSameFolderIsRefused) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  // Stopped (SIGSTOP) while the second runs try, so it cannot finish and let go of its lock
+  // first however fast the machine is; it holds the lock all the same.
+  ASSERT_EQ(::kill(first, SIGSTOP), 0);
   for (const std::string& extra : std::vector<std::string>{"", " --resume " + run}) {
     SCOPED_TRACE(extra);
     const Result second =
@@ -585,6 +588,7 @@ TEST_F(TrainTool, SecondRunOnTheSameFolderIsRefused) {
               std::string::npos)
         << second.err;
   }
+  ASSERT_EQ(::kill(first, SIGCONT), 0);
   int st = 0;
   ASSERT_EQ(::waitpid(first, &st, 0), first);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << read_file(path("first.stderr"));
