@@ -44,14 +44,14 @@ struct Geometry {
   uint32_t k, s, c, h, w, batch, px_pad;  // px_pad: extra channels of pitch (not compact)
 };
 
-TEST(PatchGather, EveryWindowOfTheOperandMatchesAHostIm2col) {
-  std::mt19937 rng(5);
-  const std::vector<Geometry> cases = {{3, 1, 1, 7, 6, 2, 0}, {3, 1, 4, 6, 5, 2, 0},
-                                       {2, 2, 3, 7, 7, 3, 0}, {5, 1, 2, 6, 7, 1, 0},
-                                       {3, 2, 4, 7, 6, 2, 2}, {1, 1, 8, 3, 4, 2, 0},
-                                       {3, 1, 3, 5, 5, 2, 1}};
-  for (const Geometry& g : cases) {
-    lw::PatchMap p;
+// A valid convolution's map over g at kMap (random bf16 values; samples `gap` bytes further
+// apart than their pixels need) and the host's im2col of it: value(m, col), 0 past the
+// operand's rows and the kernel's columns.
+struct HostMap {
+  Geometry g;
+  lw::PatchMap p;
+  std::vector<uint16_t> map;
+  HostMap(const Geometry& geo, uint32_t gap, std::mt19937& rng) : g(geo) {
     p.k = g.k;
     p.s = g.s;
     p.c = g.c;
@@ -60,18 +60,39 @@ TEST(PatchGather, EveryWindowOfTheOperandMatchesAHostIm2col) {
     p.wo = (g.w - g.k) / g.s + 1;
     p.batch = g.batch;
     const uint32_t px = (g.c + g.px_pad) * 2;
-    p.map = {kMap, px, uint64_t{g.h} * g.w * px + 6};  // samples a little apart
+    p.map = {kMap, px, uint64_t{g.h} * g.w * px + gap};
+    map.resize(p.map.sample / 2 * g.batch);
+    for (auto& v : map) v = static_cast<uint16_t>(rng() & 0x7F7F);
+  }
+  // the map into m's HBM, the UB filled with garbage
+  void load(functional::FunctionalModel& m) const {
+    m.hbm().write(kMap, map.data(), map.size() * 2);
+    for (size_t i = 0; i + 1 < m.ub().size(); i += 2) {
+      m.ub()[i] = kGarbage & 0xFF;
+      m.ub()[i + 1] = kGarbage >> 8;
+    }
+  }
+  uint16_t value(uint64_t m, uint32_t col) const {
+    if (m >= p.rows() || col >= p.cols()) return 0;
+    const uint64_t b = m / (p.ho * p.wo), oy = m % (p.ho * p.wo) / p.wo, ox = m % p.wo;
+    const uint32_t ky = col / (g.k * g.c), kx = col / g.c % g.k, ch = col % g.c;
+    return map[(b * p.map.sample + ((g.s * oy + ky) * g.w + g.s * ox + kx) * p.map.px + ch * 2) /
+               2];
+  }
+};
+
+TEST(PatchGather, EveryWindowOfTheOperandMatchesAHostIm2col) {
+  std::mt19937 rng(5);
+  const std::vector<Geometry> cases = {{3, 1, 1, 7, 6, 2, 0}, {3, 1, 4, 6, 5, 2, 0},
+                                       {2, 2, 3, 7, 7, 3, 0}, {5, 1, 2, 6, 7, 1, 0},
+                                       {3, 2, 4, 7, 6, 2, 2}, {1, 1, 8, 3, 4, 2, 0},
+                                       {3, 1, 3, 5, 5, 2, 1}};
+  for (const Geometry& g : cases) {
+    const HostMap host(g, 6, rng);
+    const lw::PatchMap& p = host.p;
     const uint64_t M = p.rows();
     const uint32_t K = p.cols();
-    std::vector<uint16_t> map(p.map.sample / 2 * g.batch);
-    for (auto& v : map) v = static_cast<uint16_t>(rng() & 0x7F7F);
-    auto value = [&](uint64_t m, uint32_t col) -> uint16_t {
-      if (m >= M || col >= K) return 0;
-      const uint64_t b = m / (p.ho * p.wo), oy = m % (p.ho * p.wo) / p.wo, ox = m % p.wo;
-      const uint32_t ky = col / (g.k * g.c), kx = col / g.c % g.k, ch = col % g.c;
-      const uint64_t byte = b * p.map.sample + ((g.s * oy + ky) * g.w + g.s * ox + kx) * px + ch * 2;
-      return map[byte / 2];
-    };
+    const uint32_t px = p.map.px;
     // windows: from the start, unaligned, across samples, past M and past K, ending inside a
     // kernel row
     const std::vector<std::array<uint64_t, 4>> windows = {
@@ -84,11 +105,7 @@ TEST(PatchGather, EveryWindowOfTheOperandMatchesAHostIm2col) {
                        cols = static_cast<uint32_t>(win[3]);
         const uint32_t pitch = (cols + 3) * 2;  // two bytes of each row's end stay as they were
         functional::FunctionalModel m({kN, 64 * 1024, 64});
-        m.hbm().write(kMap, map.data(), map.size() * 2);
-        for (size_t i = 0; i + 1 < m.ub().size(); i += 2) {
-          m.ub()[i] = kGarbage & 0xFF;
-          m.ub()[i + 1] = kGarbage >> 8;
-        }
+        host.load(m);
         const auto r = run(m, [&](ProgramBuilder& b) {
           lw::emit_gather_patches(b, p, r0, rows, c0, cols, kDst, pitch, kUbZero, kZeroElems, pad);
         });
@@ -98,7 +115,7 @@ TEST(PatchGather, EveryWindowOfTheOperandMatchesAHostIm2col) {
           for (uint32_t j = 0; j < cols + 3; ++j) {
             const bool pad_col = r0 + i < M && c0 + j >= K && j < cols;
             const uint16_t want =
-                j >= cols || (pad_col && !pad) ? kGarbage : value(r0 + i, c0 + j);
+                j >= cols || (pad_col && !pad) ? kGarbage : host.value(r0 + i, c0 + j);
             bad += ub16(m, kDst + uint64_t{i} * pitch + j * 2) != want;
           }
         EXPECT_EQ(bad, 0u) << "k " << g.k << " s " << g.s << " c " << g.c << " px " << px
@@ -114,26 +131,10 @@ TEST(PatchGather, TransposedWindowsMatchAHostIm2col) {
   // one channel at stride 1 (contiguous runs: the first convolution's weight gradient), and
   // element walks (channels, stride 2)
   for (const Geometry& g : {Geometry{3, 1, 1, 7, 6, 3, 0}, Geometry{2, 2, 3, 7, 7, 2, 1}}) {
-    lw::PatchMap p;
-    p.k = g.k;
-    p.s = g.s;
-    p.c = g.c;
-    p.w = g.w;
-    p.ho = (g.h - g.k) / g.s + 1;
-    p.wo = (g.w - g.k) / g.s + 1;
-    p.batch = g.batch;
-    const uint32_t px = (g.c + g.px_pad) * 2;
-    p.map = {kMap, px, uint64_t{g.h} * g.w * px + 4};
+    const HostMap host(g, 4, rng);
+    const lw::PatchMap& p = host.p;
     const uint64_t M = p.rows();
     const uint32_t K = p.cols();
-    std::vector<uint16_t> map(p.map.sample / 2 * g.batch);
-    for (auto& v : map) v = static_cast<uint16_t>(rng() & 0x7F7F);
-    auto value = [&](uint64_t m, uint32_t col) -> uint16_t {
-      if (m >= M) return 0;
-      const uint64_t b = m / (p.ho * p.wo), oy = m % (p.ho * p.wo) / p.wo, ox = m % p.wo;
-      const uint32_t ky = col / (g.k * g.c), kx = col / g.c % g.k, ch = col % g.c;
-      return map[(b * p.map.sample + ((g.s * oy + ky) * g.w + g.s * ox + kx) * px + ch * 2) / 2];
-    };
     // (first tap, taps, first position, positions): all, across samples, past M
     const std::vector<std::array<uint64_t, 4>> windows = {
         {0, K, 0, M}, {1, K - 2, p.wo + 1, M - p.wo - 1}, {K - 1, 1, M - 3, 7}};
@@ -142,11 +143,7 @@ TEST(PatchGather, TransposedWindowsMatchAHostIm2col) {
       const uint64_t m0 = win[2];
       const uint32_t cols = static_cast<uint32_t>(win[3]), pitch = (cols + 2) * 2;
       functional::FunctionalModel m({kN, 64 * 1024, 64});
-      m.hbm().write(kMap, map.data(), map.size() * 2);
-      for (size_t i = 0; i + 1 < m.ub().size(); i += 2) {
-        m.ub()[i] = kGarbage & 0xFF;
-        m.ub()[i + 1] = kGarbage >> 8;
-      }
+      host.load(m);
       const auto r = run(m, [&](ProgramBuilder& b) {
         lw::emit_gather_patches_t(b, p, j0, rows, m0, cols, kDst, pitch, kUbZero, kZeroElems);
       });
@@ -155,7 +152,7 @@ TEST(PatchGather, TransposedWindowsMatchAHostIm2col) {
       for (uint32_t j = 0; j < rows; ++j)
         for (uint32_t i = 0; i < cols + 2; ++i)
           bad += ub16(m, kDst + uint64_t{j} * pitch + i * 2) !=
-                 (i >= cols ? kGarbage : value(m0 + i, j0 + j));
+                 (i >= cols ? kGarbage : host.value(m0 + i, j0 + j));
       EXPECT_EQ(bad, 0u) << "k " << g.k << " s " << g.s << " c " << g.c << " taps [" << j0
                          << ", +" << rows << ") positions [" << m0 << ", +" << cols << ")";
     }
