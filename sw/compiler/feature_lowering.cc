@@ -2,6 +2,7 @@
 #include "sw/compiler/feature_lowering.h"
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -103,12 +104,42 @@ void zero_hbm_walk(ProgramBuilder& b, uint32_t zero, uint32_t zero_elems, uint64
     b.dma_copy(ub(zero, s), hbm(dst + off * 2, d), 2);
   }
 }
+using Loops = std::vector<std::pair<uint32_t, int32_t>>;
+// The output positions [m, mend) of a patch operand in copies: a piece of an output row (one
+// loop), whole output rows (two), whole samples (three, when `samples`). For each: the first
+// position, its pixel's byte offset in the map (tap (0, 0)), and the position loops of the
+// map and of a destination `step` bytes a position.
+void for_each_segment(const PatchMap& p, uint64_t m, uint64_t mend, int32_t step, bool samples,
+                      const std::function<void(uint64_t, uint64_t, Loops, Loops)>& copy) {
+  const uint64_t plane = uint64_t{p.ho} * p.wo;
+  const int32_t sx = int32_t(p.s * p.map.px), sy = int32_t(uint64_t{p.s} * p.w * p.map.px);
+  while (m < mend) {
+    const uint64_t bi = m / plane, rem = m % plane;
+    const uint32_t oy = static_cast<uint32_t>(rem / p.wo), ox = static_cast<uint32_t>(rem % p.wo);
+    const uint64_t at = bi * p.map.sample + (uint64_t{p.s} * oy * p.w + uint64_t{p.s} * ox) * p.map.px;
+    const uint64_t left = mend - m, first = m;
+    if (ox || left < p.wo) {
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(p.wo - ox, left));
+      m += n;
+      copy(first, at, {{n, sx}}, {{n, step}});
+    } else if (oy || left < plane || !samples) {
+      const uint32_t nr = static_cast<uint32_t>(std::min<uint64_t>(p.ho - oy, left / p.wo));
+      m += uint64_t{nr} * p.wo;
+      copy(first, at, {{p.wo, sx}, {nr, sy}}, {{p.wo, step}, {nr, int32_t(p.wo * step)}});
+    } else {
+      const uint32_t nb = static_cast<uint32_t>(std::min<uint64_t>(left / plane, 65535));
+      m += nb * plane;
+      copy(first, at, {{p.wo, sx}, {p.ho, sy}, {nb, int32_t(p.map.sample)}},
+           {{p.wo, step}, {p.ho, int32_t(p.wo * step)}, {nb, int32_t(plane * step)}});
+    }
+  }
+}
 }  // namespace
 
 void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint32_t rows,
                          uint32_t c0, uint32_t cols, uint32_t ub_dst, uint32_t pitch,
                          uint32_t zero, uint32_t zero_elems, bool pad_cols) {
-  const uint64_t M = p.rows(), plane = uint64_t{p.ho} * p.wo;
+  const uint64_t M = p.rows();
   const uint32_t K = p.cols(), kc = p.k * p.c, px = p.map.px;
   const uint64_t rend = std::min<uint64_t>(r0 + rows, M);
   // One run of `len` values at column `col` of the operand (inside kernel row ky, from the
@@ -116,43 +147,21 @@ void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint
   // `nky` > 1 the same run of the next kernel rows too (whole rows of a compact map: one more
   // loop): copies of a piece of an output row, of whole output rows, of whole samples.
   auto runs = [&](uint32_t ky, uint64_t off, uint32_t len, uint32_t col, uint32_t nky) {
-    const int32_t sx = int32_t(p.s * px), sy = int32_t(uint64_t{p.s} * p.w * px);
     // the kernel rows outermost: the inner loops walk the map in address order (the DMA
-    // reads a word once for the runs that share it)
-    const std::pair<uint32_t, int32_t> sk{nky, int32_t(uint64_t{p.w} * px)}, dk{nky, int32_t(kc * 2)};
-    auto with = [&](std::initializer_list<std::pair<uint32_t, int32_t>> loops, bool source) {
-      std::vector<std::pair<uint32_t, int32_t>> v{{len, 2}};
-      v.insert(v.end(), loops);
-      if (nky > 1) v.push_back(source ? sk : dk);
-      return v;
+    // reads a word once for the runs that share it); whole samples need a fourth loop
+    auto with = [&](Loops loops, std::pair<uint32_t, int32_t> kernel_rows) {
+      loops.insert(loops.begin(), {len, 2});
+      if (nky > 1) loops.push_back(kernel_rows);
+      return loops;
     };
-    for (uint64_t m = r0; m < rend;) {
-      const uint64_t bi = m / plane, rem = m % plane;
-      const uint32_t oy = static_cast<uint32_t>(rem / p.wo), ox = static_cast<uint32_t>(rem % p.wo);
-      const uint64_t src = p.map.addr + bi * p.map.sample +
-                           ((uint64_t{p.s} * oy + ky) * p.w + uint64_t{p.s} * ox) * px + off;
-      const uint32_t dst = static_cast<uint32_t>(ub_dst + (m - r0) * pitch + uint64_t{col} * 2);
-      const uint64_t left = rend - m;
-      if (ox || left < p.wo) {
-        const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(p.wo - ox, left));
-        b.dma_copy(hbm(src, with({{n, sx}}, true)), ub(dst, with({{n, int32_t(pitch)}}, false)), 2);
-        m += n;
-      } else if (oy || left < plane || nky > 1) {
-        const uint32_t nr = static_cast<uint32_t>(std::min<uint64_t>(p.ho - oy, left / p.wo));
-        b.dma_copy(hbm(src, with({{p.wo, sx}, {nr, sy}}, true)),
-                   ub(dst, with({{p.wo, int32_t(pitch)}, {nr, int32_t(p.wo * pitch)}}, false)), 2);
-        m += uint64_t{nr} * p.wo;
-      } else {
-        const uint32_t nb = static_cast<uint32_t>(std::min<uint64_t>(left / plane, 65535));
-        b.dma_copy(hbm(src, {{len, 2}, {p.wo, sx}, {p.ho, sy}, {nb, int32_t(p.map.sample)}}),
-                   ub(dst, {{len, 2},
-                            {p.wo, int32_t(pitch)},
-                            {p.ho, int32_t(p.wo * pitch)},
-                            {nb, int32_t(plane * pitch)}}),
-                   2);
-        m += nb * plane;
-      }
-    }
+    for_each_segment(p, r0, rend, int32_t(pitch), nky == 1,
+                     [&](uint64_t m, uint64_t at, Loops src, Loops dst) {
+      b.dma_copy(hbm(p.map.addr + at + uint64_t{ky} * p.w * px + off,
+                     with(src, {nky, int32_t(uint64_t{p.w} * px)})),
+                 ub(static_cast<uint32_t>(ub_dst + (m - r0) * pitch + uint64_t{col} * 2),
+                    with(dst, {nky, int32_t(kc * 2)})),
+                 2);
+    });
   };
   for (uint32_t ky = 0; ky < p.k;) {
     const uint32_t a = std::max(c0, ky * kc), e = std::min(c0 + cols, (ky + 1) * kc);
@@ -190,35 +199,14 @@ void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint
 void emit_gather_patches_t(ProgramBuilder& b, const PatchMap& p, uint32_t j0, uint32_t rows,
                            uint64_t m0, uint32_t cols, uint32_t ub_dst, uint32_t pitch,
                            uint32_t zero, uint32_t zero_elems) {
-  const uint64_t M = p.rows(), plane = uint64_t{p.ho} * p.wo;
-  const uint32_t px = p.map.px;
-  const uint64_t mend = std::min<uint64_t>(m0 + cols, M);
-  const int32_t sx = int32_t(p.s * px), sy = int32_t(uint64_t{p.s} * p.w * px);
+  const uint64_t mend = std::min<uint64_t>(m0 + cols, p.rows());
   for (uint32_t j = 0; j < rows; ++j) {
     const uint32_t col = j0 + j, ky = col / (p.k * p.c), kx = col / p.c % p.k, ch = col % p.c;
-    const uint32_t row = ub_dst + j * pitch;
-    for (uint64_t m = m0; m < mend;) {  // a piece of an output row, whole rows, whole samples
-      const uint64_t bi = m / plane, rem = m % plane;
-      const uint32_t oy = static_cast<uint32_t>(rem / p.wo), ox = static_cast<uint32_t>(rem % p.wo);
-      const uint64_t src = p.map.addr + bi * p.map.sample +
-                           ((uint64_t{p.s} * oy + ky) * p.w + uint64_t{p.s} * ox + kx) * px + ch * 2;
-      const uint32_t dst = static_cast<uint32_t>(row + (m - m0) * 2);
-      const uint64_t left = mend - m;
-      if (ox || left < p.wo) {
-        const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(p.wo - ox, left));
-        b.dma_copy(hbm(src, {{n, sx}}), ub(dst, {{n, 2}}), 2);
-        m += n;
-      } else if (oy || left < plane) {
-        const uint32_t nr = static_cast<uint32_t>(std::min<uint64_t>(p.ho - oy, left / p.wo));
-        b.dma_copy(hbm(src, {{p.wo, sx}, {nr, sy}}), ub(dst, {{p.wo, 2}, {nr, int32_t(p.wo * 2)}}), 2);
-        m += uint64_t{nr} * p.wo;
-      } else {
-        const uint32_t nb = static_cast<uint32_t>(std::min<uint64_t>(left / plane, 65535));
-        b.dma_copy(hbm(src, {{p.wo, sx}, {p.ho, sy}, {nb, int32_t(p.map.sample)}}),
-                   ub(dst, {{p.wo, 2}, {p.ho, int32_t(p.wo * 2)}, {nb, int32_t(plane * 2)}}), 2);
-        m += nb * plane;
-      }
-    }
+    const uint64_t tap = (uint64_t{ky} * p.w + kx) * p.map.px + ch * 2;
+    for_each_segment(p, m0, mend, 2, true, [&](uint64_t m, uint64_t at, Loops src, Loops dst) {
+      b.dma_copy(hbm(p.map.addr + at + tap, src),
+                 ub(static_cast<uint32_t>(ub_dst + j * pitch + (m - m0) * 2), dst), 2);
+    });
   }
   if (m0 + cols > mend) {
     const uint32_t first = static_cast<uint32_t>(mend > m0 ? mend - m0 : 0);

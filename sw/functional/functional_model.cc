@@ -248,10 +248,6 @@ void FunctionalModel::mark_ub_written(uint64_t addr, uint64_t len) {
   std::memset(ub_written_.data() + addr, 1, len);
 }
 
-uint8_t FunctionalModel::mem_read8(isa::Space s, uint64_t addr) const {
-  return s == isa::Space::kHbm ? hbm_.read8(addr) : ub_[addr];
-}
-
 void FunctionalModel::mem_read(isa::Space s, uint64_t addr, uint8_t* dst, uint64_t len) const {
   if (s == isa::Space::kHbm)
     hbm_.read(addr, dst, len);
@@ -265,15 +261,6 @@ void FunctionalModel::mem_write(isa::Space s, uint64_t addr, const uint8_t* src,
   } else {
     std::memcpy(ub_.data() + addr, src, len);
     mark_ub_written(addr, len);
-  }
-}
-
-void FunctionalModel::mem_write8(isa::Space s, uint64_t addr, uint8_t v) {
-  if (s == isa::Space::kHbm) {
-    hbm_.write8(addr, v);
-  } else {
-    ub_[addr] = v;
-    ub_written_[addr] = 1;
   }
 }
 
@@ -554,16 +541,11 @@ bool FunctionalModel::exec_dma_copy(uint64_t pc, const Instruction& i, RunResult
     const uint64_t len = n * e;
     const bool disjoint = target != this || i.src_space != i.dst_space || sa + len <= da ||
                           da + len <= sa;
-    if (!disjoint) n = 1;
+    if (!disjoint) n = 1;  // one element: aligned, so either the same bytes or none
     if (i.src_space == isa::Space::kUb) note_ub_read(pc, sa, n * e, r, noted);
-    if (n == 1) {
-      for (unsigned b = 0; b < e; ++b)
-        target->mem_write8(i.dst_space, da + b, mem_read8(i.src_space, sa + b));
-    } else {
-      block.resize(len);
-      mem_read(i.src_space, sa, block.data(), len);
-      target->mem_write(i.dst_space, da, block.data(), len);
-    }
+    block.resize(n * e);
+    mem_read(i.src_space, sa, block.data(), n * e);
+    target->mem_write(i.dst_space, da, block.data(), n * e);
     k += n;
   }
   if (sw.fault && ns <= nd) {

@@ -155,8 +155,6 @@ class FunctionalModel {
   void note_ub_read(uint64_t pc, uint64_t addr, uint64_t len, RunResult& r, bool& noted);
   void note_acc_read(uint64_t pc, uint32_t row, RunResult& r, bool& noted);
   void mark_ub_written(uint64_t addr, uint64_t len);
-  uint8_t mem_read8(isa::Space s, uint64_t addr) const;
-  void mem_write8(isa::Space s, uint64_t addr, uint8_t v);
   void mem_read(isa::Space s, uint64_t addr, uint8_t* dst, uint64_t len) const;
   void mem_write(isa::Space s, uint64_t addr, const uint8_t* src, uint64_t len);
   FunctionalModel* neighbour(isa::Link link) const {
