@@ -2,7 +2,7 @@
 // docs/compiler.md, "Dense stacks").
 //
 //   phase      work
-//   setup      VPU: b1^t, b2^t, lr_t (Adam)
+//   setup      VPU: b1^t, b2^t, lr_t (Adam) from the step's learning rate (the host's row)
 //   fwd_l      matmul x_{l-1} W_l (W^T rows, MXU.LDW t) -> VPU bias, relu -> x_l (bf16, HBM);
 //              the last layer: bias, softmax, cross-entropy, accuracy, d logits (bf16)
 //   bwd_l      DMA dz_l -> dz_l^T; matmul dz_l W_l^T -> VPU relu gradient by x_{l-1} > 0 ->
@@ -169,6 +169,29 @@ std::vector<Shape3> feature_shapes(const DenseStackSpec& spec) {
     }
   }
   return shapes;
+}
+
+float OptimizerSpec::lr_at(uint64_t t) const {
+  if (schedule == Schedule::kConstant || decay_steps == 0) return lr;
+  const double f = static_cast<double>(std::min(t, decay_steps)) / static_cast<double>(decay_steps);
+  const double m = schedule == Schedule::kCosine ? 0.5 * (1.0 + std::cos(M_PI * f)) : 1.0 - f;
+  return static_cast<float>(static_cast<double>(lr) * m);
+}
+
+OptimizerSpec::Schedule parse_schedule(const std::string& name) {
+  for (auto s : {OptimizerSpec::Schedule::kConstant, OptimizerSpec::Schedule::kCosine,
+                 OptimizerSpec::Schedule::kLinear})
+    if (name == schedule_name(s)) return s;
+  throw std::invalid_argument("learning-rate schedule '" + name +
+                              "': not one of constant, cosine, linear");
+}
+
+const char* schedule_name(OptimizerSpec::Schedule s) {
+  switch (s) {
+    case OptimizerSpec::Schedule::kCosine: return "cosine";
+    case OptimizerSpec::Schedule::kLinear: return "linear";
+    default: return "constant";
+  }
 }
 
 std::vector<std::pair<uint32_t, uint32_t>> weight_shapes(const DenseStackSpec& spec) {
@@ -357,6 +380,7 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
   if (share) {
     Y.layers = share->layers;
     Y.powers = share->powers;
+    Y.lr = share->lr;
     Y.consts = share->consts;
   } else {
     for (const auto& [K, U] : weight_shapes(spec_)) {
@@ -372,6 +396,7 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
       Y.layers.push_back(r);
     }
     Y.powers = take(3 * N * 4);
+    Y.lr = take(N * 4);
     Y.consts = take(2 * Cc * N * 4);
   }
   Y.ones = take(uint64_t{ones} * 2);
@@ -496,7 +521,9 @@ void DenseStackStep::compile() {
         b.vpu_st(kF32, 2, ub_dbase + (l - 1) * row4n);
       }
     }
-    if (adam) emit_adam_powers(b, opt_.lr, opt_.beta1, opt_.beta2, ub_powers, ub_lrt);
+    // the step's learning rate (the host's schedule) into the lr_t row
+    copy_linear(b, kHbm, Y.lr, kUb, ub_lrt, N, 4);
+    if (adam) emit_adam_powers(b, std::nullopt, opt_.beta1, opt_.beta2, ub_powers, ub_lrt);
     b.signal(isa::Unit::kVpu);
     copy_linear(b, kUb, ub_powers, kHbm, Y.powers, 3 * N, 4);
   }
@@ -965,7 +992,7 @@ void DenseStackStep::compile() {
         emit_adam_constants(b, ar, opt_.beta1, opt_.beta2, opt_.epsilon, ub_lrt);
       } else {
         b.vpu_lif(ar.b1, opt_.momentum);
-        b.vpu_lif(ar.lr_t, opt_.lr);
+        b.vpu_ld(kF32, ar.lr_t, ub_lrt);
       }
       // d W^T = dz^T x_{l-1}: rows the units, columns the inputs
       Matmul dw;
@@ -1087,7 +1114,7 @@ void DenseStackStep::compile() {
         emit_adam_constants(b, ar, opt_.beta1, opt_.beta2, opt_.epsilon, ub_lrt);
       } else {
         b.vpu_lif(ar.b1, opt_.momentum);
-        b.vpu_lif(ar.lr_t, opt_.lr);
+        b.vpu_ld(kF32, ar.lr_t, ub_lrt);
       }
       const PatchMap xmap = conv_source(i, false);
       Matmul dw;
@@ -1233,6 +1260,7 @@ std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams
     put32(pw, (2 * N + i) * 4, s.steps);
   }
   out.push_back({layout_.powers, pw});
+  out.push_back(lr_image(opt_.lr));
   const uint32_t C = spec_.classes(), Cpad = padded(C);
   std::vector<uint8_t> cs(size_t{2} * Cpad * 4);
   for (uint32_t c = 0; c < Cpad; ++c) {
@@ -1249,6 +1277,13 @@ std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams
   }
   out.push_back({layout_.ones, ones});
   return out;
+}
+
+DenseStackStep::Write DenseStackStep::lr_image(float lr) const {
+  const size_t N = static_cast<size_t>(chip_.n);
+  std::vector<uint8_t> row(N * 4);
+  for (size_t i = 0; i < N; ++i) put32(row, i * 4, fp::bits(lr));
+  return {layout_.lr, row};
 }
 
 std::vector<DenseStackStep::Write> DenseStackStep::batch_image(

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -94,8 +95,9 @@ inline std::vector<float> glorot(uint64_t& state, size_t count, double fan_in, d
 }
 
 // setup: b1^t, b2^t advanced one step in the UB rows at `powers` (and `powers` + 4N), and
-// lr_t = lr * (sqrt(1 - b2^t) / (1 - b1^t)) into the row `lr_t`. Uses V1..V5.
-inline void emit_adam_powers(ProgramBuilder& b, float lr, float beta1, float beta2,
+// lr_t = lr * (sqrt(1 - b2^t) / (1 - b1^t)) into the row `lr_t`; lr an immediate, or (nullopt)
+// the row `lr_t` holds it on entry (a scheduled rate the host writes). Uses V1..V5.
+inline void emit_adam_powers(ProgramBuilder& b, std::optional<float> lr, float beta1, float beta2,
                              uint32_t powers, uint32_t lr_t) {
   using Fn = isa::Funct;
   const uint32_t row4n = 4 * static_cast<uint32_t>(b.n());
@@ -112,7 +114,10 @@ inline void emit_adam_powers(ProgramBuilder& b, float lr, float beta1, float bet
   b.vpu_op(Fn::kSqrt, 4, 4);
   b.vpu_op(Fn::kSub, 5, 3, 1);
   b.vpu_op(Fn::kDiv, 4, 4, 5);
-  b.vpu_lif(3, lr);
+  if (lr)
+    b.vpu_lif(3, *lr);
+  else
+    b.vpu_ld(isa::Kind::kUbF32, 3, lr_t);
   b.vpu_op(Fn::kMul, 4, 3, 4);
   b.vpu_st(isa::Kind::kUbF32, 4, lr_t);
 }

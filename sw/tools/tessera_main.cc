@@ -149,6 +149,11 @@ int main(int argc, char** argv) {
   trn->add_option("--lr", tr.lr, "Dense stacks: learning rate (default: Adam 1e-3, SGD 0.01)");
   trn->add_option("--momentum", tr.momentum, "Dense stacks: SGD momentum")
       ->capture_default_str();
+  trn->add_option("--lr-schedule", tr.lr_schedule,
+                  "Dense stacks: the learning rate over the run's steps (cosine: Keras "
+                  "CosineDecay, linear: PolynomialDecay to 0)")
+      ->check(CLI::IsMember({"constant", "cosine", "linear"}))
+      ->capture_default_str();
   trn->add_option(
       "--dump-init", tr.dump_init,
       "write the initial weights and the sample order here (for the PyTorch reference)");

@@ -165,6 +165,11 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   } else {
     os.lr = opt.lr > 0 ? opt.lr : 1e-3f;
   }
+  try {
+    os.schedule = compiler::parse_schedule(opt.lr_schedule);
+  } catch (const std::exception& e) {
+    return refuse(e.what());
+  }
   const auto in = model.layers.front().input_shape;
   data::Dataset train_ds, test_ds;
   driver::DeviceConfig dc, ec;
@@ -214,6 +219,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   pc.seed = opt.seed;
   data::Pipeline pipe(train_ds, pc);
   const uint64_t steps = opt.steps ? opt.steps : opt.epochs * pipe.batches_per_epoch();
+  os.decay_steps = steps;  // the schedule spans the run
   std::string run_dir = opt.out;
   if (run_dir.empty()) {  // runs/<timestamp>-<model>, as the CNN's runs/<timestamp>
     const std::time_t t = std::time(nullptr);
@@ -249,12 +255,18 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     out << " -> Dense(" << l.units << (l.relu ? ", relu)" : ")")
         << (l.dropout > 0 ? " -> Dropout(" + g9(l.dropout) + ")" : "");
   out << ", " << (os.kind == compiler::OptimizerSpec::Kind::kAdam ? "Adam" : "SGD") << " lr "
-      << os.lr << ", batch " << opt.batch << ", " << steps << " steps on "
+      << os.lr
+      << (os.schedule == compiler::OptimizerSpec::Schedule::kConstant
+              ? ""
+              : std::string(" (") + compiler::schedule_name(os.schedule) + " over the run)")
+      << ", batch " << opt.batch << ", " << steps << " steps on "
       << driver::backend_name(dc.backend) << " N = " << dc.n << "\n";
   for (uint64_t s = 0; s < steps; ++s) {
     const data::Batch batch = pipe.next();
     for (const auto& w : tr.step->batch_image(data::images_to_bf16(batch), batch.labels))
       dev->write(w.first, w.second);
+    const auto lr_row = tr.step->lr_image(os.lr_at(s));
+    dev->write(lr_row.first, lr_row.second);
     driver::RunReport rep;
     // the first step on the rtl chip is sampled: the per-phase cycle report and timeline
     const bool profile = s == 0 && dc.backend == driver::Backend::kRtl;
@@ -361,6 +373,10 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   std::ostringstream js;
   js << "{\n  \"model\": \"" << model.name << "\",\n  \"compiler\": \"DenseStackStep\",\n"
      << "  \"backend\": \"" << driver::backend_name(dc.backend) << "\",\n  \"array\": " << dc.n
+     << ",\n  \"optimizer\": \""
+     << (os.kind == compiler::OptimizerSpec::Kind::kAdam ? "adam" : "sgd")
+     << "\",\n  \"lr\": " << g9(os.lr) << ",\n  \"lr_schedule\": \""
+     << compiler::schedule_name(os.schedule) << "\""
      << ",\n  \"batch\": " << opt.batch << ",\n  \"steps\": " << steps
      << ",\n  \"seed\": " << opt.seed << ",\n  \"final_loss\": " << g9(loss)
      << ",\n  \"test_samples\": " << total << ",\n  \"test_loss\": " << g9(test_loss)

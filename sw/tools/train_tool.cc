@@ -330,9 +330,9 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
     }
     return train_dense(opt, model_desc, spec, out, err);
   }
-  if (opt.optimizer != "adam" || opt.lr != 0) {
-    err << "tessera train: the example CNN trains with Adam 1e-3 (--optimizer/--lr are for "
-           "Dense stacks)\n";
+  if (opt.optimizer != "adam" || opt.lr != 0 || opt.lr_schedule != "constant") {
+    err << "tessera train: the example CNN trains with Adam 1e-3 (--optimizer/--lr/--lr-schedule "
+           "are for Dense stacks)\n";
     return 2;
   }
   try {

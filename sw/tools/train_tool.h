@@ -44,6 +44,9 @@ struct TrainOptions {
   // default (Adam 1e-3, SGD 0.01); SGD's momentum. The example CNN trains with Adam 1e-3.
   std::string optimizer = "adam";
   float lr = 0, momentum = 0;
+  // Dense stacks: the learning rate's schedule over the run's steps (constant, cosine, linear;
+  // tessera/dense_step.h, OptimizerSpec).
+  std::string lr_schedule = "constant";
 };
 
 int train(const TrainOptions& opt, std::ostream& out, std::ostream& err);

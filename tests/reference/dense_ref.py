@@ -28,6 +28,7 @@ Only the standard library, numpy and torch are used.
 import argparse
 import gzip
 import json
+import math
 import os
 import struct
 import sys
@@ -510,14 +511,31 @@ def dense_adam_step(adam, layers, grads):
     return unflat(adam.step(flat(layers), [t for g in grads for t in g]), layers)
 
 
-def loss_match_sequential(init, order_file, chip, data_dir, steps, batch, lr, n):
+def lr_schedule(name, lr, decay_steps):
+    """Step t's learning rate as the host computes it (tessera/dense_step.h, OptimizerSpec::lr_at):
+    fp32(lr * f(t)), f in double: constant 1; cosine (Keras CosineDecay, alpha 0)
+    (1 + cos(pi t / T)) / 2; linear (PolynomialDecay to 0, power 1) 1 - t / T; t capped at T."""
+    base = float(np.float32(lr))
+
+    def at(t):
+        if name == "constant" or decay_steps == 0:
+            return np.float32(base)
+        f = min(t, decay_steps) / decay_steps
+        m = 0.5 * (1.0 + math.cos(math.pi * f)) if name == "cosine" else 1.0 - f
+        return np.float32(base * m)
+    return at
+
+
+def loss_match_sequential(init, order_file, chip, data_dir, steps, batch, lr, n, sched):
     m, params = load_sequential(init)
     x, y = load(data_dir, "train")
     order = np.fromfile(order_file, dtype="<u4")
     steps = min(steps, len(chip), len(order) // batch)
     adam = KerasAdam(params, lr)
+    rate = lr_schedule(sched, lr, len(chip))  # the schedule spans the chip's run
     worst = 0.0
     for s in range(steps):
+        adam.lr = rate(s)
         ids = order[s * batch:(s + 1) * batch]
         loss, _, grads = seq_forward_backward(m, params, pixels(x[ids]),
                                               torch.from_numpy(y[ids].astype(np.int64)),
@@ -530,11 +548,11 @@ def loss_match_sequential(init, order_file, chip, data_dir, steps, batch, lr, n)
     return steps, worst
 
 
-def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n):
+def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n, sched):
     if is_sequential(init):
         with open(metrics) as f:
             chip = [float(r.strip().split(",")[2]) for r in f.readlines()[1:]]
-        steps, worst = loss_match_sequential(init, order_file, chip, data_dir, steps, batch, lr, n)
+        steps, worst = loss_match_sequential(init, order_file, chip, data_dir, steps, batch, lr, n, sched)
         print("loss-match: %d steps, worst relative difference %.3g (tolerance %g)"
               % (steps, worst, tol))
         return 0 if worst <= tol else 1
@@ -546,8 +564,10 @@ def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n):
     chip = [float(r[2]) for r in rows]
     steps = min(steps, len(chip), len(order) // batch)
     adam = KerasAdam(flat(layers), lr)
+    rate = lr_schedule(sched, lr, len(chip))  # the schedule spans the chip's run
     worst = 0.0
     for s in range(steps):
+        adam.lr = rate(s)
         ids = order[s * batch:(s + 1) * batch]
         xb = pixels(x[ids])
         loss, _, grads = forward_backward(layers, xb, torch.from_numpy(y[ids].astype(np.int64)),
@@ -562,7 +582,7 @@ def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n):
     return 0 if worst <= tol else 1
 
 
-def train_sequential(init, order_file, data_dir, epochs, batch, lr):
+def train_sequential(init, order_file, data_dir, epochs, batch, lr, sched):
     """train for a model with layers before Flatten: torch's conv2d, pooling and dropout
     (seeded, torch's masks, not the chip's), the gradients by autograd."""
     m, params = load_sequential(init)
@@ -571,8 +591,10 @@ def train_sequential(init, order_file, data_dir, epochs, batch, lr):
     order = np.fromfile(order_file, dtype="<u4")
     steps = min(len(order) // batch, epochs * (len(x) // batch))
     adam = KerasAdam(params, lr)
+    rate = lr_schedule(sched, lr, steps)
     torch.manual_seed(0)
     for s in range(steps):
+        adam.lr = rate(s)
         ids = order[s * batch:(s + 1) * batch]
         ps = [p.clone().requires_grad_() for p in params]
         loss = torch.nn.functional.cross_entropy(
@@ -591,20 +613,22 @@ def train_sequential(init, order_file, data_dir, epochs, batch, lr):
     return 0
 
 
-def train(init, order_file, data_dir, epochs, batch, lr):
+def train(init, order_file, data_dir, epochs, batch, lr, sched):
     """The same model in plain fp32 PyTorch arithmetic (no bf16 rounding), trained from the
     initial-weights export on the chip run's sample order (tessera data-order) with Adam
     (Keras form); prints the test accuracy and loss."""
     if is_sequential(init):
-        return train_sequential(init, order_file, data_dir, epochs, batch, lr)
+        return train_sequential(init, order_file, data_dir, epochs, batch, lr, sched)
     _, layers = load_weights(init)
     x, y = load(data_dir, "train")
     xt, yt = load(data_dir, "test")
     order = np.fromfile(order_file, dtype="<u4")
     steps = min(len(order) // batch, epochs * (len(x) // batch))
     adam = KerasAdam(flat(layers), lr)
+    rate = lr_schedule(sched, lr, steps)
     ident = lambda t: t
     for s in range(steps):
+        adam.lr = rate(s)
         ids = order[s * batch:(s + 1) * batch]
         _, _, grads = forward_backward(layers, pixels(x[ids]),
                                        torch.from_numpy(y[ids].astype(np.int64)), ident)
@@ -637,6 +661,8 @@ def main():
     m.add_argument("--steps", type=int, default=50)
     m.add_argument("--batch", type=int, default=128)
     m.add_argument("--lr", type=float, default=1e-3)
+    m.add_argument("--lr-schedule", choices=("constant", "cosine", "linear"), default="constant",
+                   help="over the run's steps, as tessera train --lr-schedule")
     m.add_argument("--tol", type=float, default=1e-3)
     m.add_argument("--array", type=int, default=16, help="the chip's N (the MXU's piece length)")
     t = sub.add_parser("train")
@@ -646,15 +672,18 @@ def main():
     t.add_argument("--epochs", type=int, default=3)
     t.add_argument("--batch", type=int, default=128)
     t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--lr-schedule", choices=("constant", "cosine", "linear"), default="constant",
+                   help="over the run's steps, as tessera train --lr-schedule")
     a = ap.parse_args()
     torch.set_num_threads(1)
     if a.mode == "selftest":
         return selftest()
     if a.mode == "train":
-        return train(a.init, a.order, a.data, a.epochs, a.batch, a.lr)
+        return train(a.init, a.order, a.data, a.epochs, a.batch, a.lr, a.lr_schedule)
     if a.mode == "export-check":
         return export_check(a.run, a.data, a.tol)
-    return loss_match(a.init, a.order, a.metrics, a.data, a.steps, a.batch, a.lr, a.tol, a.array)
+    return loss_match(a.init, a.order, a.metrics, a.data, a.steps, a.batch, a.lr, a.tol, a.array,
+                      a.lr_schedule)
 
 
 if __name__ == "__main__":

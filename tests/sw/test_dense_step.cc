@@ -34,7 +34,9 @@ struct StepRun {
   std::vector<uint8_t> labels;
 };
 
-StepRun run_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint32_t seed) {
+// `step_lr` > 0: the step's learning rate written by the host (lr_image), not the compiled one.
+StepRun run_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint32_t seed,
+                 float step_lr = 0) {
   driver::DeviceConfig cfg = driver::chip_for_array(n);
   cfg.backend = driver::Backend::kFunctional;
   auto dev = driver::Device::open(cfg);
@@ -54,6 +56,10 @@ StepRun run_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint3
   for (auto& v : r.images) v = fp::fp32_to_bf16(fp::bits(static_cast<float>(rng() % 256) / 255.0f));
   for (auto& v : r.labels) v = static_cast<uint8_t>(rng() % a.spec.classes());
   for (const auto& w : step.batch_image(r.images, r.labels)) dev->write(w.first, w.second);
+  if (step_lr > 0) {
+    const auto row = step.lr_image(step_lr);
+    dev->write(row.first, row.second);
+  }
   dev->run(prog, 2'000'000'000);
   step.read_state(dev_read, dev.get(), r.p1, r.s1);
   step.read_metrics(dev_read, dev.get(), r.loss, r.correct);
@@ -170,6 +176,49 @@ TEST(DenseStackStep, SgdMomentumAndAdamFirstStep) {
     }
   EXPECT_FLOAT_EQ(m.s1.beta1_power, adam.beta1);
   EXPECT_FLOAT_EQ(m.s1.beta2_power, adam.beta2);
+}
+
+// The rate the host writes before a step is the one the chip applies: SGD compiled with 0.25
+// and run at 0.05 moves each weight by 0.05 times the reference gradient; Adam compiled with
+// 1e-3 and run at 4e-3 takes the first step of Adam(4e-3).
+TEST(DenseStackStep, TheHostsLearningRateRowSetsTheStep) {
+  Arch a;
+  a.spec.inputs = 20;
+  a.spec.layers = {{12, true}, {7, false}};
+  a.batch = 9;
+  compiler::OptimizerSpec sgd;
+  sgd.kind = compiler::OptimizerSpec::Kind::kSgd;
+  sgd.lr = 0.25f;
+  expect_gradients(a, run_step(a, sgd, 4, 3, 0.05f), 0.05f, 4);
+  compiler::OptimizerSpec adam;
+  const StepRun m = run_step(a, adam, 4, 3, 4e-3f);
+  const auto ref = test::dense_reference_step(a.spec, m.p0, m.images, m.labels, 4);
+  const float lr_t = 4e-3f * std::sqrt(1.0f - adam.beta2) / (1.0f - adam.beta1);
+  for (size_t l = 0; l < 2; ++l)
+    for (size_t i = 0; i < ref.grads.kernel[l].size(); ++i) {
+      const float g = ref.grads.kernel[l][i];
+      const float want = m.p0.kernel[l][i] -
+                         lr_t * (0.1f * g) / (std::sqrt(0.001f * g * g) + adam.epsilon);
+      EXPECT_NEAR(m.p1.kernel[l][i], want, 1e-2f * 4e-3f) << "layer " << l << " i " << i;
+    }
+}
+
+// Keras's schedules at their ends and middle: CosineDecay(1e-3, 100) is 1e-3, 5e-4, 0 at steps
+// 0, 50, 100 and stays 0 after; PolynomialDecay(1e-3, 100, 0) is 7.5e-4 at step 25.
+TEST(DenseStackStep, LearningRateSchedules) {
+  compiler::OptimizerSpec o;
+  o.decay_steps = 100;
+  EXPECT_EQ(o.lr_at(70), 1e-3f);  // constant
+  o.schedule = compiler::parse_schedule("cosine");
+  EXPECT_EQ(o.lr_at(0), 1e-3f);
+  EXPECT_FLOAT_EQ(o.lr_at(50), 5e-4f);
+  EXPECT_FLOAT_EQ(o.lr_at(25), 1e-3f * 0.5f * (1.0f + std::sqrt(0.5f)));
+  EXPECT_EQ(o.lr_at(100), 0.0f);
+  EXPECT_EQ(o.lr_at(500), 0.0f);
+  o.schedule = compiler::parse_schedule("linear");
+  EXPECT_FLOAT_EQ(o.lr_at(25), 7.5e-4f);
+  EXPECT_EQ(o.lr_at(100), 0.0f);
+  EXPECT_THROW(compiler::parse_schedule("exponential"), std::invalid_argument);
 }
 
 // The Dropout mask function itself: the kept fraction is 1 - rate within 1% over 200,000

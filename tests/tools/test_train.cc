@@ -742,7 +742,9 @@ TEST_F(TrainTool, DenseStackTrainsBitIdenticallyOnRtlAndExportsItsWeights) {
       {"class_name": "Dense", "units": 24, "activation": "relu"},
       {"class_name": "Dense", "units": 10, "activation": "softmax"}]})";
   }
-  const std::string flags = "--model " + model + " --array 4 --steps 3 --batch 8 --seed 3 ";
+  // with a cosine schedule: the host writes each step's rate, the same on both backends
+  const std::string flags =
+      "--model " + model + " --array 4 --steps 3 --batch 8 --seed 3 --lr-schedule cosine ";
   const Result rf = train(flags + "--backend functional --out " + path("f"));
   ASSERT_EQ(rf.status, 0) << rf.err;
   const Result rr = train(flags + "--backend rtl --out " + path("r"));
@@ -759,6 +761,8 @@ TEST_F(TrainTool, DenseStackTrainsBitIdenticallyOnRtlAndExportsItsWeights) {
   for (const char* phase : {"fwd1", "fwd2", "bwd2", "bwd1"})
     EXPECT_NE(report.find(phase), std::string::npos) << report;
   EXPECT_NE(read_file(path("f/summary.json")).find("\"compiler\": \"DenseStackStep\""),
+            std::string::npos);
+  EXPECT_NE(read_file(path("f/summary.json")).find("\"lr_schedule\": \"cosine\""),
             std::string::npos);
 
   // the export: a host forward pass from the files alone

@@ -65,11 +65,23 @@ std::vector<std::pair<uint32_t, uint32_t>> weight_shapes(const DenseStackSpec& s
 
 // Adam (Keras form, as AdamSpec) or SGD with momentum (Keras form: v = mu v - lr g; w += v;
 // momentum 0 is plain SGD, w -= lr g, bit for bit).
+// The learning rate may follow a schedule over `decay_steps` steps (Keras's schedules with the
+// optimizer's iteration count, from 0): constant; cosine, CosineDecay(lr, decay_steps) (alpha 0:
+// lr (1 + cos(pi t / T)) / 2); linear, PolynomialDecay(lr, decay_steps, end 0, power 1):
+// lr (1 - t / T). Past T the rate stays at its final value. The host computes step t's rate
+// (lr_at) and writes it with DenseStackStep::lr_image before the step; the chip reads it.
 struct OptimizerSpec {
   enum class Kind { kAdam, kSgd } kind = Kind::kAdam;
+  enum class Schedule { kConstant, kCosine, kLinear } schedule = Schedule::kConstant;
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-7f;
   float momentum = 0.0f;
+  uint64_t decay_steps = 0;
+  // Step t's learning rate: fp32(lr * f(t)) with f evaluated in double.
+  float lr_at(uint64_t t) const;
 };
+// "constant", "cosine", "linear"; throws std::invalid_argument naming the value otherwise.
+OptimizerSpec::Schedule parse_schedule(const std::string& name);
+const char* schedule_name(OptimizerSpec::Schedule s);
 
 // Parameters in Keras's layouts (fp32), one entry per layer with weights in model order (the
 // Conv2D layers, then the Dense ones; Keras's get_weights order): kernel[j] is [K][U] of
@@ -104,6 +116,7 @@ class DenseStackStep {
     uint64_t labels = 0;  // [Bpad] fp32
     std::vector<LayerRegions> layers;
     uint64_t powers = 0;   // [3][N]: b1^t, b2^t (fp32), the step count (uint32)
+    uint64_t lr = 0;       // [N] fp32: the next step's learning rate (the host writes it)
     uint64_t consts = 0;   // [2 Cc][N] fp32: class index, valid-class mask
     uint64_t ones = 0;     // [max(Bpad, conv rows)] bf16 1.0: the bias gradient's activation row
     uint64_t metrics = 0;  // [2][N] fp32: mean loss, correct count
@@ -154,6 +167,8 @@ class DenseStackStep {
   // images: [batch][inputs] bf16 (the host's p / 255 rounded), labels: class indices.
   std::vector<Write> batch_image(const std::vector<uint16_t>& images_bf16,
                                  const std::vector<uint8_t>& labels) const;
+  // The learning rate of the next step (state_image writes the optimizer's lr).
+  Write lr_image(float lr) const;
   void read_state(Reader read, void* ctx, DenseParams& p, DenseOptState& s) const;
   void read_metrics(Reader read, void* ctx, float& loss, float& correct) const;
   std::vector<float> read_probabilities(Reader read, void* ctx) const;  // batch x classes
