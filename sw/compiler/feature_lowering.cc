@@ -329,7 +329,8 @@ void emit_pool_backward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool 
   // gradient where the mask holds. V1 x_t, V10 max (or p p), V11 g, V12 taken, V13 mask, V14,
   // V15 the result (written over x_t's staging).
   // Pool 2: one pass a vector (a loop body that still compresses): the taps in V1..V4, the
-  // relu gradient folded into g as (max > 0) — the tap that takes g equals the max.
+  // relu gradient folded into g as (max > 0) — the tap that takes g equals the max; 25 VPU
+  // instructions a vector.
   auto run_single = [&](const Chunk& c, int i) {
     const uint32_t vectors = ceil_div(uint64_t{c.rows} * c.cols * C, N);
     for (uint32_t v = 0; v < vectors; ++v) {
@@ -342,11 +343,11 @@ void emit_pool_backward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool 
         b.vpu_op(Fn::kCmpLt, 14, 0, 10);
         b.vpu_op(Fn::kSel, 11, 11, 0, 14);
       }
+      // V11 holds the gradient until a tap equal to the max takes it, then 0
       for (uint32_t t = 0; t < taps; ++t) {
         b.vpu_op(Fn::kCmpEq, 13, 1 + t, 10);
-        if (t > 0) b.vpu_op(Fn::kSel, 13, 0, 13, 12);  // an earlier tap took it: 0
-        if (t + 1 < taps) b.vpu_op(Fn::kIOr, 12, t > 0 ? 12 : 13, t > 0 ? 13 : 0);
         b.vpu_op(Fn::kSel, 15, 11, 0, 13);
+        if (t + 1 < taps) b.vpu_op(Fn::kSel, 11, 0, 11, 13);
         b.vpu_st(kBf16, 15, tap[i][t] + off);
       }
     }
