@@ -1,39 +1,49 @@
 // The compiler's graph IR (docs/compiler.md, "Stages"): nodes with an op, inputs, a shape and a
-// dtype, built from the model's layers and rewritten by passes —
-//   build     the forward graph of the layer stack, the loss and the accuracy
-//   autodiff  reverse mode: each op's gradient rule appends the gradient nodes, then one Adam
-//             update per parameter
-//   numerics  the chip's rounding points: a bf16 cast on every matmul / conv operand
-//   fuse      bias+relu+max-pool into the conv epilogue (with the argmax it keeps for the
-//             backward pass), softmax with the cross-entropy and its gradient, max-pool and relu
-//             gradients into one routing op
-//   lower     each node to a chip phase and the units that execute it; the phases are then
-//             emitted by CnnTrainStep (cnn_train_step.cc), which is why `lower` refuses a graph
-//             that is not the pattern those emitters implement.
+// dtype, built from any supported layer stack and rewritten by passes —
+//   build     the forward graph of the layers, the loss and the accuracy
+//   autodiff  reverse mode: each op's gradient rule appends the gradient nodes of the values
+//             that need one (no gradient flows into the images), then one optimizer update
+//             (Adam or SGD with momentum) per parameter
+//   numerics  the chip's rounding points: a bf16 cast on every MXU operand
+//   fuse      rewrites matched op patterns into the fused ops the step's emitters implement
+//             (an MXU op with its bias/relu/Dropout or softmax-cross-entropy epilogue, a pooling
+//             or MXU input gradient with the producer's relu gradient, a weight gradient with
+//             its optimizer update, ...); which patterns apply depends on the target
+//   lower     each node to the chip phase and the units that run it
+// Two targets: CnnTrainStep (the example's family, phases conv_fwd … conv_dw) and
+// DenseStackStep (any other supported model, phases fwd_<layer>, fwd<l>, bwd<l>, bwd_<layer>).
+// The general compiler takes its layer stack from the lowered graph (stack_from_graph), and
 // `tessera compile --dump` prints the graph after each pass.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "tessera/compiler.h"
+#include "tessera/dense_step.h"
 
 namespace tessera::compiler {
 
 enum class DType { kF32, kBf16, kI32 };
 const char* dtype_name(DType t);
 
+enum class Target { kCnnStep, kDenseStack };
+
 struct Node {
   int id = 0;
-  std::string op;               // "conv2d", "matmul", "adam", "fused.conv_bias_relu_maxpool", ...
-  std::string name;             // value name, e.g. "z1", "dWd"
+  std::string op;               // "conv2d", "matmul", "adam", "fused.matmul_bias_relu", ...
+  std::string name;             // value name, e.g. "conv1.z", "ddense2.W"
   std::vector<int> inputs;      // node ids
   std::vector<uint32_t> shape;  // empty: scalar
   DType dtype = DType::kF32;
-  std::string attrs;         // op attributes, printed as they are
-  std::string phase, units;  // set by lower()
-  bool dead = false;         // removed by a pass (kept so ids stay stable)
+  std::string attrs;                  // op attributes as printed
+  std::map<std::string, double> num;  // the same attributes, structured (kernel, stride, ...)
+  int layer = -1;                     // the model layer it belongs to (features first, then Dense)
+  bool backward = false;              // made by autodiff (a gradient or an optimizer update)
+  std::string phase, units;           // set by lower()
+  bool dead = false;                  // removed by a pass (kept so ids stay stable)
 };
 
 class Graph {
@@ -46,21 +56,44 @@ class Graph {
   const std::vector<Node>& nodes() const { return nodes_; }
   std::vector<Node>& nodes() { return nodes_; }
   size_t live() const;
+  std::vector<int> consumers(int id) const;  // live nodes reading `id`
+  void replace_uses(int from, int to);       // every live input `from` becomes `to`
   std::string dump() const;  // one line a live node: id name = op(inputs) : shape dtype [attrs]
+
+  // The model the graph was built from (layer names, the optimizer).
+  DenseStackSpec spec;
+  OptimizerSpec::Kind optimizer = OptimizerSpec::Kind::kAdam;
+  int n = 16;  // the chip's array size (some fusions depend on it)
 
  private:
   std::vector<Node> nodes_;
 };
 
+// The example CNN family as a layer stack: Conv2D(F, K, valid, relu) -> MaxPool2D(pool) ->
+// Flatten -> Dense(C, softmax).
+DenseStackSpec cnn_stack(const CnnSpec& spec);
+// A layer's name in node names and phases: conv1, maxpool2, avgpool3 (feature layers, from 1),
+// dense1 … (Dense layers, from 1).
+std::string layer_name(const DenseStackSpec& spec, int layer);
+
 // The passes, in order. Each throws std::invalid_argument for a graph it cannot handle.
+Graph build_forward(const DenseStackSpec& spec, uint32_t batch);
 Graph build_forward(const CnnSpec& spec, uint32_t batch);
 void autodiff(Graph& g);
 void insert_casts(Graph& g);
-void fuse(Graph& g);
-void lower(Graph& g);
+void fuse(Graph& g, Target target);
+void lower(Graph& g, Target target);
+
+// The layer stack a lowered DenseStackStep graph describes, read from its fused ops (what the
+// general compiler is given); throws std::invalid_argument for a graph it cannot read.
+DenseStackSpec stack_from_graph(const Graph& g);
+// The phases the lowered graph assigns, in program order, with "setup" first.
+std::vector<std::string> graph_phases(const Graph& g, Target target);
 
 // All passes; `dumps` (optional) receives the dump after each one, labelled.
-Graph compile_graph(const CnnSpec& spec, uint32_t batch,
-                    std::vector<std::pair<std::string, std::string>>* dumps = nullptr);
+using PassDumps = std::vector<std::pair<std::string, std::string>>;
+Graph compile_graph(const CnnSpec& spec, uint32_t batch, PassDumps* dumps = nullptr);
+Graph compile_graph(const DenseStackSpec& spec, OptimizerSpec::Kind optimizer, int n,
+                    uint32_t batch, PassDumps* dumps = nullptr);
 
 }  // namespace tessera::compiler

@@ -1,6 +1,7 @@
-// tessera compile: compiles a model's training step (--model FILE; default the example CNN) and, with --dump, prints the graph
-// IR after each pass (sw/compiler/graph.h: build, autodiff, numerics, fuse, lower), then the
-// HBM plan and the emitted program's statistics per phase (docs/compiler.md walks through it).
+// tessera compile: compiles a model's training step (--model FILE; default the example CNN) and,
+// with --dump, prints the graph IR after each pass (sw/compiler/graph.h: build, autodiff, numerics,
+// fuse, lower), then the HBM plan and the emitted program's statistics per phase (docs/compiler.md
+// walks through it).
 // --asm FILE writes the whole program as assembly (tessera disasm's canonical text).
 #include "sw/tools/compile_tool.h"
 
@@ -35,8 +36,8 @@ void print_stats(std::ostream& out, const compiler::StepStats& st, uint64_t mxu,
   out << "  bound: MXU " << mxu << " cycles, VPU " << vpu << " cycles\n";
 }
 
-int write_asm(const CompileOptions& o, const std::vector<isa::Instruction>& prog,
-              std::ostream& out, std::ostream& err) {
+int write_asm(const CompileOptions& o, const std::vector<isa::Instruction>& prog, std::ostream& out,
+              std::ostream& err) {
   if (o.asm_out.empty()) return 0;
   std::ofstream f(o.asm_out);
   if (!f) {
@@ -54,62 +55,41 @@ std::string hex(uint64_t v) {
   return s.str();
 }
 
-// A Dense stack: DenseStackStep's op-by-op lowering, its HBM plan (persistent tensors, then the
-// liveness planner's transients with their phase intervals) and the program.
-int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec,
+// Any other model: the graph passes, DenseStackStep's op-by-op tiling, its HBM plan (persistent
+// tensors, then the liveness planner's transients with their phase intervals) and the program.
+int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec_in,
                   std::ostream& out, std::ostream& err) {
   const driver::DeviceConfig c = driver::chip_for_array(o.array);
   const compiler::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
   std::unique_ptr<compiler::DenseStackStep> step;
+  compiler::PassDumps dumps;
   try {
+    // the graph passes, then the step compiler on the layer stack the lowered graph describes
+    const compiler::Graph g = compiler::compile_graph(spec_in, compiler::OptimizerSpec::Kind::kAdam,
+                                                      c.n, o.batch, &dumps);
     step = std::make_unique<compiler::DenseStackStep>(
-        spec, compiler::OptimizerSpec{}, chip, o.batch, 0,
+        compiler::stack_from_graph(g), compiler::OptimizerSpec{}, chip, o.batch, 0,
         o.evaluate ? compiler::StepKind::kEvaluate : compiler::StepKind::kTrain);
   } catch (const std::exception& e) {
     err << "tessera compile: " << e.what() << "\n";
     return 2;
   }
+  const compiler::DenseStackSpec& spec = step->spec();
   if (o.dump) {
-    using Kind = compiler::FeatureLayerSpec::Kind;
-    out << "== 1 layers (DenseStackStep: lowered op by op)\n";
+    int stage = 1;
+    for (const auto& [pass, text] : dumps)
+      out << "== " << stage++ << " " << pass << "\n" << text << "\n";
+    const size_t weighted = step->layout().layers.size();
     std::vector<std::string> weight_names;  // the layers with weights, in order
-    if (spec.features.empty()) {
-      out << "  input [" << o.batch << ", " << spec.inputs << "] bf16\n";
-    } else {
-      const auto shapes = compiler::feature_shapes(spec);
-      out << "  input [" << o.batch << ", " << shapes[0].h << ", " << shapes[0].w << ", "
-          << shapes[0].c << "] bf16 (NHWC)\n";
-      for (size_t i = 0; i < spec.features.size(); ++i) {
-        const auto& f = spec.features[i];
-        const auto& s1 = shapes[i + 1];
-        const std::string name =
-            (f.kind == Kind::kConv ? "conv" : f.kind == Kind::kMaxPool ? "maxpool" : "avgpool") +
-            std::to_string(i + 1);
-        out << "  " << name << " = ";
-        if (f.kind == Kind::kConv) {
-          out << "Conv2D(" << f.filters << ", " << f.kernel << ", strides " << f.stride << ", "
-              << (f.same ? "same" : "valid") << ", " << (f.relu ? "relu" : "linear") << ")";
-          weight_names.push_back(name);
-        } else {
-          out << (f.kind == Kind::kMaxPool ? "MaxPool2D(" : "AveragePooling2D(") << f.pool << ")";
-        }
-        out << " -> [" << o.batch << ", " << s1.h << ", " << s1.w << ", " << s1.c << "]\n";
-      }
-      out << "  flatten -> [" << o.batch << ", " << spec.inputs << "]\n";
-    }
-    for (size_t l = 0; l < spec.layers.size(); ++l) {
-      const bool last = l + 1 == spec.layers.size();
-      out << "  dense" << l + 1 << " = Dense(" << spec.layers[l].units << ", "
-          << (last ? "softmax" : spec.layers[l].relu ? "relu" : "linear") << ")";
-      if (spec.layers[l].dropout > 0) out << " -> Dropout(" << spec.layers[l].dropout << ")";
-      out << "\n";
-      weight_names.push_back("dense" + std::to_string(l + 1));
-    }
-    out << "\n== 2 lower (one tiled MXU matmul per op, N = " << c.n << ", UB " << c.ub_bytes
-        << " bytes, " << c.acc_rows << " ACC rows)\n";
+    for (size_t i = 0; weight_names.size() < weighted; ++i)
+      if (i >= spec.features.size() ||
+          spec.features[i].kind == compiler::FeatureLayerSpec::Kind::kConv)
+        weight_names.push_back(compiler::layer_name(spec, static_cast<int>(i)));
+    out << "== " << stage++ << " tiling (one tiled MXU matmul per op, N = " << c.n << ", UB "
+        << c.ub_bytes << " bytes, " << c.acc_rows << " ACC rows)\n";
     for (const auto& line : step->lowering_plan()) out << "  " << line << "\n";
     const auto& Y = step->layout();
-    out << "\n== 3 memory (HBM plan, base 0)\n";
+    out << "\n== " << stage++ << " memory (HBM plan, base 0)\n";
     out << "  " << hex(Y.images) << "  images bf16 [Bpad][P0]\n  " << hex(Y.labels)
         << "  labels f32 [Bpad]\n";
     for (size_t l = 0; l < Y.layers.size(); ++l)
@@ -117,14 +97,12 @@ int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec,
           << " W^T f32 [Up][Kp], m, v, bf16 copy; bias f32 [Up], m, v\n";
     out << "  " << hex(Y.powers) << "  powers f32 [2][N]\n  " << hex(Y.consts)
         << "  consts f32 [2Cc][N]\n  " << hex(Y.ones) << "  ones bf16 [" << step->ones_count()
-        << "]\n  "
-        << hex(Y.metrics) << "  metrics f32 [2][N]\n  " << hex(Y.probs)
+        << "]\n  " << hex(Y.metrics) << "  metrics f32 [2][N]\n  " << hex(Y.probs)
         << "  probs f32 [Bpad][Cpad]\n";
     out << "  phases:";
     for (size_t i = 0; i < step->stats().phases.size(); ++i)
       out << " " << i << " " << step->stats().phases[i].name;
-    out << "\n  transients (live in phases, by the numbers above): "
-        << Y.transient_bytes
+    out << "\n  transients (live in phases, by the numbers above): " << Y.transient_bytes
         << " bytes planned for " << Y.transient_unshared << " bytes of buffers\n";
     for (const auto& t : Y.transients)
       out << "    " << hex(t.addr) << "  " << std::left << std::setw(20) << t.name << std::right
@@ -166,7 +144,7 @@ int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) 
     return 2;
   }
   if (o.dump) {
-    std::vector<std::pair<std::string, std::string>> dumps;
+    compiler::PassDumps dumps;
     compiler::compile_graph(s, o.batch, &dumps);
     int stage = 1;
     for (const auto& [pass, text] : dumps)

@@ -20,13 +20,14 @@
 #include <memory>
 #include <sstream>
 
+#include "sw/compiler/graph.h"
 #include "sw/runlog/file_util.h"
 #include "sw/tools/step_report.h"
+#include "sw/tools/train_dense.h"
 #include "tessera/checkpoint.h"
 #include "tessera/keras.h"
-#include "tessera/model_file.h"
-#include "sw/tools/train_dense.h"
 #include "tessera/metrics.h"
+#include "tessera/model_file.h"
 #include "tessera/mpi_ring.h"
 #include "tessera/plot.h"
 #include "tessera/tfevents.h"
@@ -154,9 +155,9 @@ std::string bar(double frac, int width) {
 std::string options_signature(const TrainOptions& o) {
   std::ostringstream s;
   s << o.backend << "|" << o.steps << "|" << o.epochs << "|" << o.batch << "|" << o.array << "|"
-    << o.chips << "|" << o.channels << "|" << o.arith << "|" << o.seed << "|" << o.model << "|" << o.data << "|" << o.resume << "|"
-    << o.sample_every << "|" << o.checkpoint_every << "|" << o.eval_samples << "|" << o.eval_backend
-    << "|" << o.stop_after;
+    << o.chips << "|" << o.channels << "|" << o.arith << "|" << o.seed << "|" << o.model << "|"
+    << o.data << "|" << o.resume << "|" << o.sample_every << "|" << o.checkpoint_every << "|"
+    << o.eval_samples << "|" << o.eval_backend << "|" << o.stop_after;
   return s.str();
 }
 
@@ -242,8 +243,7 @@ int remove_stale_tmp_files(const std::string& dir) {
 void remove_event_files(const std::string& dir) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 &&
-        e.is_regular_file(ec))
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && e.is_regular_file(ec))
       std::filesystem::remove(e.path(), ec);
 }
 
@@ -320,10 +320,18 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
       return 2;
     }
   }
-  if (keras::is_dense_stack(model_desc.layers, static_cast<uint32_t>(opt.array))) {  // the Dense-stack compiler's model
+  if (keras::is_dense_stack(
+          model_desc.layers,
+          static_cast<uint32_t>(opt.array))) {  // the Dense-stack compiler's model
     compiler::DenseStackSpec spec;
     try {
-      spec = keras::dense_stack_spec(model_desc.layers);
+      // The graph passes (build, autodiff, numerics, fuse, lower) refuse an op with no
+      // lowering; the step compiler takes the layer stack the lowered graph describes.
+      spec = compiler::stack_from_graph(
+          compiler::compile_graph(keras::dense_stack_spec(model_desc.layers),
+                                  opt.optimizer == "sgd" ? compiler::OptimizerSpec::Kind::kSgd
+                                                         : compiler::OptimizerSpec::Kind::kAdam,
+                                  opt.array, opt.batch));
     } catch (const std::exception& e) {
       err << "tessera train: " << opt.model << ": " << e.what() << "\n";
       return 2;
@@ -366,9 +374,9 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   // The model takes images of its input_shape (28x28 for the example): an IDX file of other
   // dimensions is refused here, naming the file and the offset of its dimensions (the loader
   // accepts any size).
-  for (const auto& [set, name] : {std::pair<const data::Dataset*, const char*>{
-                                      &train_set, "train-images-idx3-ubyte"},
-                                  {&test_set, "t10k-images-idx3-ubyte"}}) {
+  for (const auto& [set, name] :
+       {std::pair<const data::Dataset*, const char*>{&train_set, "train-images-idx3-ubyte"},
+        {&test_set, "t10k-images-idx3-ubyte"}}) {
     if (set->rows == in_shape[0] && set->cols == in_shape[1]) continue;
     std::string file = data_dir + "/" + name;
     if (::access(file.c_str(), F_OK) != 0) file += ".gz";
@@ -567,8 +575,8 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   auto save = [&](uint64_t steps_done) {
     csv.sync();
     events.sync();
-    runlog::save_checkpoint(ckpt_path, to_checkpoint(*model, steps_done, pipe.position(),
-                                                     opt.seed, last_loss, last_acc));
+    runlog::save_checkpoint(ckpt_path, to_checkpoint(*model, steps_done, pipe.position(), opt.seed,
+                                                     last_loss, last_acc));
   };
   try {
     for (uint64_t s = first_step; s < total; ++s) {

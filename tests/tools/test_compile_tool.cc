@@ -90,8 +90,8 @@ TEST_F(CompileCli, DumpShowsEveryPassThePlanAndTheProgram) {
   compiler::compile_graph(compiler::CnnSpec{}, 8, &dumps);
   ASSERT_EQ(dumps.size(), 5u);
   for (size_t i = 0; i < dumps.size(); ++i) {
-    const std::string block = "== " + std::to_string(i + 1) + " " + dumps[i].first + "\n" +
-                              dumps[i].second + "\n";
+    const std::string block =
+        "== " + std::to_string(i + 1) + " " + dumps[i].first + "\n" + dumps[i].second + "\n";
     EXPECT_NE(out.find(block), std::string::npos) << "pass " << dumps[i].first;
   }
   // Autodiff adds the backward graph: its dump is longer than the forward one.
@@ -139,8 +139,7 @@ TEST_F(CompileCli, ExampleModelFileIsTheDefaultAndEvaluateIsSmaller) {
       << err;
   EXPECT_EQ(model, def);
 
-  ASSERT_EQ(tessera("compile --array 4 --batch 8 --evaluate --asm " + path("eval.s"), eval, err),
-            0)
+  ASSERT_EQ(tessera("compile --array 4 --batch 8 --evaluate --asm " + path("eval.s"), eval, err), 0)
       << err;
   const compiler::CnnTrainStep ev = example_step(compiler::StepKind::kEvaluate);
   const compiler::CnnTrainStep tr = example_step(compiler::StepKind::kTrain);
@@ -166,18 +165,30 @@ TEST_F(CompileCli, DenseStackDumpsItsLoweringAndPlan) {
             0)
       << err;
   compiler::DenseStackSpec spec;
+  spec.input_shape = {28, 28, 1};
   spec.inputs = 784;
   spec.layers = {{256, true}, {10, false}};
+  // every graph pass's text is the graph the in-process compiler dumps after that pass
+  compiler::PassDumps dumps;
+  compiler::compile_graph(spec, compiler::OptimizerSpec::Kind::kAdam, 4, 8, &dumps);
+  ASSERT_EQ(dumps.size(), 5u);
+  for (size_t i = 0; i < dumps.size(); ++i) {
+    const std::string block =
+        "== " + std::to_string(i + 1) + " " + dumps[i].first + "\n" + dumps[i].second + "\n";
+    EXPECT_NE(out.find(block), std::string::npos) << "pass " << dumps[i].first;
+  }
   const driver::DeviceConfig c = driver::chip_for_array(4);
-  const compiler::DenseStackStep step(spec, {}, compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows},
-                                      8, 0);
+  const compiler::DenseStackStep step(spec, {}, compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows}, 8,
+                                      0);
   for (const std::string& want : std::vector<std::string>{
-           "== 1 layers", "dense1 = Dense(256, relu)", "dense2 = Dense(10, softmax)", "== 2 lower",
-        "fwd1  Dense forward: [8 x 784] x [784 x 256]", "fwd2  softmax layer: [8 x 256]",
-        "bwd2  Dense input gradient", "bwd2  Dense weight gradient: [10 x 8] x [8 x 256]",
-        "bwd2  Dense bias gradient", "bwd1  Dense weight gradient: [256 x 8] x [8 x 784]",
-        "bwd1  Dense bias gradient", "== 3 memory", "x1 ", "dz1 ", "dzT2 ",
-        "== program: " + std::to_string(step.program().size()) + " instructions"})
+           "== 1 build", "dense1.y = fused.matmul_bias_relu(", "== 5 lower",
+           "loss, acc, dlogits = fused.matmul_bias_softmax_xent(", "== 6 tiling",
+           "ddense1.a = fused.matmul_relu_grad(", "fwd1  Dense forward: [8 x 784] x [784 x 256]",
+           "fwd2  softmax layer: [8 x 256]", "bwd2  Dense input gradient",
+           "bwd2  Dense weight gradient: [10 x 8] x [8 x 256]", "bwd2  Dense bias gradient",
+           "bwd1  Dense weight gradient: [256 x 8] x [8 x 784]", "bwd1  Dense bias gradient",
+           "== 7 memory", "x1 ", "dz1 ", "dzT2 ",
+           "== program: " + std::to_string(step.program().size()) + " instructions"})
     EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
   EXPECT_EQ(out.find("bwd1  Dense input gradient"), std::string::npos);
   EXPECT_EQ(step.lowering_plan().size(), 7u);
@@ -193,7 +204,8 @@ TEST_F(CompileCli, DenseStackDumpsItsLoweringAndPlan) {
 TEST_F(CompileCli, TwoConvModelDumpsItsFeatureLayers) {
   std::string out, err;
   ASSERT_EQ(tessera("compile --array 4 --batch 4 --dump --model examples/models/two_conv_cnn.json "
-                    "--asm " + path("two.s"),
+                    "--asm " +
+                        path("two.s"),
                     out, err),
             0)
       << err;
@@ -207,17 +219,18 @@ TEST_F(CompileCli, TwoConvModelDumpsItsFeatureLayers) {
   spec.inputs = 1600;
   spec.layers = {{128, true, 0.5f, 0}, {10, false}};
   const driver::DeviceConfig c = driver::chip_for_array(4);
-  const compiler::DenseStackStep step(spec, {}, compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows},
-                                      4, 0);
+  const compiler::DenseStackStep step(spec, {}, compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows}, 4,
+                                      0);
   for (const std::string& want : std::vector<std::string>{
-           "input [4, 28, 28, 1] bf16 (NHWC)",
-           "conv1 = Conv2D(32, 3, strides 1, valid, relu) -> [4, 26, 26, 32]",
-           "maxpool2 = MaxPool2D(2) -> [4, 13, 13, 32]", "flatten -> [4, 1600]",
-           "dense1 = Dense(128, relu) -> Dropout(0.5)",
-           "fwd_conv1  Conv2D forward: [2704 x 12]", "bwd_conv3  Conv2D input gradient: [676 x 576]",
+           "%0 x = input() : [4,28,28,1] f32", "conv1.y = fused.conv2d_bias_relu(",
+           "[4,26,26,32] f32  {epilogue: + b, relu", "maxpool2.p = maxpool(", "flat = flatten(%",
+           "[4,1600]", "dense1.drop = fused.matmul_bias_relu_dropout(", "rate 0.5",
+           "conv1.W', conv1.b' = fused.conv2d_filter_bias_grad_adam(",
+           "dmaxpool2.p = conv2d_input_grad(", "fwd_conv1  Conv2D forward: [2704 x 12]",
+           "bwd_conv3  Conv2D input gradient: [676 x 576]",
            "bwd_conv1  Conv2D weight gradient: [10 x 2704] x [2704 x 32]",
-           "bwd_maxpool2  maxpool2: pooling gradient",
-           "conv3.grad_map", "conv3.gradT", "gathered from the input map", "phases: 0 setup 1 fwd_conv1 2 fwd_maxpool2",
+           "bwd_maxpool2  maxpool2: pooling gradient", "conv3.grad_map", "conv3.gradT",
+           "gathered from the input map", "phases: 0 setup 1 fwd_conv1 2 fwd_maxpool2",
            "== program: " + std::to_string(step.program().size()) + " instructions"})
     EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
   // the first convolution has no input gradient (its input is the images)
