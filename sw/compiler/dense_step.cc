@@ -9,6 +9,8 @@
 //              dz_{l-1} (l > 1); matmul dz_l^T x_{l-1} -> VPU optimizer on W_l^T and its bf16
 //              copy (the gradient read from the ACC); matmul 1^T dz_l -> optimizer on b_l
 // Layer l's input gradient is computed before its weights change (it reads the old copy).
+#include "tessera/dense_step.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -16,13 +18,12 @@
 #include <stdexcept>
 
 #include "harness/fp_ref.h"
-#include "sw/compiler/lowering_util.h"
 #include "sw/compiler/feature_lowering.h"
+#include "sw/compiler/lowering_util.h"
 #include "sw/compiler/matmul_lowering.h"
 #include "sw/compiler/program_builder.h"
 #include "sw/compiler/reroll.h"
 #include "sw/compiler/vpu_math.h"
-#include "tessera/dense_step.h"
 
 namespace tessera::compiler {
 namespace {
@@ -156,8 +157,8 @@ std::vector<Shape3> feature_shapes(const DenseStackSpec& spec) {
       shapes.push_back(g.out);
     } else {
       const std::string name =
-          at + (f.kind == FeatureLayerSpec::Kind::kMaxPool ? " (MaxPool2D): "
-                                                             : " (AveragePooling2D): ");
+          at +
+          (f.kind == FeatureLayerSpec::Kind::kMaxPool ? " (MaxPool2D): " : " (AveragePooling2D): ");
       if (f.pool != 2 && f.pool != 3)
         throw std::invalid_argument(name + "pool_size " + std::to_string(f.pool) +
                                     ": 2 or 3 are lowered (strides = pool_size)");
@@ -188,9 +189,12 @@ OptimizerSpec::Schedule parse_schedule(const std::string& name) {
 
 const char* schedule_name(OptimizerSpec::Schedule s) {
   switch (s) {
-    case OptimizerSpec::Schedule::kCosine: return "cosine";
-    case OptimizerSpec::Schedule::kLinear: return "linear";
-    default: return "constant";
+    case OptimizerSpec::Schedule::kCosine:
+      return "cosine";
+    case OptimizerSpec::Schedule::kLinear:
+      return "linear";
+    default:
+      return "constant";
   }
 }
 
@@ -229,8 +233,8 @@ struct FeaturePlan {
   std::vector<FeatureOp> ops;
   int first_conv = -1;
   uint32_t convs = 0;
-  bool x0_in_place = false;    // the last op writes the Flatten buffer x0 itself
-  bool dz0_in_place = false;   // the last op reads its output gradient from dz0 itself
+  bool x0_in_place = false;   // the last op writes the Flatten buffer x0 itself
+  bool dz0_in_place = false;  // the last op reads its output gradient from dz0 itself
 };
 FeaturePlan plan_features(const DenseStackSpec& spec, uint32_t n, uint32_t batch) {
   FeaturePlan fp;
@@ -290,9 +294,9 @@ bool weight_grad_by_taps(const FeatureOp& op, uint32_t n) {
 uint32_t padded_rows(const FeatureOp& op) { return op.g.s * (op.g.out.h - 1) + op.g.k; }
 uint32_t padded_cols(const FeatureOp& op) { return op.g.s * (op.g.out.w - 1) + op.g.k; }
 std::string feature_name(const FeatureOp& op, size_t i) {
-  return std::string(op.conv ? "conv" : op.f.kind == FeatureLayerSpec::Kind::kMaxPool
-                                            ? "maxpool"
-                                            : "avgpool") +
+  return std::string(op.conv                                         ? "conv"
+                     : op.f.kind == FeatureLayerSpec::Kind::kMaxPool ? "maxpool"
+                                                                     : "avgpool") +
          std::to_string(i + 1);
 }
 }  // namespace
@@ -311,8 +315,7 @@ DenseStackStep::DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& 
     const uint64_t flat = feature_shapes(spec).back().size();
     if (flat != spec.inputs)
       throw std::invalid_argument("Flatten: the last feature map has " + std::to_string(flat) +
-                                  " values, the spec's inputs are " +
-                                  std::to_string(spec.inputs));
+                                  " values, the spec's inputs are " + std::to_string(spec.inputs));
   }
   for (size_t l = 0; l < spec.layers.size(); ++l)
     if (spec.layers[l].units == 0)
@@ -427,7 +430,9 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
       const uint64_t pixels = uint64_t{B} * op.out.h * op.out.w;
       if (i != last || !fp.x0_in_place)
         add(id + ".out", pixels * op.act_px, ffwd(i),
-            i == last ? ffwd(i) : fp.ops[i + 1].bwd ? fbwd(i + 1) : ffwd(i + 1));
+            i == last           ? ffwd(i)
+            : fp.ops[i + 1].bwd ? fbwd(i + 1)
+                                : ffwd(i + 1));
       if (op.conv && !reads_in_place(op))
         add(id + ".padded", uint64_t{B} * padded_rows(op) * padded_cols(op) * op.in.c * 2, ffwd(i),
             op.bwd ? fbwd(i) : ffwd(i));
@@ -481,9 +486,7 @@ void DenseStackStep::compile() {
   ProgramBuilder b(static_cast<int>(N), chip_.ub_bytes, chip_.acc_rows);
   StepPhases phases(b, stats_);
   auto phase = [&](const std::string& name) { phases.begin(name); };
-  auto note = [&](const std::string& text) {
-    plan_.push_back(phases.current() + "  " + text);
-  };
+  auto note = [&](const std::string& text) { plan_.push_back(phases.current() + "  " + text); };
   // Global UB: powers, lr_t, metrics, labels, class constants, one layer's bias.
   UbArena global(0, chip_.ub_bytes, static_cast<int>(N), "setup");
   const uint32_t ub_powers = global.take(3 * row4n), ub_lrt = global.take(row4n);
@@ -682,16 +685,17 @@ void DenseStackStep::compile() {
          (reads_in_place(op) ? std::string("the input map")
                              : id + ".padded (" + std::to_string(padded_rows(op)) + " x " +
                                    std::to_string(padded_cols(op)) + ")"));
-    note(emit_matmul(b, mm, arena_lo, arena_hi, chip_.acc_rows, {nullptr, [&](const Block& k) {
-      const uint32_t pitch = k.ct * row2n;
-      emit_bias_relu(b, k, ub_bias, relu);
-      b.signal(isa::Unit::kVpu);
-      const uint32_t valid = std::min(k.ct * N, F - k.c0 * N);
-      b.dma_copy(ub(k.scratch, {{valid, 2}, {k.rows, int32_t(pitch)}}),
-                 hbm(y.addr + (uint64_t{k.r0} * F + k.c0 * N) * 2,
-                     {{valid, 2}, {k.rows, int32_t(F * 2)}}),
-                 2);
-    }}));
+    note(emit_matmul(b, mm, arena_lo, arena_hi, chip_.acc_rows,
+                     {nullptr, [&](const Block& k) {
+                        const uint32_t pitch = k.ct * row2n;
+                        emit_bias_relu(b, k, ub_bias, relu);
+                        b.signal(isa::Unit::kVpu);
+                        const uint32_t valid = std::min(k.ct * N, F - k.c0 * N);
+                        b.dma_copy(ub(k.scratch, {{valid, 2}, {k.rows, int32_t(pitch)}}),
+                                   hbm(y.addr + (uint64_t{k.r0} * F + k.c0 * N) * 2,
+                                       {{valid, 2}, {k.rows, int32_t(F * 2)}}),
+                                   2);
+                      }}));
     if (last && !fp.x0_in_place) {  // repack into x0's [Bpad][P0] rows
       zero(x0, uint64_t{Bpad} * P0 * 2);
       const uint32_t pixels = op.out.h * op.out.w;
@@ -723,46 +727,48 @@ void DenseStackStep::compile() {
       op.epi_row_bytes = row2n;
       const uint64_t out = x_addr(l);
       const float rate = train ? spec_.layers[l - 1].dropout : 0.0f;
-      note(emit_matmul(b, op, arena_lo, arena_hi, chip_.acc_rows, {nullptr, [&](const Block& k) {
-        const uint32_t pitch = k.ct * row2n;
-        if (rate > 0) {  // relu(z + b), then Dropout: kept units x 1 / (1 - rate), dropped 0
-          b.vpu_ld(kF32, 8, ub_consts);  // lane index (the class-index row), as an int
-          b.vpu_op(Fn::kF2I, 8, 8);
-          for (uint32_t r = 0; r < k.rows; ++r) {
-            b.vpu_ld(kF32, 5, ub_dbase + (l - 1) * row4n);
-            b.vpu_li(7, k.r0 + r);  // the sample
-            b.vpu_op(Fn::kIAdd, 5, 5, 7);
-            emit_hash(b, 5, 7, 9);
-            for (uint32_t c = 0; c < k.ct; ++c) {
-              b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
-              b.vpu_ld(kF32, 4, ub_bias + (k.c0 + c) * row4n);
-              b.vpu_op(Fn::kAdd, 3, 3, 4);
-              b.vpu_op(Fn::kMax, 3, 3, 0);
-              b.vpu_li(7, (k.c0 + c) * N);  // the unit
-              b.vpu_op(Fn::kIAdd, 6, 8, 7);
-              b.vpu_op(Fn::kIAdd, 6, 6, 5);
-              emit_hash(b, 6, 7, 9);
-              b.vpu_li(9, 9);
-              b.vpu_op(Fn::kShr, 6, 6, 9);
-              b.vpu_li(9, 0x3F800000u);
-              b.vpu_op(Fn::kIOr, 6, 6, 9);
-              b.vpu_lif(10, 1.0f + rate);
-              b.vpu_op(Fn::kCmpLt, 6, 6, 10);  // dropped
-              b.vpu_lif(10, 1.0f / (1.0f - rate));
-              b.vpu_op(Fn::kMul, 3, 3, 10);
-              b.vpu_op(Fn::kSel, 3, 0, 3, 6);
-              b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
-            }
-          }
-        } else {
-          emit_bias_relu(b, k, ub_bias, relu);
-        }
-        b.signal(isa::Unit::kVpu);
-        b.dma_copy(ub(k.scratch, {{k.ct * N, 2}, {k.rows, int32_t(pitch)}}),
-                   hbm(out + (uint64_t{k.r0} * P[l] + k.c0 * N) * 2,
-                       {{k.ct * N, 2}, {k.rows, int32_t(P[l] * 2)}}),
-                   2);
-      }}));
+      note(emit_matmul(
+          b, op, arena_lo, arena_hi, chip_.acc_rows,
+          {nullptr, [&](const Block& k) {
+             const uint32_t pitch = k.ct * row2n;
+             if (rate > 0) {  // relu(z + b), then Dropout: kept units x 1 / (1 - rate), dropped 0
+               b.vpu_ld(kF32, 8, ub_consts);  // lane index (the class-index row), as an int
+               b.vpu_op(Fn::kF2I, 8, 8);
+               for (uint32_t r = 0; r < k.rows; ++r) {
+                 b.vpu_ld(kF32, 5, ub_dbase + (l - 1) * row4n);
+                 b.vpu_li(7, k.r0 + r);  // the sample
+                 b.vpu_op(Fn::kIAdd, 5, 5, 7);
+                 emit_hash(b, 5, 7, 9);
+                 for (uint32_t c = 0; c < k.ct; ++c) {
+                   b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
+                   b.vpu_ld(kF32, 4, ub_bias + (k.c0 + c) * row4n);
+                   b.vpu_op(Fn::kAdd, 3, 3, 4);
+                   b.vpu_op(Fn::kMax, 3, 3, 0);
+                   b.vpu_li(7, (k.c0 + c) * N);  // the unit
+                   b.vpu_op(Fn::kIAdd, 6, 8, 7);
+                   b.vpu_op(Fn::kIAdd, 6, 6, 5);
+                   emit_hash(b, 6, 7, 9);
+                   b.vpu_li(9, 9);
+                   b.vpu_op(Fn::kShr, 6, 6, 9);
+                   b.vpu_li(9, 0x3F800000u);
+                   b.vpu_op(Fn::kIOr, 6, 6, 9);
+                   b.vpu_lif(10, 1.0f + rate);
+                   b.vpu_op(Fn::kCmpLt, 6, 6, 10);  // dropped
+                   b.vpu_lif(10, 1.0f / (1.0f - rate));
+                   b.vpu_op(Fn::kMul, 3, 3, 10);
+                   b.vpu_op(Fn::kSel, 3, 0, 3, 6);
+                   b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
+                 }
+               }
+             } else {
+               emit_bias_relu(b, k, ub_bias, relu);
+             }
+             b.signal(isa::Unit::kVpu);
+             b.dma_copy(ub(k.scratch, {{k.ct * N, 2}, {k.rows, int32_t(pitch)}}),
+                        hbm(out + (uint64_t{k.r0} * P[l] + k.c0 * N) * 2,
+                            {{k.ct * N, 2}, {k.rows, int32_t(P[l] * 2)}}),
+                        2);
+           }}));
       continue;
     }
     // the softmax layer: every class tile in one group; scratch per row: logits / exps (fp32),
@@ -776,94 +782,96 @@ void DenseStackStep::compile() {
     op.epi_row_bytes = row4n + row2n + (train ? 0 : row4n);
     const uint64_t dz = train ? transient("dz" + std::to_string(L)) : 0;
     const float inv_b = 1.0f / static_cast<float>(B);
-    note(emit_matmul(b, op, arena_lo, arena_hi, chip_.acc_rows, {nullptr, [&](const Block& k) {
-      if (k.ct != Cc) throw std::logic_error("softmax group split");
-      // fp32 rows first (4N-aligned), then the bf16 d logits
-      const uint32_t zrow = k.scratch, prow = zrow + k.rows * Cc * row4n,
-                     drow = prow + (train ? 0 : k.rows * Cc * row4n);
-      for (uint32_t r = 0; r < k.rows; ++r) {
-        const uint32_t smp = k.r0 + r;
-        const uint32_t z_at = zrow + r * Cc * row4n, d_at = drow + r * Cc * row2n,
-                       p_at = prow + r * Cc * row4n;
-        if (smp >= B) {  // padding samples: no loss, zero d logits
-          for (uint32_t c = 0; c < Cc; ++c) {
-            b.vpu_st(kBf16, 0, d_at + c * row2n);
-            if (!train) b.vpu_st(kF32, 0, p_at + c * row4n);
-          }
-          continue;
-        }
-        // z = acc + b, masked to -inf beyond the classes; running max in V3
-        for (uint32_t c = 0; c < Cc; ++c) {
-          b.vpu_ld(kAcc, 7, k.acc0 + c * k.R + k.ar0 + r);
-          b.vpu_ld(kF32, 8, ub_bias + c * row4n);
-          b.vpu_op(Fn::kAdd, 7, 7, 8);
-          b.vpu_ld(kF32, 8, ub_consts + (Cc + c) * row4n);
-          b.vpu_lif(9, -INFINITY);
-          b.vpu_op(Fn::kSel, 7, 7, 9, 8);
-          b.vpu_st(kF32, 7, z_at + c * row4n);
-          if (c == 0)
-            b.vpu_op(Fn::kIOr, 3, 7, 0);
-          else
-            b.vpu_op(Fn::kMax, 3, 3, 7);
-        }
-        b.vpu_op(Fn::kRMax, 3, 3);
-        b.vpu_ld(kF32, 4, ub_labels + (smp / N) * row4n);
-        b.vpu_op(Fn::kBcast, 4, 4, 0, 0, smp % N);
-        // e = exp(z - max) (0 beyond the classes), V5 the label's z - max, V6 the sum of e
-        for (uint32_t c = 0; c < Cc; ++c) {
-          b.vpu_ld(kF32, 7, z_at + c * row4n);
-          b.vpu_op(Fn::kSub, 7, 7, 3);
-          b.vpu_ld(kF32, 13, ub_consts + c * row4n);
-          b.vpu_op(Fn::kCmpEq, 13, 4, 13);
-          b.vpu_op(Fn::kSel, 14, 7, 0, 13);
-          if (c == 0)
-            b.vpu_op(Fn::kIOr, 5, 14, 0);
-          else
-            b.vpu_op(Fn::kAdd, 5, 5, 14);
-          emit_exp(b, 7, 7, 8, 9, 10, 11);
-          b.vpu_ld(kF32, 13, ub_consts + (Cc + c) * row4n);
-          b.vpu_op(Fn::kSel, 7, 7, 0, 13);
-          b.vpu_st(kF32, 7, z_at + c * row4n);
-          if (c == 0)
-            b.vpu_op(Fn::kIOr, 6, 7, 0);
-          else
-            b.vpu_op(Fn::kAdd, 6, 6, 7);
-        }
-        b.vpu_op(Fn::kRSum, 6, 6);
-        // p = e / sum; d logits = (p - onehot) / B
-        for (uint32_t c = 0; c < Cc; ++c) {
-          b.vpu_ld(kF32, 7, z_at + c * row4n);
-          b.vpu_op(Fn::kDiv, 7, 7, 6);
-          if (!train) b.vpu_st(kF32, 7, p_at + c * row4n);
-          b.vpu_ld(kF32, 13, ub_consts + c * row4n);
-          b.vpu_op(Fn::kCmpEq, 13, 4, 13);
-          b.vpu_lif(14, 1.0f);
-          b.vpu_op(Fn::kSel, 14, 14, 0, 13);
-          b.vpu_op(Fn::kSub, 7, 7, 14);
-          b.vpu_lif(14, inv_b);
-          b.vpu_op(Fn::kMul, 7, 7, 14);
-          b.vpu_st(kBf16, 7, d_at + c * row2n);
-        }
-        b.vpu_op(Fn::kRSum, 5, 5);  // z_label - max
-        emit_log(b, 7, 6, 8, 9, 10, 11, 12);
-        b.vpu_op(Fn::kSub, 7, 7, 5);  // loss = ln(sum e) - (z_label - max)
-        b.vpu_op(Fn::kAdd, 1, 1, 7);
-        b.vpu_op(Fn::kCmpEq, 7, 5, 0);  // the label's logit is the largest
-        b.vpu_lif(14, 1.0f);
-        b.vpu_op(Fn::kSel, 7, 14, 0, 7);
-        b.vpu_op(Fn::kAdd, 2, 2, 7);
-      }
-      b.signal(isa::Unit::kVpu);
-      if (train)
-        b.dma_copy(ub(drow, {{Cpad, 2}, {k.rows, int32_t(Cc * row2n)}}),
-                   hbm(dz + uint64_t{k.r0} * Cpad * 2, {{Cpad, 2}, {k.rows, int32_t(Cpad * 2)}}),
-                   2);
-      else
-        b.dma_copy(ub(prow, {{Cpad, 4}, {k.rows, int32_t(Cc * row4n)}}),
-                   hbm(Y.probs + uint64_t{k.r0} * Cpad * 4,
-                       {{Cpad, 4}, {k.rows, int32_t(Cpad * 4)}}),
-                   4);
-    }}));
+    note(emit_matmul(
+        b, op, arena_lo, arena_hi, chip_.acc_rows,
+        {nullptr, [&](const Block& k) {
+           if (k.ct != Cc) throw std::logic_error("softmax group split");
+           // fp32 rows first (4N-aligned), then the bf16 d logits
+           const uint32_t zrow = k.scratch, prow = zrow + k.rows * Cc * row4n,
+                          drow = prow + (train ? 0 : k.rows * Cc * row4n);
+           for (uint32_t r = 0; r < k.rows; ++r) {
+             const uint32_t smp = k.r0 + r;
+             const uint32_t z_at = zrow + r * Cc * row4n, d_at = drow + r * Cc * row2n,
+                            p_at = prow + r * Cc * row4n;
+             if (smp >= B) {  // padding samples: no loss, zero d logits
+               for (uint32_t c = 0; c < Cc; ++c) {
+                 b.vpu_st(kBf16, 0, d_at + c * row2n);
+                 if (!train) b.vpu_st(kF32, 0, p_at + c * row4n);
+               }
+               continue;
+             }
+             // z = acc + b, masked to -inf beyond the classes; running max in V3
+             for (uint32_t c = 0; c < Cc; ++c) {
+               b.vpu_ld(kAcc, 7, k.acc0 + c * k.R + k.ar0 + r);
+               b.vpu_ld(kF32, 8, ub_bias + c * row4n);
+               b.vpu_op(Fn::kAdd, 7, 7, 8);
+               b.vpu_ld(kF32, 8, ub_consts + (Cc + c) * row4n);
+               b.vpu_lif(9, -INFINITY);
+               b.vpu_op(Fn::kSel, 7, 7, 9, 8);
+               b.vpu_st(kF32, 7, z_at + c * row4n);
+               if (c == 0)
+                 b.vpu_op(Fn::kIOr, 3, 7, 0);
+               else
+                 b.vpu_op(Fn::kMax, 3, 3, 7);
+             }
+             b.vpu_op(Fn::kRMax, 3, 3);
+             b.vpu_ld(kF32, 4, ub_labels + (smp / N) * row4n);
+             b.vpu_op(Fn::kBcast, 4, 4, 0, 0, smp % N);
+             // e = exp(z - max) (0 beyond the classes), V5 the label's z - max, V6 the sum of e
+             for (uint32_t c = 0; c < Cc; ++c) {
+               b.vpu_ld(kF32, 7, z_at + c * row4n);
+               b.vpu_op(Fn::kSub, 7, 7, 3);
+               b.vpu_ld(kF32, 13, ub_consts + c * row4n);
+               b.vpu_op(Fn::kCmpEq, 13, 4, 13);
+               b.vpu_op(Fn::kSel, 14, 7, 0, 13);
+               if (c == 0)
+                 b.vpu_op(Fn::kIOr, 5, 14, 0);
+               else
+                 b.vpu_op(Fn::kAdd, 5, 5, 14);
+               emit_exp(b, 7, 7, 8, 9, 10, 11);
+               b.vpu_ld(kF32, 13, ub_consts + (Cc + c) * row4n);
+               b.vpu_op(Fn::kSel, 7, 7, 0, 13);
+               b.vpu_st(kF32, 7, z_at + c * row4n);
+               if (c == 0)
+                 b.vpu_op(Fn::kIOr, 6, 7, 0);
+               else
+                 b.vpu_op(Fn::kAdd, 6, 6, 7);
+             }
+             b.vpu_op(Fn::kRSum, 6, 6);
+             // p = e / sum; d logits = (p - onehot) / B
+             for (uint32_t c = 0; c < Cc; ++c) {
+               b.vpu_ld(kF32, 7, z_at + c * row4n);
+               b.vpu_op(Fn::kDiv, 7, 7, 6);
+               if (!train) b.vpu_st(kF32, 7, p_at + c * row4n);
+               b.vpu_ld(kF32, 13, ub_consts + c * row4n);
+               b.vpu_op(Fn::kCmpEq, 13, 4, 13);
+               b.vpu_lif(14, 1.0f);
+               b.vpu_op(Fn::kSel, 14, 14, 0, 13);
+               b.vpu_op(Fn::kSub, 7, 7, 14);
+               b.vpu_lif(14, inv_b);
+               b.vpu_op(Fn::kMul, 7, 7, 14);
+               b.vpu_st(kBf16, 7, d_at + c * row2n);
+             }
+             b.vpu_op(Fn::kRSum, 5, 5);  // z_label - max
+             emit_log(b, 7, 6, 8, 9, 10, 11, 12);
+             b.vpu_op(Fn::kSub, 7, 7, 5);  // loss = ln(sum e) - (z_label - max)
+             b.vpu_op(Fn::kAdd, 1, 1, 7);
+             b.vpu_op(Fn::kCmpEq, 7, 5, 0);  // the label's logit is the largest
+             b.vpu_lif(14, 1.0f);
+             b.vpu_op(Fn::kSel, 7, 14, 0, 7);
+             b.vpu_op(Fn::kAdd, 2, 2, 7);
+           }
+           b.signal(isa::Unit::kVpu);
+           if (train)
+             b.dma_copy(
+                 ub(drow, {{Cpad, 2}, {k.rows, int32_t(Cc * row2n)}}),
+                 hbm(dz + uint64_t{k.r0} * Cpad * 2, {{Cpad, 2}, {k.rows, int32_t(Cpad * 2)}}), 2);
+           else
+             b.dma_copy(
+                 ub(prow, {{Cpad, 4}, {k.rows, int32_t(Cc * row4n)}}),
+                 hbm(Y.probs + uint64_t{k.r0} * Cpad * 4, {{Cpad, 4}, {k.rows, int32_t(Cpad * 4)}}),
+                 4);
+         }}));
   }
   b.vpu_lif(15, static_cast<float>(B));
   b.vpu_op(Fn::kDiv, 1, 1, 15);
@@ -880,12 +888,12 @@ void DenseStackStep::compile() {
     // gradient from the ACC and the stores; w16: the bf16 copy (0: none)
     // `transposed`: the ACC holds the gradient's transpose (block rows are the tensor's
     // columns, lanes its rows), and w, m, v are walked element by element to match
-    auto update = [&](bool load, const Block& k, uint64_t w, uint64_t m, uint64_t v,
-                      uint64_t w16, uint32_t pitch, bool transposed = false) {
+    auto update = [&](bool load, const Block& k, uint64_t w, uint64_t m, uint64_t v, uint64_t w16,
+                      uint32_t pitch, bool transposed = false) {
       const uint32_t cn = k.ct * N, n4 = k.rows * k.ct * row4n;
       const uint32_t uw = k.scratch, um = uw + n4, uv = um + n4, u16 = uv + n4;
-      const uint64_t off = transposed ? uint64_t{k.c0} * N * pitch + k.r0
-                                      : uint64_t{k.r0} * pitch + k.c0 * N;
+      const uint64_t off =
+          transposed ? uint64_t{k.c0} * N * pitch + k.r0 : uint64_t{k.r0} * pitch + k.c0 * N;
       auto tensor = [&](uint64_t base, int e) {
         return transposed ? hbm(base + off * e, {{cn, int32_t(pitch * e)}, {k.rows, e}})
                           : hbm(base + off * e, {{cn, e}, {k.rows, int32_t(pitch * e)}});
@@ -925,8 +933,7 @@ void DenseStackStep::compile() {
       b.dma_copy(urows(uw, 4), rows4(w), 4);
       b.dma_copy(urows(um, 4), rows4(m), 4);
       if (adam) b.dma_copy(urows(uv, 4), rows4(v), 4);
-      if (w16)
-        b.dma_copy(urows(u16, 2), tensor(w16, 2), 2);
+      if (w16) b.dma_copy(urows(u16, 2), tensor(w16, 2), 2);
     };
     const uint32_t upd_bytes = 3 * row4n + row2n;
     for (uint32_t l = L; l >= 1; --l) {
@@ -951,7 +958,8 @@ void DenseStackStep::compile() {
         op.w_by_column = false;
         op.epi_row_bytes = 2 * row2n;
         // (l = 1: the gradient of the Flatten input; relu if the last feature op is a relu conv)
-        const bool relu = l > 1 ? spec_.layers[l - 2].relu : fp.ops.back().conv && fp.ops.back().f.relu;
+        const bool relu =
+            l > 1 ? spec_.layers[l - 2].relu : fp.ops.back().conv && fp.ops.back().f.relu;
         // kept units pass d x 1 / (1 - rate)
         const float drop = l > 1 ? spec_.layers[l - 2].dropout : 0.0f;
         const uint64_t x = x_addr(l - 1), out = transient("dz" + std::to_string(l - 1));
@@ -1006,6 +1014,7 @@ void DenseStackStep::compile() {
       dw.w_pitch = P[l - 1] * 2;
       dw.w_by_column = false;
       dw.epi_row_bytes = upd_bytes;
+      dw.epi_buffers = 3;  // the optimizer's seven streams: loads two pieces ahead
       note(emit_matmul(
           b, dw, arena_lo, arena_hi, chip_.acc_rows,
           {[&](const Block& k) { update(true, k, R.w, R.w_m, R.w_v, R.w16, P[l - 1]); },
@@ -1048,17 +1057,15 @@ void DenseStackStep::compile() {
       if (last && !fp.dz0_in_place) {  // dz0's [Bpad][P0] rows into [Mpad][Fpad]
         prepare_grad(i, false);
         const uint32_t pixels = op.out.h * op.out.w;
-        b.dma_copy(hbm(transient("dz0"),
-                       {{F, 2}, {pixels, int32_t(F * 2)}, {B, int32_t(P0 * 2)}}),
-                   hbm(g.addr, {{F, 2}, {pixels, int32_t(op.g_px)}, {B, int32_t(pixels * op.g_px)}}),
-                   2);
+        b.dma_copy(
+            hbm(transient("dz0"), {{F, 2}, {pixels, int32_t(F * 2)}, {B, int32_t(P0 * 2)}}),
+            hbm(g.addr, {{F, 2}, {pixels, int32_t(op.g_px)}, {B, int32_t(pixels * op.g_px)}}), 2);
       }
       // dz^T [F][Mpad]: the weight gradient's activation rows
       const bool by_taps = weight_grad_by_taps(op, N);
       const uint64_t dzt = by_taps ? 0 : transient(id + ".gradT");
-      if (!by_taps &&
-          !emit_transpose_mxu(b, arena_lo, arena_hi, chip_.acc_rows, ub_identity, g.addr, op.Mpad,
-                              F, op.Fpad, op.g_px, dzt, op.Mpad * 2))
+      if (!by_taps && !emit_transpose_mxu(b, arena_lo, arena_hi, chip_.acc_rows, ub_identity,
+                                          g.addr, op.Mpad, F, op.Fpad, op.g_px, dzt, op.Mpad * 2))
         emit_transpose(b, arena_lo, arena_hi, g.addr, op.Mpad, F, op.Fpad, op.g_px, dzt,
                        op.Mpad * 2);
       if (op.dx) {  // dx = im2col(dz) x flip(W), before the weights change
@@ -1127,10 +1134,11 @@ void DenseStackStep::compile() {
         dw.M = K + 1;
         dw.Ct = op.Fpad / N;
         const uint64_t ones = Y.ones;
-        dw.a_gather = [&b, xmap, ub_zero, zero_elems, K, ones](
-                          uint64_t r0, uint32_t rows, uint32_t c0, uint32_t cols, uint32_t dst,
-                          uint32_t pitch, bool) {
-          const uint32_t taps = static_cast<uint32_t>(std::min<uint64_t>(rows, K - std::min<uint64_t>(r0, K)));
+        dw.a_gather = [&b, xmap, ub_zero, zero_elems, K, ones](uint64_t r0, uint32_t rows,
+                                                               uint32_t c0, uint32_t cols,
+                                                               uint32_t dst, uint32_t pitch, bool) {
+          const uint32_t taps =
+              static_cast<uint32_t>(std::min<uint64_t>(rows, K - std::min<uint64_t>(r0, K)));
           if (taps)
             emit_gather_patches_t(b, xmap, static_cast<uint32_t>(r0), taps, c0, cols, dst, pitch,
                                   ub_zero, zero_elems);
@@ -1196,9 +1204,7 @@ uint64_t DenseStackStep::bound_cycles() const {
   return sum;
 }
 
-std::vector<uint8_t> DenseStackStep::program_bytes() const {
-  return isa::encode_program(program_);
-}
+std::vector<uint8_t> DenseStackStep::program_bytes() const { return isa::encode_program(program_); }
 
 std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams& p,
                                                                const DenseOptState& s) const {
@@ -1294,8 +1300,8 @@ std::vector<DenseStackStep::Write> DenseStackStep::batch_image(
   const uint32_t P0 = spec_.features.empty() ? padded(K) : K;
   if (images.size() != size_t{B} * K || labels.size() != B)
     throw std::invalid_argument("batch: " + std::to_string(images.size()) + " values and " +
-                                std::to_string(labels.size()) + " labels for " +
-                                std::to_string(B) + " samples of " + std::to_string(K));
+                                std::to_string(labels.size()) + " labels for " + std::to_string(B) +
+                                " samples of " + std::to_string(K));
   std::vector<uint8_t> img(size_t{Bpad} * P0 * 2, 0);
   for (uint32_t s = 0; s < B; ++s)
     for (uint32_t k = 0; k < K; ++k) {
@@ -1375,8 +1381,7 @@ DenseParams glorot_init(const DenseStackSpec& spec, uint64_t seed) {
   for (const auto& [K, U] : shapes) {
     // Keras's fans: a Conv2D's are k k in and k k filters (its receptive field)
     double field = 1;
-    while (conv < spec.features.size() &&
-           spec.features[conv].kind != FeatureLayerSpec::Kind::kConv)
+    while (conv < spec.features.size() && spec.features[conv].kind != FeatureLayerSpec::Kind::kConv)
       ++conv;
     if (conv < spec.features.size()) {
       field = double(spec.features[conv].kernel) * spec.features[conv].kernel;

@@ -14,8 +14,8 @@ namespace tessera::compiler::lowering {
 // pair with the least HBM traffic (A is read once per column group, the weights once per row
 // block). The contraction runs in groups of KG tiles, A and weight rows double-buffered in the
 // UB (the builder's sync lets the DMA load the next group while the MXU works). The epilogue
-// runs in pieces of rows through two alternating scratch buffers, so a piece's DMA overlaps the
-// VPU work of the one before. Returns the tiling as text (for tessera compile --dump).
+// runs in pieces of rows through two or three (Matmul::epi_buffers) alternating scratch
+// buffers, so a piece's DMA overlaps the VPU work of the one before. Returns the tiling as text (for tessera compile --dump).
 std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,
                         uint32_t acc_rows, const Epilogue& epi) {
   const uint32_t N = b.n();
@@ -35,18 +35,19 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   } best;
   auto runs = [](uint64_t elems, uint32_t run) { return run ? ceil_div(elems, uint64_t{run}) : 1; };
   const bool gathered = op.a_gather || op.w_gather;
+  const uint32_t nbuf = epi.load && op.epi_buffers == 3 ? 3 : 2;
   const uint32_t a_run = op.a_gather ? op.a_run : op.Kt * N;
   const uint32_t w_run = op.w_gather && !op.w_by_column ? op.w_run : 0;
   for (uint32_t ct = op.whole_columns ? op.Ct : 1; ct <= op.Ct; ++ct) {
     if (ct > half) break;
     const uint32_t r = std::min(op.M, half / ct);
-    // epilogue pieces: two buffers in at most half the arena
-    const uint32_t pr =
-        op.epi_row_bytes
-            ? static_cast<uint32_t>(std::min<uint64_t>(r, arena / 4 / (uint64_t{ct} * op.epi_row_bytes)))
-            : r;
+    // epilogue pieces: `nbuf` buffers in at most half the arena
+    const uint32_t pr = op.epi_row_bytes
+                            ? static_cast<uint32_t>(std::min<uint64_t>(
+                                  r, arena / 2 / nbuf / (uint64_t{ct} * op.epi_row_bytes)))
+                            : r;
     if (pr < 1) continue;
-    const uint64_t left = arena - 2 * uint64_t{pr} * ct * op.epi_row_bytes;
+    const uint64_t left = arena - nbuf * uint64_t{pr} * ct * op.epi_row_bytes;
     for (uint32_t rr = r; rr >= 1; rr = rr > 1 ? (rr + 1) / 2 : 0) {
       // plain operands: the largest block where one contraction tile of A and W
       // double-buffers, the least HBM traffic
@@ -54,11 +55,9 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
       const uint32_t p = std::min(pr, rr);
       UbArena t(ub_lo, ub_hi, static_cast<int>(N), op.name);
       const uint64_t sc = uint64_t{p} * ct * op.epi_row_bytes;
-      if (op.epi_row_bytes && 2 * sc + 256 > arena) continue;
-      if (op.epi_row_bytes) {
-        t.take(sc);
-        t.take(sc);
-      }
+      if (op.epi_row_bytes && nbuf * sc + 256 > arena) continue;
+      if (op.epi_row_bytes)
+        for (uint32_t i = 0; i < nbuf; ++i) t.take(sc);
       const uint64_t per_tile = uint64_t{rr} * 2 * N + ct * tile;
       const uint32_t kg =
           static_cast<uint32_t>(std::min<uint64_t>(op.Kt, t.free() / (2 * per_tile + 128)));
@@ -86,9 +85,9 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   const uint32_t R = best.R, CT = best.CT, PR = best.PR, KG = best.KG;
   UbArena a(ub_lo, ub_hi, static_cast<int>(N), op.name);
   if (!CT) a.take(arena + 1);  // throws, naming the op: does not fit
-  uint32_t scratch[2] = {0, 0};
+  uint32_t scratch[3] = {0, 0, 0};
   if (op.epi_row_bytes)
-    for (auto& sc : scratch) sc = a.take(uint64_t{PR} * CT * op.epi_row_bytes);
+    for (uint32_t i = 0; i < nbuf; ++i) scratch[i] = a.take(uint64_t{PR} * CT * op.epi_row_bytes);
   uint32_t abuf[2], wbuf[2];
   for (int i = 0; i < 2; ++i) {
     abuf[i] = a.take(uint64_t{R} * KG * N * 2);
@@ -162,10 +161,11 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
     std::vector<Block> pieces;
     for (uint32_t p0 = 0; p0 < bk.rows; p0 += PR, ++piece)
       pieces.push_back({bk.r0 + p0, std::min(PR, bk.rows - p0), bk.c0, bk.ct, R,
-                        scratch[piece % 2], bk.acc0, p0});
-    if (epi.load) epi.load(pieces[0]);
+                        scratch[piece % nbuf], bk.acc0, p0});
+    const size_t ahead = nbuf - 1;  // pieces loaded before the first runs
+    for (size_t i = 0; epi.load && i < ahead && i < pieces.size(); ++i) epi.load(pieces[i]);
     for (size_t i = 0; i < pieces.size(); ++i) {
-      if (epi.load && i + 1 < pieces.size()) epi.load(pieces[i + 1]);
+      if (epi.load && i + ahead < pieces.size()) epi.load(pieces[i + ahead]);
       epi.run(pieces[i]);
     }
   }
@@ -238,8 +238,8 @@ bool emit_transpose_mxu(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint3
   return true;
 }
 
-void emit_transpose(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint64_t src,
-                    uint32_t rows, uint32_t cols, uint32_t read, uint32_t src_pitch, uint64_t dst,
+void emit_transpose(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint64_t src, uint32_t rows,
+                    uint32_t cols, uint32_t read, uint32_t src_pitch, uint64_t dst,
                     uint32_t dst_pitch) {
   UbArena t(ub_lo, ub_hi, b.n(), "transpose");
   const uint64_t in_row = uint64_t{read} * 2, tr_row = uint64_t{cols} * 2;

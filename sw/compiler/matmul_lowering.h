@@ -23,6 +23,10 @@ struct Matmul {
   bool w_by_column = false;
   bool whole_columns = false;  // every column tile in one group (the softmax's rows)
   uint32_t epi_row_bytes = 0;  // UB scratch the epilogue needs per ACC row of the group
+  // Epilogue buffers: 2, or 3 for an epilogue with a load part, then loaded two pieces ahead:
+  // while the VPU runs piece i the DMA stores piece i - 1 and loads piece i + 2, so the
+  // in-order dispatch leaves neither unit's queue empty (the Dense weight gradient's optimizer)
+  uint32_t epi_buffers = 2;
   // An operand gathered by the caller instead of read from HBM rows (a convolution's, from
   // its map): fills the UB rows `pitch` bytes apart with operand[r0 + r][c0 + j], r < rows,
   // j < cols. A's operand is A; the weights' (w_by_column false) has a row per contraction
@@ -54,8 +58,9 @@ struct Epilogue {
 // pair with the least HBM traffic (A is read once per column group, the weights once per row
 // block). The contraction runs in groups of KG tiles, A and weight rows double-buffered in the
 // UB (the builder's sync lets the DMA load the next group while the MXU works). The epilogue
-// runs in pieces of rows through two alternating scratch buffers, so a piece's DMA overlaps the
-// VPU work of the one before. Returns the tiling as text (for tessera compile --dump).
+// runs in pieces of rows through two (or three: Matmul::epi_buffers) alternating scratch
+// buffers, so a piece's DMA overlaps the VPU work of the one before. Returns the tiling as text
+// (for tessera compile --dump).
 std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,
                         uint32_t acc_rows, const Epilogue& epi);
 
@@ -69,8 +74,8 @@ void emit_zero_hbm(ProgramBuilder& b, uint32_t ub_zero, uint32_t zero_bytes, uin
 // `dst_pitch` bytes apart. Staged through the UB arena [ub_lo, ub_hi) in blocks of rows: rows
 // in as contiguous runs, the element walk UB to UB, out as runs of the block's length;
 // double-buffered.
-void emit_transpose(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint64_t src,
-                    uint32_t rows, uint32_t cols, uint32_t read, uint32_t src_pitch, uint64_t dst,
+void emit_transpose(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint64_t src, uint32_t rows,
+                    uint32_t cols, uint32_t read, uint32_t src_pitch, uint64_t dst,
                     uint32_t dst_pitch);
 
 // The same transpose on the MXU, as a TPU does it: each N x N tile loaded transposed
