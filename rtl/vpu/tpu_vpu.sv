@@ -2,7 +2,10 @@
 // instruction at a time in program order. VPU.LI and VPU.OP (all functs but div and sqrt,
 // reductions included: a combinational pairwise tree) write their register the cycle after
 // they are taken; div and sqrt run in N tpu_fp_divsqrt units side by side, DivLatency cycles
-// (fixed, data-independent). VPU.LD/VPU.ST use the unified-buffer port (one request of 4N bytes
+// (fixed, data-independent), in the background: the unit goes on taking instructions that
+// neither read nor write the divide's destination register (a scoreboard of one entry; another
+// div or sqrt waits for the unit), and the result reaches an instruction taken in the cycle it
+// is ready through a bypass. VPU.LD/VPU.ST use the unified-buffer port (one request of 4N bytes
 // for fp32, 2N bytes for bf16, in the low bytes of the data bus) or the accumulator port (one
 // row); each holds its request until granted, and a load writes its register when the data
 // returns. A load or store asks for its memory in the cycle it is taken (a store granted at
@@ -52,7 +55,7 @@ module tpu_vpu #(
 );
   localparam int unsigned Levels = $clog2(N);
 
-  typedef enum logic [2:0] {IdleS, MemS, WaitDataS, DivS} state_e;
+  typedef enum logic [1:0] {IdleS, MemS, WaitDataS} state_e;
   state_e state_q;
 
   logic [16*W-1:0] vreg_q;                        // register r at [W*r +: W]
@@ -93,8 +96,17 @@ module tpu_vpu #(
   assign rc    = ins[31:28];
   assign imm   = ins[63:32];
   // Operands, with the load that completes this cycle bypassed to the instruction taken in it.
+  // The divide in flight (dv_busy_q): its destination register, written when dv_valid.
+  logic       dv_busy_q;
+  logic [3:0] dv_vd_q;
+  logic              dv_ready, dv_valid;
+  logic [W-1:0]      dv_res;
+  logic dv_done;                                  // the divide's result is here this cycle
+  assign dv_done = dv_busy_q && dv_valid;
   function automatic logic [W-1:0] operand(input logic [3:0] r);
-    operand = (ld_valid && r == pend_vd) ? ld_data : vreg_q[W*r +: W];
+    if (ld_valid && r == pend_vd) operand = ld_data;
+    else if (dv_done && r == dv_vd_q) operand = dv_res;
+    else operand = vreg_q[W*r +: W];
   endfunction
   assign va    = operand(ra);
   assign vb    = operand(rb);
@@ -147,8 +159,6 @@ module tpu_vpu #(
   // ---------------------------------------------------------------- divide and square root
   // The N lanes' divide / square-root units, one per lane, started together: one module with
   // a shared control and a rolled per-lane datapath (tpu_fp_divsqrt, Lanes = N).
-  logic              dv_ready, dv_valid;
-  logic [W-1:0]      dv_res;
   logic              dv_start;
   assign dv_start = take && div_op;
   tpu_fp_divsqrt #(.Lanes(N)) u_divsqrt (
@@ -200,20 +210,41 @@ module tpu_vpu #(
   assign mem_done         = mem_phase && is_st && (to_acc ? acc_wr_ready_i : ub_gnt_i);
 
   // ---------------------------------------------------------------- sequencing
-  assign instr_ready_o = free && (!div_op || dv_ready);
-  assign idle_o        = state_q == IdleS;
+  // The scoreboard: an instruction that reads or writes the register a divide in flight will
+  // write waits until the result is here (then it reads it through the bypass, or its own
+  // write, later in program order, wins).
+  logic dv_hazard;
+  always_comb begin
+    unique case (opc)
+      tpu_isa_pkg::OP_VPU_LD,
+      tpu_isa_pkg::OP_VPU_LI: dv_hazard = vd == dv_vd_q;
+      tpu_isa_pkg::OP_VPU_ST: dv_hazard = ra == dv_vd_q;
+      default:                dv_hazard = vd == dv_vd_q || ra == dv_vd_q || rb == dv_vd_q ||
+                                          rc == dv_vd_q;
+    endcase
+  end
+  assign instr_ready_o = free && !(dv_busy_q && !dv_valid && dv_hazard) && (!div_op || dv_ready);
+  assign idle_o        = state_q == IdleS && !dv_busy_q;
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      state_q <= IdleS;
-      ins_q   <= '0;
-      vreg_q  <= '0;
+      state_q   <= IdleS;
+      ins_q     <= '0;
+      vreg_q    <= '0;
+      dv_busy_q <= 1'b0;
+      dv_vd_q   <= '0;
     end else if (clear_i) begin
-      state_q <= IdleS;
-      vreg_q  <= '0;
+      state_q   <= IdleS;
+      vreg_q    <= '0;
+      dv_busy_q <= 1'b0;
     end else begin
-      // The pending load's register first: an instruction taken in the same cycle comes later
-      // in program order, so its write (below) wins when it names the same register.
+      // The divide's result, then the pending load's register (they never name the same one:
+      // the scoreboard holds a load of the divide's register), then the instruction taken in
+      // this cycle, which comes later in program order, so its write wins when it names either.
+      if (dv_done) begin
+        vreg_q[W*dv_vd_q +: W] <= dv_res;
+        dv_busy_q <= 1'b0;
+      end
       if (ld_valid) begin
         vreg_q[W*pend_vd +: W] <= ld_data;
         state_q <= IdleS;
@@ -225,7 +256,8 @@ module tpu_vpu #(
         end else if (opc == tpu_isa_pkg::OP_VPU_OP && !div_op) begin
           vreg_q[W*vd +: W] <= op_res;
         end else if (div_op) begin
-          state_q <= DivS;
+          dv_busy_q <= 1'b1;
+          dv_vd_q   <= vd;
         end else if (is_ld) begin
           state_q <= mem_read_granted ? WaitDataS : MemS;
         end else if (is_st) begin
@@ -236,12 +268,6 @@ module tpu_vpu #(
           MemS: begin
             if (mem_done) state_q <= IdleS;
             if (mem_read_granted) state_q <= WaitDataS;
-          end
-          DivS: begin
-            if (dv_valid) begin
-              vreg_q[W*vd +: W] <= dv_res;
-              state_q <= IdleS;
-            end
           end
           default: ;
         endcase

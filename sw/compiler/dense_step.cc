@@ -386,12 +386,20 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
     Y.lr = share->lr;
     Y.consts = share->consts;
   } else {
-    for (const auto& [K, U] : weight_shapes(spec_)) {
+    const auto shapes = weight_shapes(spec_);
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      const auto [K, U] = shapes[j];
       LayerRegions r;
       const uint64_t wb = uint64_t{padded(U)} * padded(K);
-      r.w = take(wb * 4);
-      r.w_m = take(wb * 4);
-      r.w_v = take(wb * 4);
+      r.w = take(3 * wb * 4);
+      if (j + L >= shapes.size()) {  // a Dense layer: w, m (, v) interleaved
+        r.streams = opt_.kind == OptimizerSpec::Kind::kAdam ? 3 : 2;
+        r.w_m = r.w + 4 * N;
+        r.w_v = r.streams == 3 ? r.w + 8 * N : r.w + 2 * wb * 4;
+      } else {
+        r.w_m = r.w + wb * 4;
+        r.w_v = r.w + 2 * wb * 4;
+      }
       r.w16 = take(wb * 2);
       r.b = take(padded(U) * 4);
       r.b_m = take(padded(U) * 4);
@@ -888,10 +896,23 @@ void DenseStackStep::compile() {
     // gradient from the ACC and the stores; w16: the bf16 copy (0: none)
     // `transposed`: the ACC holds the gradient's transpose (block rows are the tensor's
     // columns, lanes its rows), and w, m, v are walked element by element to match
-    auto update = [&](bool load, const Block& k, uint64_t w, uint64_t m, uint64_t v, uint64_t w16,
-                      uint32_t pitch, bool transposed = false) {
+    // a bias as the update's tensor: w, m, v one after the other, no bf16 copy
+    auto bias_of = [](const LayerRegions& R) {
+      LayerRegions t;
+      t.w = R.b;
+      t.w_m = R.b_m;
+      t.w_v = R.b_v;
+      return t;
+    };
+    // `R.streams` > 1 (a Dense layer): w, m, v interleaved, one run a row of the piece each way
+    auto update = [&](bool load, const Block& k, const LayerRegions& R, uint32_t pitch,
+                      bool transposed = false) {
+      const uint64_t w = R.w, m = R.w_m, v = R.w_v, w16 = R.w16;
       const uint32_t cn = k.ct * N, n4 = k.rows * k.ct * row4n;
-      const uint32_t uw = k.scratch, um = uw + n4, uv = um + n4, u16 = uv + n4;
+      const uint32_t S = R.streams, uw = k.scratch, u16 = uw + 3 * n4;
+      // the piece's w, m, v in the UB: three [rows][cn] blocks, or [rows][ct][S][N] interleaved
+      const uint32_t um = S > 1 ? uw + row4n : uw + n4, uv = S > 1 ? uw + 2 * row4n : um + n4;
+      if (transposed && S > 1) throw std::logic_error("compiler: interleaved transposed update");
       const uint64_t off =
           transposed ? uint64_t{k.c0} * N * pitch + k.r0 : uint64_t{k.r0} * pitch + k.c0 * N;
       auto tensor = [&](uint64_t base, int e) {
@@ -902,37 +923,66 @@ void DenseStackStep::compile() {
       auto urows = [&](uint32_t base, int e) {
         return ub(base, {{cn, e}, {k.rows, int32_t(cn * e)}});
       };
+      // interleaved: the S tensors' runs of the piece's rows, as one
+      auto state = [&]() { return hbm(w + off * S * 4, {{S * cn, 4}, {k.rows, int32_t(pitch * S * 4)}}); };
+      auto ustate = [&]() { return ub(uw, {{S * cn, 4}, {k.rows, int32_t(S * cn * 4)}}); };
       if (load) {
-        b.dma_copy(rows4(w), urows(uw, 4), 4);
-        b.dma_copy(rows4(m), urows(um, 4), 4);
-        if (adam) b.dma_copy(rows4(v), urows(uv, 4), 4);
+        if (S > 1) {
+          b.dma_copy(state(), ustate(), 4);
+        } else {
+          b.dma_copy(rows4(w), urows(uw, 4), 4);
+          b.dma_copy(rows4(m), urows(um, 4), 4);
+          if (adam) b.dma_copy(rows4(v), urows(uv, 4), 4);
+        }
         b.signal(isa::Unit::kDma);
         return;
       }
-      for (uint32_t r = 0; r < k.rows; ++r)
+      if (adam) {  // vector j = (r, c) column by column: r = j % rows, c = j / rows (the
+                   // ACC and UB addresses step evenly down a column: one REPEAT each)
+        auto elem = [&](uint32_t j) { return (j % k.rows) * cn + (j / k.rows) * N; };
+        auto at = [&](uint32_t j) {  // byte offset of vector j's w (m, v: um, uv instead of uw)
+          return S > 1 ? ((j % k.rows) * k.ct + j / k.rows) * S * row4n : elem(j) * 4;
+        };
+        emit_adam_pipelined(
+            b, ar, k.rows * k.ct,
+            [&](uint32_t j, int g, int m, int v) {
+              b.vpu_ld(kAcc, g, k.acc0 + (j / k.rows) * k.R + k.ar0 + j % k.rows);
+              b.vpu_ld(kF32, m, um + at(j));
+              b.vpu_ld(kF32, v, uv + at(j));
+            },
+            [&](uint32_t j, int w) { b.vpu_ld(kF32, w, uw + at(j)); },
+            [&](uint32_t j, int m, int v) {
+              b.vpu_st(kF32, m, um + at(j));
+              b.vpu_st(kF32, v, uv + at(j));
+            },
+            [&](uint32_t j, int w) {
+              b.vpu_st(kF32, w, uw + at(j));
+              if (w16) b.vpu_st(kBf16, w, u16 + elem(j) * 2);
+            });
+      }
+      for (uint32_t r = 0; !adam && r < k.rows; ++r)
         for (uint32_t c = 0; c < k.ct; ++c) {
-          const uint32_t e = r * cn + c * N;
+          const uint32_t e = r * cn + c * N, at = S > 1 ? (r * k.ct + c) * S * row4n : e * 4;
           b.vpu_ld(kAcc, ar.g, k.acc0 + c * k.R + k.ar0 + r);
-          b.vpu_ld(kF32, ar.w, uw + e * 4);
-          b.vpu_ld(kF32, ar.m, um + e * 4);
-          if (adam) {
-            b.vpu_ld(kF32, ar.v, uv + e * 4);
-            emit_adam_update(b, ar);
-            b.vpu_st(kF32, ar.v, uv + e * 4);
-          } else {  // m: velocity = mu m - lr g; w += velocity
-            b.vpu_op(Fn::kMul, ar.t1, ar.b1, ar.m);
-            b.vpu_op(Fn::kMul, ar.t2, ar.lr_t, ar.g);
-            b.vpu_op(Fn::kSub, ar.m, ar.t1, ar.t2);
-            b.vpu_op(Fn::kAdd, ar.w, ar.w, ar.m);
-          }
-          b.vpu_st(kF32, ar.w, uw + e * 4);
-          b.vpu_st(kF32, ar.m, um + e * 4);
+          b.vpu_ld(kF32, ar.w, uw + at);
+          b.vpu_ld(kF32, ar.m, um + at);
+          // SGD: m (velocity) = mu m - lr g; w += velocity
+          b.vpu_op(Fn::kMul, ar.t1, ar.b1, ar.m);
+          b.vpu_op(Fn::kMul, ar.t2, ar.lr_t, ar.g);
+          b.vpu_op(Fn::kSub, ar.m, ar.t1, ar.t2);
+          b.vpu_op(Fn::kAdd, ar.w, ar.w, ar.m);
+          b.vpu_st(kF32, ar.w, uw + at);
+          b.vpu_st(kF32, ar.m, um + at);
           if (w16) b.vpu_st(kBf16, ar.w, u16 + e * 2);
         }
       b.signal(isa::Unit::kVpu);
-      b.dma_copy(urows(uw, 4), rows4(w), 4);
-      b.dma_copy(urows(um, 4), rows4(m), 4);
-      if (adam) b.dma_copy(urows(uv, 4), rows4(v), 4);
+      if (S > 1) {
+        b.dma_copy(ustate(), state(), 4);
+      } else {
+        b.dma_copy(urows(uw, 4), rows4(w), 4);
+        b.dma_copy(urows(um, 4), rows4(m), 4);
+        if (adam) b.dma_copy(urows(uv, 4), rows4(v), 4);
+      }
       if (w16) b.dma_copy(urows(u16, 2), tensor(w16, 2), 2);
     };
     const uint32_t upd_bytes = 3 * row4n + row2n;
@@ -1014,11 +1064,11 @@ void DenseStackStep::compile() {
       dw.w_pitch = P[l - 1] * 2;
       dw.w_by_column = false;
       dw.epi_row_bytes = upd_bytes;
-      dw.epi_buffers = 3;  // the optimizer's seven streams: loads two pieces ahead
+      dw.epi_buffers = 2;
       note(emit_matmul(
           b, dw, arena_lo, arena_hi, chip_.acc_rows,
-          {[&](const Block& k) { update(true, k, R.w, R.w_m, R.w_v, R.w16, P[l - 1]); },
-           [&](const Block& k) { update(false, k, R.w, R.w_m, R.w_v, R.w16, P[l - 1]); }}));
+          {[&](const Block& k) { update(true, k, R, P[l - 1]); },
+           [&](const Block& k) { update(false, k, R, P[l - 1]); }}));
       // d b = 1^T dz: one row
       Matmul db;
       db.name = "Dense bias gradient";
@@ -1032,8 +1082,8 @@ void DenseStackStep::compile() {
       db.w_by_column = false;
       db.epi_row_bytes = upd_bytes;
       note(emit_matmul(b, db, arena_lo, arena_hi, chip_.acc_rows,
-                       {[&](const Block& k) { update(true, k, R.b, R.b_m, R.b_v, 0, P[l]); },
-                        [&](const Block& k) { update(false, k, R.b, R.b_m, R.b_v, 0, P[l]); }}));
+                       {[&](const Block& k) { update(true, k, bias_of(R), P[l]); },
+                        [&](const Block& k) { update(false, k, bias_of(R), P[l]); }}));
     }
     // ---- the layers before Flatten, backward (last first) ----
     for (int i = int(nf) - 1; i >= 0 && i >= fp.first_conv; --i) {
@@ -1159,10 +1209,10 @@ void DenseStackStep::compile() {
       }
       // by taps: a piece's rows below K update W (transposed), row K the bias
       auto dw_update = [&](bool load, const Block& k) {
-        if (!by_taps) return update(load, k, R.w, R.w_m, R.w_v, R.w16, op.Kpad);
+        if (!by_taps) return update(load, k, R, op.Kpad);
         Block kw = k;
         kw.rows = k.r0 < K ? std::min(k.rows, K - k.r0) : 0;
-        if (kw.rows) update(load, kw, R.w, R.w_m, R.w_v, R.w16, op.Kpad, true);
+        if (kw.rows) update(load, kw, R, op.Kpad, true);
         if (k.r0 + k.rows <= K) return;
         Block kb = k;
         kb.r0 = 0;
@@ -1171,7 +1221,7 @@ void DenseStackStep::compile() {
         // after W's part, on a row: the piece's spare bf16 space (no bf16 copy of the bias)
         // covers the rounding
         kb.scratch = (k.scratch + kw.rows * k.ct * upd_bytes + row4n - 1) / row4n * row4n;
-        update(load, kb, R.b, R.b_m, R.b_v, 0, op.Fpad);
+        update(load, kb, bias_of(R), op.Fpad);
       };
       note(emit_matmul(b, dw, arena_lo, arena_hi, chip_.acc_rows,
                        {[&](const Block& k) { dw_update(true, k); },
@@ -1189,8 +1239,8 @@ void DenseStackStep::compile() {
       db.w_by_column = false;
       db.epi_row_bytes = upd_bytes;
       note(emit_matmul(b, db, arena_lo, arena_hi, chip_.acc_rows,
-                       {[&](const Block& k) { update(true, k, R.b, R.b_m, R.b_v, 0, op.Fpad); },
-                        [&](const Block& k) { update(false, k, R.b, R.b_m, R.b_v, 0, op.Fpad); }}));
+                       {[&](const Block& k) { update(true, k, bias_of(R), op.Fpad); },
+                        [&](const Block& k) { update(false, k, bias_of(R), op.Fpad); }}));
     }
   }
 
@@ -1251,9 +1301,16 @@ std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams
   for (uint32_t j = 0; j < J; ++j) {
     const LayerRegions& R = layout_.layers[j];
     const uint32_t Up = padded(shapes[j].second);
-    out.push_back({R.w, transposed(p.kernel[j], j, false)});
-    out.push_back({R.w_m, transposed(s.m.kernel[j], j, false)});
-    out.push_back({R.w_v, transposed(s.v.kernel[j], j, false)});
+    // w, m, v: one image of the layer's region (three tensors or interleaved)
+    const uint64_t wb = uint64_t{Up} * padded(shapes[j].first);
+    std::vector<uint8_t> state(3 * wb * 4);
+    for (const auto& [base, k] : {std::pair{R.w, &p.kernel[j]}, std::pair{R.w_m, &s.m.kernel[j]},
+                                  std::pair{R.w_v, &s.v.kernel[j]}}) {
+      const auto img = transposed(*k, j, false);
+      for (uint64_t e = 0; e < wb; ++e)
+        std::memcpy(&state[R.at(base, e, N) - R.w], &img[e * 4], 4);
+    }
+    out.push_back({R.w, std::move(state)});
     out.push_back({R.w16, transposed(p.kernel[j], j, true)});
     out.push_back({R.b, vec(p.bias[j], Up)});
     out.push_back({R.b_m, vec(s.m.bias[j], Up)});
@@ -1330,12 +1387,13 @@ void DenseStackStep::read_state(Reader read, void* ctx, DenseParams& p, DenseOpt
   for (uint32_t j = 0; j < J; ++j) {
     const LayerRegions& R = layout_.layers[j];
     const uint32_t K = shapes[j].first, U = shapes[j].second, Kp = padded(K);
+    const auto state = read(ctx, R.w, size_t{padded(U)} * Kp * 4 * 3);  // w, m, v
     auto kernel = [&](uint64_t addr) {
-      const auto bytes = read(ctx, addr, size_t{padded(U)} * Kp * 4);
       std::vector<float> k(size_t{K} * U);
       for (uint32_t i = 0; i < K; ++i)
         for (uint32_t u = 0; u < U; ++u)
-          k[size_t{i} * U + u] = fp::f32(get32(bytes, (size_t{u} * Kp + i) * 4));
+          k[size_t{i} * U + u] =
+              fp::f32(get32(state, R.at(addr, uint64_t{u} * Kp + i, chip_.n) - R.w));
       return k;
     };
     auto bias = [&](uint64_t addr) {

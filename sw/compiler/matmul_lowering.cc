@@ -14,7 +14,7 @@ namespace tessera::compiler::lowering {
 // pair with the least HBM traffic (A is read once per column group, the weights once per row
 // block). The contraction runs in groups of KG tiles, A and weight rows double-buffered in the
 // UB (the builder's sync lets the DMA load the next group while the MXU works). The epilogue
-// runs in pieces of rows through two or three (Matmul::epi_buffers) alternating scratch
+// runs in pieces of rows through two to four (Matmul::epi_buffers) alternating scratch
 // buffers, so a piece's DMA overlaps the VPU work of the one before. Returns the tiling as text (for tessera compile --dump).
 std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,
                         uint32_t acc_rows, const Epilogue& epi) {
@@ -35,7 +35,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   } best;
   auto runs = [](uint64_t elems, uint32_t run) { return run ? ceil_div(elems, uint64_t{run}) : 1; };
   const bool gathered = op.a_gather || op.w_gather;
-  const uint32_t nbuf = epi.load && op.epi_buffers == 3 ? 3 : 2;
+  const uint32_t nbuf = epi.load ? std::clamp(op.epi_buffers, 2u, 4u) : 2;
   const uint32_t a_run = op.a_gather ? op.a_run : op.Kt * N;
   const uint32_t w_run = op.w_gather && !op.w_by_column ? op.w_run : 0;
   for (uint32_t ct = op.whole_columns ? op.Ct : 1; ct <= op.Ct; ++ct) {
@@ -85,7 +85,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   const uint32_t R = best.R, CT = best.CT, PR = best.PR, KG = best.KG;
   UbArena a(ub_lo, ub_hi, static_cast<int>(N), op.name);
   if (!CT) a.take(arena + 1);  // throws, naming the op: does not fit
-  uint32_t scratch[3] = {0, 0, 0};
+  uint32_t scratch[4] = {0, 0, 0, 0};
   if (op.epi_row_bytes)
     for (uint32_t i = 0; i < nbuf; ++i) scratch[i] = a.take(uint64_t{PR} * CT * op.epi_row_bytes);
   uint32_t abuf[2], wbuf[2];

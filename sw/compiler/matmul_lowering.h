@@ -23,9 +23,9 @@ struct Matmul {
   bool w_by_column = false;
   bool whole_columns = false;  // every column tile in one group (the softmax's rows)
   uint32_t epi_row_bytes = 0;  // UB scratch the epilogue needs per ACC row of the group
-  // Epilogue buffers: 2, or 3 for an epilogue with a load part, then loaded two pieces ahead:
-  // while the VPU runs piece i the DMA stores piece i - 1 and loads piece i + 2, so the
-  // in-order dispatch leaves neither unit's queue empty (the Dense weight gradient's optimizer)
+  // Epilogue buffers: 2, or up to 4 for an epilogue with a load part, then loaded
+  // epi_buffers - 1 pieces ahead (more loads queued on the DMA while the VPU runs a piece, in
+  // smaller pieces: the buffers share half the arena)
   uint32_t epi_buffers = 2;
   // An operand gathered by the caller instead of read from HBM rows (a convolution's, from
   // its map): fills the UB rows `pitch` bytes apart with operand[r0 + r][c0 + j], r < rows,
@@ -58,7 +58,7 @@ struct Epilogue {
 // pair with the least HBM traffic (A is read once per column group, the weights once per row
 // block). The contraction runs in groups of KG tiles, A and weight rows double-buffered in the
 // UB (the builder's sync lets the DMA load the next group while the MXU works). The epilogue
-// runs in pieces of rows through two (or three: Matmul::epi_buffers) alternating scratch
+// runs in pieces of rows through two (or up to four: Matmul::epi_buffers) alternating scratch
 // buffers, so a piece's DMA overlaps the VPU work of the one before. Returns the tiling as text
 // (for tessera compile --dump).
 std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,

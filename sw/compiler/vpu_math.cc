@@ -116,4 +116,50 @@ void emit_adam_update(ProgramBuilder& b, const AdamRegs& r) {
   b.vpu_op(F::kSub, r.w, r.w, r.t1);
 }
 
+void emit_adam_pipelined(ProgramBuilder& b, const AdamRegs& r, uint32_t count,
+                         const std::function<void(uint32_t, int, int, int)>& load_gmv,
+                         const std::function<void(uint32_t, int)>& load_w,
+                         const std::function<void(uint32_t, int, int)>& store_mv,
+                         const std::function<void(uint32_t, int)>& store_w) {
+  // One register each (the loop body is the same for every vector, so loop compression keeps
+  // it one REPEAT): the divide unit latches its operands when it starts, so v and s may be
+  // written again while it runs, and the scoreboard holds whatever reads its result.
+  const int g = 7, w = 8, m = 9, v = 10, t = 11, s = 12, n = 13;
+  auto first_moment = [&] {  // m = b1 m + (1 - b1) g
+    b.vpu_op(F::kMul, m, r.b1, m);
+    b.vpu_op(F::kMul, t, r.omb1, g);
+    b.vpu_op(F::kAdd, m, m, t);
+  };
+  auto second_moment = [&](uint32_t j) {  // v = b2 v + (1 - b2) g g, and the stores of both
+    b.vpu_op(F::kMul, g, g, g);
+    b.vpu_op(F::kMul, g, r.omb2, g);
+    b.vpu_op(F::kMul, v, r.b2, v);
+    b.vpu_op(F::kAdd, v, v, g);
+    store_mv(j, m, v);
+  };
+  if (count == 0) return;
+  load_gmv(0, g, m, v);
+  load_w(0, w);
+  first_moment();
+  second_moment(0);
+  b.vpu_op(F::kMul, n, r.lr_t, m);
+  for (uint32_t j = 0; j < count; ++j) {
+    const bool next = j + 1 < count;
+    b.vpu_op(F::kSqrt, s, v);  // while it runs: vector j + 1's loads and first moment
+    if (next) {
+      load_gmv(j + 1, g, m, v);
+      first_moment();
+    }
+    b.vpu_op(F::kAdd, s, s, r.eps);
+    b.vpu_op(F::kDiv, n, n, s);  // while it runs: j + 1's second moment
+    if (next) second_moment(j + 1);
+    b.vpu_op(F::kSub, w, w, n);  // w -= lr_t m / (sqrt(v) + eps)
+    store_w(j, w);
+    if (next) {
+      load_w(j + 1, w);
+      b.vpu_op(F::kMul, n, r.lr_t, m);
+    }
+  }
+}
+
 }  // namespace tessera::compiler

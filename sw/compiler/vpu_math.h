@@ -4,6 +4,8 @@
 // host's libm is measured in tests/sw/test_compiler.cc (docs/compiler.md, "VPU math").
 #pragma once
 
+#include <functional>
+
 #include "sw/compiler/program_builder.h"
 
 namespace tessera::compiler {
@@ -27,5 +29,18 @@ void emit_adam_constants(ProgramBuilder& b, const AdamRegs& r, float b1, float b
                          uint32_t lr_t_addr);
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g; w = w - (lr_t m) / (sqrt(v) + eps).
 void emit_adam_update(ProgramBuilder& b, const AdamRegs& r);
+
+// The same update of `count` vectors, software-pipelined around the divide unit, which works in
+// the background (docs/architecture.md, "The DMA and vector units"): vector j's square root
+// runs while the VPU loads vector j + 1 and updates its first moment, its divide while it
+// updates j + 1's second moment. Every element sees the same operations on the same values as
+// emit_adam_update, so the results are bit for bit the same; only independent instructions
+// move. Working registers v7 .. v13 (the constants stay in r's). `load_gmv(j, g, m, v)` and
+// `load_w(j, w)` emit vector j's loads; `store_mv(j, m, v)` and `store_w(j, w)` its stores.
+void emit_adam_pipelined(ProgramBuilder& b, const AdamRegs& r, uint32_t count,
+                         const std::function<void(uint32_t, int, int, int)>& load_gmv,
+                         const std::function<void(uint32_t, int)>& load_w,
+                         const std::function<void(uint32_t, int, int)>& store_mv,
+                         const std::function<void(uint32_t, int)>& store_w);
 
 }  // namespace tessera::compiler

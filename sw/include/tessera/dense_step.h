@@ -106,8 +106,19 @@ class DenseStackStep {
   };
   // Per layer with weights: the kernel as W^T rows [Up][Kp] (fp32 master, moments, the bf16
   // copy the MXU reads; Up, Kp the widths rounded up to N, padding zero), the bias [Up].
+  // A Dense layer's w and m (and v with Adam) share one region of 3 [Up][Kp] fp32 tensors,
+  // interleaved N values at a time (`streams` = 3, or 2 with SGD: w_m = w + 4N, w_v = w + 8N,
+  // each tensor's N-value groups streams x 4N bytes apart; SGD's v is the region's last third),
+  // so the optimizer epilogue moves one run per W^T row of a piece instead of one per tensor.
+  // A convolution's are three tensors one after the other (streams = 1).
   struct LayerRegions {
     uint64_t w = 0, w_m = 0, w_v = 0, w16 = 0, b = 0, b_m = 0, b_v = 0;
+    uint32_t streams = 1;
+    // Byte address of element e (row-major [Up][Kp]) of the tensor at `base` (w, w_m or w_v).
+    uint64_t at(uint64_t base, uint64_t e, uint32_t n) const {
+      const uint64_t group = (base != w_v || streams == 3) ? uint64_t{streams} * 4 * n : 4 * n;
+      return base + e / n * group + e % n * 4;
+    }
   };
   struct Layout {
     uint64_t base = 0, bytes = 0;
