@@ -52,33 +52,44 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
       // plain operands: the largest block where one contraction tile of A and W
       // double-buffers, the least HBM traffic
       if (!gathered && 2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) continue;
-      const uint32_t p = std::min(pr, rr);
-      UbArena t(ub_lo, ub_hi, static_cast<int>(N), op.name);
-      const uint64_t sc = uint64_t{p} * ct * op.epi_row_bytes;
-      if (op.epi_row_bytes && nbuf * sc + 256 > arena) continue;
-      if (op.epi_row_bytes)
-        for (uint32_t i = 0; i < nbuf; ++i) t.take(sc);
-      const uint64_t per_tile = uint64_t{rr} * 2 * N + ct * tile;
-      const uint32_t kg =
-          static_cast<uint32_t>(std::min<uint64_t>(op.Kt, t.free() / (2 * per_tile + 128)));
-      if (kg < 1) continue;
-      const uint64_t rblocks = ceil_div(op.M, rr), cgroups = ceil_div(op.Ct, ct);
-      const uint64_t groups = ceil_div(op.Kt, kg), kgn = uint64_t{kg} * N;
-      const uint64_t a_bytes = uint64_t{op.M} * op.Kt * N * 2 * cgroups;
-      const uint64_t w_bytes = uint64_t{op.Ct} * N * op.Kt * N * 2 * rblocks;
-      // runs: A a row's group in runs of a_run; the weights a row (of the group's or the
-      // block's columns) at a time
-      const uint64_t a_runs = uint64_t{op.M} * cgroups * groups * runs(kgn, a_run);
-      const uint64_t w_runs =
-          op.w_by_column ? rblocks * uint64_t{op.Ct} * N * groups
-                         : rblocks * cgroups * uint64_t{op.Kt} * N * runs(uint64_t{ct} * N, w_run);
-      const uint64_t loads = rblocks * cgroups * groups;
-      const uint64_t dma =
-          (a_bytes + w_bytes) / 16 + kRunCycles * (a_runs + w_runs) + kLoadCycles * loads;
-      const uint64_t mxu = rblocks * cgroups * op.Kt * ct * std::max<uint64_t>(rr, N + 1);
-      const uint64_t traffic = (a_bytes + w_bytes) / 2;
-      const uint64_t time = gathered ? std::max(dma, mxu) : traffic;
-      if (time < best.time) best = {rr, ct, p, kg, traffic, time};
+      // epilogue pieces: the largest that fit; for plain operands and an epilogue without a
+      // load part also half that, which leaves room for longer contraction groups and so
+      // longer operand runs (the time model decides: the MLP's fwd1 groups of 3 tiles, 96-byte
+      // runs, instead of 2). The optimizer's and the gathered operands' tilings keep the rule
+      // they were measured with (the model picks worse ones for them).
+      const bool plain_model = !gathered && !epi.load;
+      const uint32_t p_max = std::min(pr, rr);
+      for (uint32_t p : {p_max, std::max<uint32_t>(1, p_max / 2)}) {
+        if (p != p_max && !(plain_model && op.epi_row_bytes)) break;
+        UbArena t(ub_lo, ub_hi, static_cast<int>(N), op.name);
+        const uint64_t sc = uint64_t{p} * ct * op.epi_row_bytes;
+        if (op.epi_row_bytes && nbuf * sc + 256 > arena) continue;
+        if (op.epi_row_bytes)
+          for (uint32_t i = 0; i < nbuf; ++i) t.take(sc);
+        const uint64_t per_tile = uint64_t{rr} * 2 * N + ct * tile;
+        const uint32_t kg =
+            static_cast<uint32_t>(std::min<uint64_t>(op.Kt, t.free() / (2 * per_tile + 128)));
+        if (kg < 1) continue;
+        const uint64_t rblocks = ceil_div(op.M, rr), cgroups = ceil_div(op.Ct, ct);
+        const uint64_t groups = ceil_div(op.Kt, kg), kgn = uint64_t{kg} * N;
+        const uint64_t a_bytes = uint64_t{op.M} * op.Kt * N * 2 * cgroups;
+        const uint64_t w_bytes = uint64_t{op.Ct} * N * op.Kt * N * 2 * rblocks;
+        // runs: A a row's group in runs of a_run; the weights a row (of the group's or the
+        // block's columns) at a time
+        const uint64_t a_runs = uint64_t{op.M} * cgroups * groups * runs(kgn, a_run);
+        const uint64_t w_runs =
+            op.w_by_column ? rblocks * uint64_t{op.Ct} * N * groups
+                           : rblocks * cgroups * uint64_t{op.Kt} * N * runs(uint64_t{ct} * N, w_run);
+        const uint64_t loads = rblocks * cgroups * groups;
+        // the epilogue's copies (one out a piece), counted for the plain-operand model
+        const uint64_t pieces = op.epi_row_bytes ? rblocks * cgroups * ceil_div(rr, p) : 0;
+        const uint64_t dma = (a_bytes + w_bytes) / 16 + kRunCycles * (a_runs + w_runs) +
+                             kLoadCycles * (loads + (plain_model ? pieces : 0));
+        const uint64_t mxu = rblocks * cgroups * op.Kt * ct * std::max<uint64_t>(rr, N + 1);
+        const uint64_t traffic = (a_bytes + w_bytes) / 2;
+        const uint64_t time = gathered || plain_model ? std::max(dma, mxu) : traffic;
+        if (time < best.time) best = {rr, ct, p, kg, traffic, time};
+      }
       if (!gathered) break;
     }
   }
