@@ -88,7 +88,10 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
         const uint64_t mxu = rblocks * cgroups * op.Kt * ct * std::max<uint64_t>(rr, N + 1);
         const uint64_t traffic = (a_bytes + w_bytes) / 2;
         const uint64_t time = gathered || plain_model ? std::max(dma, mxu) : traffic;
-        if (time < best.time) best = {rr, ct, p, kg, traffic, time};
+        // the whole contraction in one group: larger pieces buy no longer runs, only a coarser
+        // pipeline, so half-size pieces (an epilogue without a load part)
+        const uint32_t pk = kg == op.Kt && !epi.load && p >= 2 ? p / 2 : p;
+        if (time < best.time) best = {rr, ct, pk, kg, traffic, time};
       }
       if (!gathered) break;
     }
