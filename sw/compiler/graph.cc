@@ -2,6 +2,7 @@
 #include "sw/compiler/graph.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -116,6 +117,12 @@ std::string num_str(double v) {
 }
 
 // A node of layer `layer` (and of the backward pass when `backward`).
+std::string g9(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
 int add_in(Graph& g, int layer, bool backward, const std::string& op, const std::string& name,
            std::vector<int> inputs, std::vector<uint32_t> shape, DType dtype,
            const std::string& attrs = "") {
@@ -139,7 +146,14 @@ Graph build_forward(const DenseStackSpec& spec, uint32_t batch) {
   int cur = add_in(g, -1, false, "input", "x", {},
                    map_input ? std::vector<uint32_t>{B, s0.h, s0.w, s0.c}
                              : std::vector<uint32_t>{B, spec.inputs},
-                   DType::kF32, "pixels / 255");
+                   DType::kF32,
+                   spec.norm.on ? "(pixels / 255 - mean) / sqrt(variance), by the host: mean " +
+                                      g9(spec.norm.mean) + ", variance " + g9(spec.norm.variance)
+                                : std::string("pixels / 255"));
+  if (spec.norm.on) {  // Normalization (the model's first layer), read back by stack_from_graph
+    g.at(cur).num["norm_mean"] = spec.norm.mean;
+    g.at(cur).num["norm_variance"] = spec.norm.variance;
+  }
   const int labels = add_in(g, -1, false, "input", "labels", {}, {B}, DType::kI32);
   for (int i = 0; i < nf; ++i) {
     const FeatureLayerSpec& f = spec.features[i];
@@ -672,6 +686,12 @@ DenseStackSpec stack_from_graph(const Graph& g) {
   if (x < 0) throw std::invalid_argument("stack_from_graph: no input x");
   const auto& xs = g.at(x).shape;
   if (xs.size() == 4) s.input_shape = {xs[1], xs[2], xs[3]};
+  const auto& xn = g.at(x).num;
+  if (xn.count("norm_mean") && xn.count("norm_variance")) {
+    s.norm.on = true;
+    s.norm.mean = static_cast<float>(xn.at("norm_mean"));
+    s.norm.variance = static_cast<float>(xn.at("norm_variance"));
+  }
   s.inputs = xs.size() == 4 ? xs[1] * xs[2] * xs[3] : xs.at(1);
   const int flat = g.find("flat");
   if (flat >= 0) s.inputs = g.at(flat).shape.at(1);

@@ -1,6 +1,7 @@
 // The shuffle -> batch -> shard -> prefetch pipeline. One producer thread computes batches in
 // order from its own position and pushes them into a bounded queue; next() pops. Every batch is
 // a pure function of (dataset, config, epoch, index), which is what makes seek() exact.
+#include <cmath>
 #include <cstring>
 
 #include "sw/data/shuffle.h"
@@ -173,17 +174,31 @@ void Pipeline::seek(Position p) {
   start_producer();
 }
 
+namespace {
+// Round to nearest, ties to even: add just under half an ulp of bf16, plus one if the kept
+// part is odd, then truncate. (No NaN or infinity arises from the pixels' arithmetic.)
+uint16_t to_bf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+}  // namespace
+
 std::vector<uint16_t> images_to_bf16(const Batch& batch) {
   std::vector<uint16_t> out(batch.images.size());
-  for (size_t i = 0; i < batch.images.size(); ++i) {
-    const float value = batch.images[i] / 255.0f;
-    uint32_t bits;
-    std::memcpy(&bits, &value, sizeof bits);
-    // Round to nearest, ties to even: add just under half an ulp of bf16, plus one if the
-    // kept part is odd, then truncate. (No NaN or infinity arises from p / 255.)
-    bits += 0x7FFF + ((bits >> 16) & 1);
-    out[i] = static_cast<uint16_t>(bits >> 16);
-  }
+  for (size_t i = 0; i < batch.images.size(); ++i) out[i] = to_bf16(batch.images[i] / 255.0f);
+  return out;
+}
+
+std::vector<uint16_t> images_to_bf16(const Batch& batch, float mean, float variance) {
+  if (!(variance > 0) || !std::isfinite(variance) || !std::isfinite(mean))
+    throw std::invalid_argument("Normalization: mean " + std::to_string(mean) + ", variance " +
+                                std::to_string(variance) + ": finite, variance > 0");
+  const float scale = std::max(std::sqrt(variance), 1e-7f);
+  std::vector<uint16_t> out(batch.images.size());
+  for (size_t i = 0; i < batch.images.size(); ++i)
+    out[i] = to_bf16((batch.images[i] / 255.0f - mean) / scale);
   return out;
 }
 

@@ -1,11 +1,14 @@
 // keras::Layer: the layer constructors and what the chip compiler lowers today
 // (tessera/keras.h). Apart from Sequential so that the model-file parser and its fuzz target
 // need no device.
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
 #include "tessera/dense_step.h"
 #include "tessera/keras.h"
+
+#include <cmath>
 
 namespace tessera::keras {
 
@@ -23,6 +26,8 @@ const char* kind_name(Layer::Kind k) {
       return "Dense";
     case Layer::Kind::kDropout:
       return "Dropout";
+    case Layer::Kind::kNormalization:
+      return "Normalization";
   }
   return "?";
 }
@@ -30,7 +35,7 @@ const char* kind_name(Layer::Kind k) {
 bool Layer::operator==(const Layer& o) const {
   return kind == o.kind && units == o.units && size == o.size && stride() == o.stride() &&
          activation == o.activation && padding == o.padding && rate == o.rate && seed == o.seed &&
-         input_shape == o.input_shape;
+         mean == o.mean && variance == o.variance && input_shape == o.input_shape;
 }
 
 Layer Conv2D(uint32_t filters, uint32_t kernel_size, const std::string& activation,
@@ -57,6 +62,14 @@ Layer AveragePool2D(uint32_t pool_size, uint32_t strides) {
   return l;
 }
 Layer Flatten() { return Layer{Layer::Kind::kFlatten}; }
+
+Layer Normalization(float mean, float variance, std::array<uint32_t, 3> input_shape) {
+  Layer l{Layer::Kind::kNormalization};
+  l.mean = mean;
+  l.variance = variance;
+  l.input_shape = input_shape;
+  return l;
+}
 Layer Dense(uint32_t units, const std::string& activation) {
   Layer l{Layer::Kind::kDense};
   l.units = units;
@@ -132,6 +145,17 @@ compiler::DenseStackSpec dense_stack_spec(const std::vector<Layer>& layers) {
   compiler::DenseStackSpec spec;
   spec.input_shape = {in[0], in[1], in[2]};
   size_t i = 0;
+  if (layers[0].kind == Layer::Kind::kNormalization) {  // preprocessing: the host applies it
+    if (!(layers[0].variance > 0) || !std::isfinite(layers[0].variance) ||
+        !std::isfinite(layers[0].mean))
+      bad("layer 0 (Normalization): mean and variance must be finite, variance > 0");
+    spec.norm = {true, layers[0].mean, layers[0].variance};
+    i = 1;
+  }
+  for (size_t j = i; j < layers.size(); ++j)
+    if (layers[j].kind == Layer::Kind::kNormalization)
+      bad("layer " + std::to_string(j) + " (Normalization): only as the first layer (the host "
+          "normalizes the images before they reach the chip)");
   // the layers before Flatten
   for (; i < layers.size() && layers[i].kind != Layer::Kind::kFlatten; ++i) {
     const Layer& l = layers[i];

@@ -130,8 +130,8 @@ Layer parse_layer(const std::string& source, size_t index, const Json& entry, Sh
   const std::string at = source + ": layers[" + std::to_string(index) + "]";
   if (!entry.is_object()) throw ModelFileError(at + ": must be an object, not " + describe(entry));
   if (!entry.contains("class_name") || !entry.at("class_name").is_string())
-    throw ModelFileError(at + ": needs \"class_name\" (Conv2D, MaxPool2D, AveragePool2D, Flatten, "
-                              "Dense or Dropout)");
+    throw ModelFileError(at + ": needs \"class_name\" (Normalization, Conv2D, MaxPool2D, "
+                              "AveragePool2D, Flatten, Dense or Dropout)");
   const std::string cls = entry.at("class_name").get<std::string>();
   // Arguments inline, or Keras's to_json form {"class_name": ..., "config": {...}}.
   const Json* argsp = &entry;
@@ -215,9 +215,33 @@ Layer parse_layer(const std::string& source, size_t index, const Json& entry, Sh
       seed = v.get<uint64_t>();
     }
     l = Dropout(static_cast<float>(r.get<double>()), seed);
+  } else if (cls == "Normalization") {
+    a.only({"mean", "variance", "axis", "input_shape"});
+    if (!first) a.fail("only as the first layer: the host normalizes the images before they reach "
+                       "the chip");
+    if (!a.has("mean")) a.fail("needs 'mean' (adapt() is not run here: give the statistics)");
+    if (!a.has("variance")) a.fail("needs 'variance'");
+    if (a.has("axis")) {
+      const Json& ax = argsp->at("axis");
+      if (!(ax.is_number_integer() && ax.get<int64_t>() == -1))
+        a.fail("'axis' must be -1 (one channel: scalar statistics), not " + describe(ax));
+    }
+    // a number, or Keras's one-element list for one channel
+    auto stat = [&](const char* key) {
+      const Json* v = &argsp->at(key);
+      if (v->is_array() && v->size() == 1) v = &v->at(0);
+      if (!v->is_number() || !std::isfinite(v->get<double>()))
+        a.fail(std::string("'") + key + "' must be a finite number, not " + describe(argsp->at(key)));
+      return v->get<double>();
+    };
+    const double mean = stat("mean"), variance = stat("variance");
+    if (!(variance > 0)) a.fail("'variance' must be above 0, not " + describe(argsp->at("variance")));
+    if (shape.flat || shape.c != 1)
+      a.fail("takes the images (one channel), not " + shape.str());
+    l = Normalization(static_cast<float>(mean), static_cast<float>(variance));
   } else {
-    a.fail("unknown layer class (known: Conv2D, MaxPool2D, AveragePool2D, Flatten, Dense, "
-           "Dropout)");
+    a.fail("unknown layer class (known: Normalization, Conv2D, MaxPool2D, AveragePool2D, "
+           "Flatten, Dense, Dropout)");
   }
   return l;
 }
@@ -331,6 +355,10 @@ std::string model_description_json(const ModelDescription& m) {
       case Layer::Kind::kDropout:
         j["rate"] = static_cast<double>(l.rate);
         j["seed"] = l.seed;
+        break;
+      case Layer::Kind::kNormalization:
+        j["mean"] = static_cast<double>(l.mean);
+        j["variance"] = static_cast<double>(l.variance);
         break;
     }
     layers.push_back(std::move(j));

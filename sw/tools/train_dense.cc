@@ -45,6 +45,20 @@ std::string f32_bytes(const std::vector<float>& v) {
   return s;
 }
 
+// The export's "normalization" line (Keras's Normalization as the model's first layer), or
+// nothing.
+std::string normalization_json(const compiler::DenseStackSpec& spec) {
+  if (!spec.norm.on) return "";
+  return "  \"normalization\": {\"mean\": " + g9(spec.norm.mean) + ", \"variance\": " +
+         g9(spec.norm.variance) + "},\n";
+}
+
+// The images the host writes for a batch: p / 255, through the model's Normalization if any.
+std::vector<uint16_t> images_of(const compiler::DenseStackSpec& spec, const data::Batch& batch) {
+  return spec.norm.on ? data::images_to_bf16(batch, spec.norm.mean, spec.norm.variance)
+                      : data::images_to_bf16(batch);
+}
+
 // A compiled step on a device: the program and its HBM.
 struct Compiled {
   std::unique_ptr<compiler::DenseStackStep> step;
@@ -75,8 +89,8 @@ void export_sequential_weights(const std::string& dir, const std::string& model_
   const auto& is = spec.input_shape;
   std::ostringstream m;
   m << "{\n  \"format\": \"tessera-sequential-weights-1\",\n  \"model\": \"" << model_name
-    << "\",\n  \"input_shape\": [" << is.h << ", " << is.w << ", " << is.c
-    << "],\n  \"layers\": [\n";
+    << "\",\n  \"input_shape\": [" << is.h << ", " << is.w << ", " << is.c << "],\n"
+    << normalization_json(spec) << "  \"layers\": [\n";
   size_t j = 0;
   auto tensors = [&](const std::string& stem, const std::string& kshape, uint32_t units) {
     const std::string k = stem + "_kernel.f32", b = stem + "_bias.f32";
@@ -129,7 +143,8 @@ void export_dense_weights(const std::string& dir, const std::string& model_name,
   if (!spec.features.empty()) return export_sequential_weights(dir, model_name, spec, p);
   std::ostringstream m;
   m << "{\n  \"format\": \"tessera-dense-weights-1\",\n  \"model\": \"" << model_name
-    << "\",\n  \"inputs\": " << spec.inputs << ",\n  \"layers\": [\n";
+    << "\",\n  \"inputs\": " << spec.inputs << ",\n"
+    << normalization_json(spec) << "  \"layers\": [\n";
   uint32_t in = spec.inputs;
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     const auto& d = spec.layers[l];
@@ -236,6 +251,9 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   const auto t0 = std::chrono::steady_clock::now();
   float loss = 0, correct = 0;
   out << "model " << model.name << ": ";
+  if (spec.norm.on)
+    out << "Normalization(mean " << g9(spec.norm.mean) << ", variance " << g9(spec.norm.variance)
+        << ") -> ";
   if (!spec.features.empty()) {
     const auto& is = spec.input_shape;
     out << is.h << "x" << is.w << "x" << is.c;
@@ -263,7 +281,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
       << driver::backend_name(dc.backend) << " N = " << dc.n << "\n";
   for (uint64_t s = 0; s < steps; ++s) {
     const data::Batch batch = pipe.next();
-    for (const auto& w : tr.step->batch_image(data::images_to_bf16(batch), batch.labels))
+    for (const auto& w : tr.step->batch_image(images_of(spec, batch), batch.labels))
       dev->write(w.first, w.second);
     const auto lr_row = tr.step->lr_image(os.lr_at(s));
     dev->write(lr_row.first, lr_row.second);
@@ -344,7 +362,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     data::Batch batch;
     batch.images.assign(test_ds.images.begin() + s0 * px, test_ds.images.begin() + (s0 + b) * px);
     batch.labels.assign(test_ds.labels.begin() + s0, test_ds.labels.begin() + s0 + b);
-    for (const auto& w : e.step->batch_image(data::images_to_bf16(batch), batch.labels))
+    for (const auto& w : e.step->batch_image(images_of(spec, batch), batch.labels))
       evd.write(w.first, w.second);
     try {
       evd.run(e.prog, 2'000'000'000);

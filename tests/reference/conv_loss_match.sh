@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Per-step loss of `tessera train --model` (functional backend) for five convolutional models
+# Per-step loss of `tessera train --model` (functional backend) for six convolutional models
+# (one behind a Normalization layer)
 # against tests/reference/dense_ref.py loss-match (PyTorch with the chip's rounding points, MXU
 # accumulation order, im2col convolution and VPU softmax) from the same initial weights
 # (--dump-init) and sample order (tessera data-order). Exits 1 when any step of any model
@@ -29,10 +30,12 @@ MODELS[conv_maxpool]="$(conv 8 3 1 valid relu)$(pool MaxPool2D 2)$flat$(dense 10
 MODELS[strided_same_avgpool]="$(conv 8 5 2 same relu)$(pool AveragePooling2D 2)$flat$(dense 10 softmax)"
 MODELS[two_conv_hidden]="$(conv 4 3 1 valid relu)$(pool MaxPool2D 3)$(conv 8 3 1 same relu)$(pool MaxPool2D 2)$flat$(dense 16 relu), $(dense 10 softmax)"
 MODELS[linear_7x7_stride2]="$(conv 6 7 2 valid linear)$flat$(dense 10 softmax)"
+MODELS[normalized_conv]='{"class_name": "Normalization", "mean": 0.286, "variance": 0.1246}, '"$(conv 8 3 1 valid relu)$(pool MaxPool2D 2)$flat$(dense 10 softmax)"
 MODELS[pointwise_avg3_stride2]="$(conv 4 1 1 valid relu)$(pool AveragePooling2D 3)$(conv 8 3 2 valid relu)$flat$(dense 10 softmax)"
 status=0
 i=0
-for name in conv_maxpool strided_same_avgpool two_conv_hidden linear_7x7_stride2 pointwise_avg3_stride2; do
+for name in conv_maxpool strided_same_avgpool two_conv_hidden linear_7x7_stride2 pointwise_avg3_stride2 \
+    normalized_conv; do
   echo "{\"name\": \"$name\", \"input_shape\": [28, 28, 1], \"layers\": [${MODELS[$name]}]}" >"$TMP/$name.json"
   seed=$((21 + i))
   i=$((i + 1))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Per-step loss of `tessera train --model` (functional backend) for six Dense stacks (one
-# with a cosine learning-rate schedule) against tests/reference/dense_ref.py loss-match
+# Per-step loss of `tessera train --model` (functional backend) for seven Dense stacks (one
+# with a cosine learning-rate schedule, one behind a Normalization layer) against tests/reference/dense_ref.py loss-match
 # (PyTorch with the chip's rounding points and MXU accumulation order) from the same initial
 # weights (--dump-init) and sample order (tessera data-order). Exits 1 when any step of any
 # model differs by more than TOL.
@@ -20,16 +20,18 @@ TESSERA=${TESSERA:-build/bin/tessera}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tessera-dense.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
-# name: hidden layers as units[:linear][:schedule], the softmax layer is Dense(10); a schedule
-# (tessera train --lr-schedule) runs at lr 3e-3 decaying over the STEPS
+# name: hidden layers as units[:linear][:schedule][:norm], the softmax layer is Dense(10); a
+# schedule (tessera train --lr-schedule) runs at lr 3e-3 decaying over the STEPS; norm: a
+# Normalization(mean 0.286, variance 0.1246) first (the host normalizes the images)
 MODELS=("mlp:256" "logistic:" "deep:128,64" "linear_hidden:64:linear" "wide:512,256"
-        "mlp_cosine:256::cosine")
+        "mlp_cosine:256::cosine" "mlp_normalized:256:::norm")
 status=0
 for i in "${!MODELS[@]}"; do
-  IFS=: read -r name hidden act sched <<<"${MODELS[$i]}"
+  IFS=: read -r name hidden act sched norm <<<"${MODELS[$i]}"
   opt=()
   [[ -n $sched ]] && opt=(--lr 3e-3 --lr-schedule "$sched")
   layers='{"class_name": "Flatten"}'
+  [[ -n $norm ]] && layers='{"class_name": "Normalization", "mean": 0.286, "variance": 0.1246}, '$layers
   IFS=, read -ra units <<<"$hidden"
   for u in "${units[@]}"; do
     [[ -n $u ]] && layers+=", {\"class_name\": \"Dense\", \"units\": $u, \"activation\": \"${act:-relu}\"}"

@@ -145,8 +145,17 @@ def load_weights(d):
     return m, layers
 
 
-def pixels(x_u8):
-    return torch.from_numpy(x_u8.astype(np.float32)) / 255.0
+def pixels(x_u8, m=None):
+    """The images as the host feeds the chip: p / 255 in fp32, or with the export's
+    "normalization" (Keras's Normalization as the first layer) (p / 255 - mean) /
+    max(sqrt(variance), 1e-7), every step in fp32."""
+    x = torch.from_numpy(x_u8.astype(np.float32)) / 255.0
+    nz = (m or {}).get("normalization")
+    if nz:
+        mean = torch.tensor(np.float32(nz["mean"]))
+        scale = torch.tensor(max(np.sqrt(np.float32(nz["variance"])), np.float32(1e-7)))
+        x = (x - mean) / scale
+    return x
 
 
 def mxu_matmul(a, b, n):
@@ -446,9 +455,9 @@ def export_check(run, data_dir, tol):
         n = len(probs) // C
         x, _ = load(data_dir, "test")
         with torch.no_grad():
-            p = torch.softmax(seq_forward(m, params, pixels(x[:n])), dim=1).numpy()
+            p = torch.softmax(seq_forward(m, params, pixels(x[:n], m)), dim=1).numpy()
         return report_export(p, probs.reshape(n, C), n, tol)
-    _, layers = load_weights(os.path.join(run, "weights"))
+    m, layers = load_weights(os.path.join(run, "weights"))
     C = layers[-1][0].shape[1]
     n = len(probs) // C
     x, _ = load(data_dir, "test")
@@ -463,7 +472,7 @@ def export_check(run, data_dir, tol):
             model.append(torch.nn.ReLU())
     model.append(torch.nn.Softmax(dim=1))
     with torch.no_grad():
-        p = model(pixels(x[:n])).numpy()
+        p = model(pixels(x[:n], m)).numpy()
     return report_export(p, probs.reshape(n, C), n, tol)
 
 
@@ -537,7 +546,7 @@ def loss_match_sequential(init, order_file, chip, data_dir, steps, batch, lr, n,
     for s in range(steps):
         adam.lr = rate(s)
         ids = order[s * batch:(s + 1) * batch]
-        loss, _, grads = seq_forward_backward(m, params, pixels(x[ids]),
+        loss, _, grads = seq_forward_backward(m, params, pixels(x[ids], m),
                                               torch.from_numpy(y[ids].astype(np.int64)),
                                               bf16_round, n, lambda z: vpu_softmax(z, n))
         rel = abs(loss - chip[s]) / max(abs(chip[s]), 1e-12)
@@ -556,7 +565,7 @@ def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n, sc
         print("loss-match: %d steps, worst relative difference %.3g (tolerance %g)"
               % (steps, worst, tol))
         return 0 if worst <= tol else 1
-    _, layers = load_weights(init)
+    m, layers = load_weights(init)
     x, y = load(data_dir, "train")
     order = np.fromfile(order_file, dtype="<u4")
     with open(metrics) as f:
@@ -569,7 +578,7 @@ def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n, sc
     for s in range(steps):
         adam.lr = rate(s)
         ids = order[s * batch:(s + 1) * batch]
-        xb = pixels(x[ids])
+        xb = pixels(x[ids], m)
         loss, _, grads = forward_backward(layers, xb, torch.from_numpy(y[ids].astype(np.int64)),
                                           bf16_round, lambda a, b: mxu_matmul(a, b, n),
                                           lambda z: vpu_softmax(z, n))
@@ -598,13 +607,13 @@ def train_sequential(init, order_file, data_dir, epochs, batch, lr, sched):
         ids = order[s * batch:(s + 1) * batch]
         ps = [p.clone().requires_grad_() for p in params]
         loss = torch.nn.functional.cross_entropy(
-            seq_forward(m, ps, pixels(x[ids]), train=True),
+            seq_forward(m, ps, pixels(x[ids], m), train=True),
             torch.from_numpy(y[ids].astype(np.int64)))
         grads = torch.autograd.grad(loss, ps)
         with torch.no_grad():
             params = adam.step(params, grads)
     with torch.no_grad():
-        h = torch.cat([seq_forward(m, params, pixels(xt[i:i + 1000]))
+        h = torch.cat([seq_forward(m, params, pixels(xt[i:i + 1000], m))
                        for i in range(0, len(xt), 1000)])
     lab = torch.from_numpy(yt.astype(np.int64))
     acc = float((h.argmax(1) == lab).float().mean())
@@ -619,7 +628,7 @@ def train(init, order_file, data_dir, epochs, batch, lr, sched):
     (Keras form); prints the test accuracy and loss."""
     if is_sequential(init):
         return train_sequential(init, order_file, data_dir, epochs, batch, lr, sched)
-    _, layers = load_weights(init)
+    m, layers = load_weights(init)
     x, y = load(data_dir, "train")
     xt, yt = load(data_dir, "test")
     order = np.fromfile(order_file, dtype="<u4")
@@ -630,10 +639,10 @@ def train(init, order_file, data_dir, epochs, batch, lr, sched):
     for s in range(steps):
         adam.lr = rate(s)
         ids = order[s * batch:(s + 1) * batch]
-        _, _, grads = forward_backward(layers, pixels(x[ids]),
+        _, _, grads = forward_backward(layers, pixels(x[ids], m),
                                        torch.from_numpy(y[ids].astype(np.int64)), ident)
         layers = dense_adam_step(adam, layers, grads)
-    h = pixels(xt)
+    h = pixels(xt, m)
     for i, (k, b, act) in enumerate(layers):
         h = h @ k + b
         if act == "relu":

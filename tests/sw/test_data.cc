@@ -622,6 +622,37 @@ TEST(ImagesToBf16, MatchesNearestValueForAllPixels) {
   }
 }
 
+// Keras's Normalization on the host: (p / 255 - mean) / sqrt(variance), each step an fp32
+// operation, then the nearest bf16 (an independent rounding: nearest_bf16 above). Every pixel,
+// three sets of statistics; the result is also within a bf16 half-ulp of the exact value in
+// double. Bad statistics are refused before any pixel is converted.
+TEST(ImagesToBf16, NormalizationIsFp32ThenNearestBf16) {
+  Batch batch;
+  for (int p = 0; p < 256; ++p) batch.images.push_back(uint8_t(p));
+  const std::pair<float, float> stats[] = {{0.2860f, 0.1246f}, {0.5f, 0.25f}, {-1.5f, 9.0f}};
+  for (const auto& [mean, variance] : stats) {
+    const std::vector<uint16_t> bf16 = images_to_bf16(batch, mean, variance);
+    ASSERT_EQ(bf16.size(), 256u);
+    const float scale = std::sqrt(variance);
+    for (int p = 0; p < 256; ++p) {
+      const float x = float(p) / 255.0f, centred = x - mean, value = centred / scale;
+      // nearest_bf16 rounds a magnitude: the sign goes back on after
+      const uint16_t want = uint16_t(nearest_bf16(std::fabs(value)) | (value < 0 ? 0x8000 : 0));
+      ASSERT_EQ(bf16[p], want) << "pixel " << p << ", mean " << mean;
+      const uint32_t back_bits = uint32_t(bf16[p]) << 16;
+      float back;
+      std::memcpy(&back, &back_bits, sizeof back);
+      const double exact = (p / 255.0 - double(mean)) / std::sqrt(double(variance));
+      EXPECT_LE(std::fabs(back - exact), std::fabs(exact) * std::ldexp(1.0, -8) + 1e-6)
+          << "pixel " << p;
+    }
+  }
+  EXPECT_EQ(images_to_bf16(batch, 0.0f, 1.0f), images_to_bf16(batch)) << "identity statistics";
+  EXPECT_THROW(images_to_bf16(batch, 0.0f, 0.0f), std::invalid_argument);
+  EXPECT_THROW(images_to_bf16(batch, 0.0f, -1.0f), std::invalid_argument);
+  EXPECT_THROW(images_to_bf16(batch, std::nanf(""), 1.0f), std::invalid_argument);
+}
+
 TEST(FashionMnist, LoadsTheDebianDataset) {
   const std::string dir = default_data_dir();
   if (access(dir.c_str(), R_OK) != 0) {

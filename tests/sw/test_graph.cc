@@ -32,6 +32,7 @@ compiler::ChipShape chip_of(int n) {
 
 // Field by field: a difference names the layer and the field.
 std::string spec_difference(const compiler::DenseStackSpec& a, const compiler::DenseStackSpec& b) {
+  if (!(a.norm == b.norm)) return "input normalization";
   if (a.inputs != b.inputs)
     return "inputs " + std::to_string(a.inputs) + " vs " + std::to_string(b.inputs);
   if (a.features.size() != b.features.size()) return "feature layer count";
@@ -107,7 +108,8 @@ TEST(GraphIr, RandomDenseStacksLowerToTheirProgramsPhases) {
   const uint32_t seed0 = base_seed();
   for (uint32_t i = 0; i < 40; ++i) {
     std::mt19937 rng(seed0 + i);
-    const test::Arch a = test::random_arch(rng);
+    test::Arch a = test::random_arch(rng);
+    if (i % 4 == 1) a.spec.norm = {true, 0.01f * float(i), 0.05f + 0.01f * float(i)};  // Normalization first
     check_model(a, i % 2 ? 16 : 4, i % 3 != 0, seed0 + i);
   }
 }
@@ -116,7 +118,8 @@ TEST(GraphIr, RandomConvNetsLowerToTheirProgramsPhases) {
   const uint32_t seed0 = base_seed() + 1000;
   for (uint32_t i = 0; i < 40; ++i) {
     std::mt19937 rng(seed0 + i);
-    const test::Arch a = test::random_conv_arch(rng);
+    test::Arch a = test::random_conv_arch(rng);
+    if (i % 4 == 1) a.spec.norm = {true, 0.01f * float(i), 0.05f + 0.01f * float(i)};  // Normalization first
     check_model(a, i % 2 ? 16 : 4, i % 3 != 0, seed0 + i);
   }
 }

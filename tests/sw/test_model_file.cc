@@ -6,6 +6,8 @@
 
 #include <fstream>
 
+#include "tessera/dense_step.h"
+#include "tessera/keras.h"
 #include "tessera/model_file.h"
 
 namespace tessera::keras {
@@ -89,6 +91,64 @@ TEST(ModelFile, CanonicalJsonRoundTrips) {
   EXPECT_EQ(m.layers[6].rate, 0.3f);
   EXPECT_EQ(m.layers[6].seed, 7u);
   EXPECT_EQ(m.layers[7].activation, "");
+}
+
+// Keras's Normalization (scalar statistics) as the first layer: parsed, written back, handed
+// to the general compiler's spec; anywhere else, or with bad statistics, refused by name.
+TEST(ModelFile, NormalizationIsTheFirstLayerOnly) {
+  const char* text = R"({"input_shape": [28, 28, 1], "layers": [
+      {"class_name": "Normalization", "mean": [0.25], "variance": 0.0625, "axis": -1},
+      {"class_name": "Flatten"},
+      {"class_name": "Dense", "units": 10, "activation": "softmax"}]})";
+  const ModelDescription a = parse_model_description(text, "a");
+  ASSERT_EQ(a.layers.size(), 3u);
+  EXPECT_EQ(a.layers[0].kind, Layer::Kind::kNormalization);
+  EXPECT_EQ(a.layers[0].mean, 0.25f);
+  EXPECT_EQ(a.layers[0].variance, 0.0625f);
+  const std::string json = model_description_json(a);
+  EXPECT_TRUE(parse_model_description(json, "b").layers == a.layers) << json;
+  const compiler::DenseStackSpec spec = dense_stack_spec(a.layers);
+  EXPECT_TRUE(spec.norm.on);
+  EXPECT_EQ(spec.norm.mean, 0.25f);
+  EXPECT_EQ(spec.norm.variance, 0.0625f);
+  EXPECT_EQ(spec.inputs, 784u);
+  ASSERT_EQ(spec.layers.size(), 1u);
+  EXPECT_TRUE(is_dense_stack(a.layers)) << "a normalized model is the general compiler's";
+  EXPECT_FALSE(dense_stack_spec(parse_model_description(kExample, "e").layers).norm.on);
+
+  const std::string head = R"({"input_shape": [28, 28, 1], "layers": [)";
+  const std::string tail = R"(, {"class_name": "Flatten"}, {"class_name": "Dense", "units": 10}]})";
+  const std::pair<std::string, std::string> bad[] = {
+      {R"({"class_name": "Normalization", "variance": 1})", "layers[0] (Normalization): needs 'mean'"},
+      {R"({"class_name": "Normalization", "mean": 0})", "needs 'variance'"},
+      {R"({"class_name": "Normalization", "mean": 0, "variance": 0})",
+       "'variance' must be above 0"},
+      {R"({"class_name": "Normalization", "mean": "a", "variance": 1})",
+       "'mean' must be a finite number"},
+      {R"({"class_name": "Normalization", "mean": [0, 1], "variance": 1})",
+       "'mean' must be a finite number"},
+      {R"({"class_name": "Normalization", "mean": 0, "variance": 1, "axis": 1})",
+       "'axis' must be -1"},
+      {R"({"class_name": "Normalization", "mean": 0, "variance": 1, "invert": true})",
+       "unknown argument 'invert'"},
+      {R"({"class_name": "Conv2D", "filters": 4, "kernel_size": 3}, )"
+       R"({"class_name": "Normalization", "mean": 0, "variance": 1})",
+       "layers[1] (Normalization): only as the first layer"},
+  };
+  for (const auto& [layer, want] : bad)
+    EXPECT_NE(error_of(head + layer + tail).find(want), std::string::npos)
+        << layer << "\n  -> " << error_of(head + layer + tail);
+  // the compiler's own check, for a description built in code
+  std::vector<Layer> two = a.layers;
+  two.insert(two.begin() + 1, Normalization(0, 1));
+  try {
+    dense_stack_spec(two);
+    ADD_FAILURE() << "a second Normalization was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 1 (Normalization): only as the first layer"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ModelFile, KerasToJsonNestingReadsTheSame) {

@@ -124,5 +124,8 @@ class Pipeline {
 
 // The batch's pixels as bf16 bits: p / 255.0f in fp32, rounded to bf16 to nearest, ties to even.
 std::vector<uint16_t> images_to_bf16(const Batch& batch);
+// The same through Keras's Normalization(mean, variance): (p / 255.0f - mean) / max(sqrt(variance),
+// 1e-7f), every step in fp32 (sqrtf, then one subtraction and one division a pixel), then bf16.
+std::vector<uint16_t> images_to_bf16(const Batch& batch, float mean, float variance);
 
 }  // namespace tessera::data

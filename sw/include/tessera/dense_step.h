@@ -49,7 +49,19 @@ struct Shape3 {  // a feature map per sample: H x W x C, stored NHWC
   uint32_t h = 0, w = 0, c = 0;
   uint64_t size() const { return uint64_t{h} * w * c; }
 };
+// Keras's Normalization(mean, variance) as the model's first layer: the host feeds the chip
+// (p / 255 - mean) / max(sqrt(variance), 1e-7) (fp32, then bf16 RNE) instead of p / 255
+// (data::images_to_bf16): input preprocessing, as Keras runs it in the input pipeline.
+struct InputNormalization {
+  bool on = false;
+  float mean = 0.0f, variance = 1.0f;
+  bool operator==(const InputNormalization& o) const {
+    return on == o.on && (!on || (mean == o.mean && variance == o.variance));
+  }
+};
+
 struct DenseStackSpec {
+  InputNormalization norm;
   uint32_t inputs = 784;  // the Flatten size (H W C, NHWC order): with features, the last map's
   Shape3 input_shape;     // the input map (used when `features` is not empty)
   std::vector<FeatureLayerSpec> features;  // the layers before Flatten, in order

@@ -27,13 +27,14 @@
 namespace tessera::keras {
 
 struct Layer {
-  enum class Kind { kConv2D, kMaxPool2D, kAveragePool2D, kFlatten, kDense, kDropout } kind;
+  enum class Kind { kConv2D, kMaxPool2D, kAveragePool2D, kFlatten, kDense, kDropout, kNormalization } kind;
   uint32_t units = 0;    // Conv2D filters / Dense units
   uint32_t size = 0;     // Conv2D kernel / pool size
   uint32_t strides = 0;  // Conv2D stride (0: 1) / pool stride (0: the pool size)
   std::string activation, padding = "valid";
   float rate = 0;     // Dropout: the fraction dropped
   uint64_t seed = 0;  // Dropout: its mask stream
+  float mean = 0, variance = 1;  // Normalization (the first layer only; the host applies it)
   std::array<uint32_t, 3> input_shape{};  // H, W, C (first layer only; zeros: unset)
 
   uint32_t stride() const { return strides ? strides : (kind == Kind::kConv2D ? 1 : size); }
@@ -47,6 +48,9 @@ Layer AveragePool2D(uint32_t pool_size = 2, uint32_t strides = 0);
 Layer Flatten();
 Layer Dense(uint32_t units, const std::string& activation = "");
 Layer Dropout(float rate, uint64_t seed = 0);
+// Keras's Normalization(mean=, variance=) with scalar statistics: the images become
+// (p / 255 - mean) / max(sqrt(variance), 1e-7) on the host (compiler::InputNormalization).
+Layer Normalization(float mean, float variance, std::array<uint32_t, 3> input_shape = {});
 const char* kind_name(Layer::Kind k);
 
 // The layer stack the chip compiler lowers today (Conv2D(relu, valid, stride 1, one input
@@ -58,7 +62,8 @@ compiler::CnnSpec lowerable_spec(const std::vector<Layer>& layers);
 // "Supported ops"): Conv2D (relu | linear, valid | same, strides 1 | 2, kernel 1..7),
 // MaxPool2D and AveragePooling2D (pool 2 | 3, strides = pool) before one Flatten, then
 // Dense(relu | linear)* with a Dropout after any hidden relu Dense (its 64-bit seed folded to 32
-// bits as seed ^ seed >> 32), then Dense(softmax); the first layer carries the input_shape.
+// bits as seed ^ seed >> 32), then Dense(softmax), optionally after a Normalization as the
+// first layer (input preprocessing on the host); the first layer carries the input_shape.
 // Anything else throws std::invalid_argument naming the layer and the argument.
 // is_dense_stack: the model is not the example CNN's pattern in sizes CnnTrainStep takes on an
 // N-wide array (lowerable_spec refuses it, or its pool is not 2, its filters not a multiple of
