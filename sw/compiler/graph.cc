@@ -2,7 +2,6 @@
 #include "sw/compiler/graph.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -117,12 +116,6 @@ std::string num_str(double v) {
 }
 
 // A node of layer `layer` (and of the backward pass when `backward`).
-std::string g9(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
 int add_in(Graph& g, int layer, bool backward, const std::string& op, const std::string& name,
            std::vector<int> inputs, std::vector<uint32_t> shape, DType dtype,
            const std::string& attrs = "") {
@@ -148,7 +141,8 @@ Graph build_forward(const DenseStackSpec& spec, uint32_t batch) {
                              : std::vector<uint32_t>{B, spec.inputs},
                    DType::kF32,
                    spec.norm.on ? "(pixels / 255 - mean) / sqrt(variance), by the host: mean " +
-                                      g9(spec.norm.mean) + ", variance " + g9(spec.norm.variance)
+                                      num_str(spec.norm.mean) + ", variance " +
+                                      num_str(spec.norm.variance)
                                 : std::string("pixels / 255"));
   if (spec.norm.on) {  // Normalization (the model's first layer), read back by stack_from_graph
     g.at(cur).num["norm_mean"] = spec.norm.mean;
