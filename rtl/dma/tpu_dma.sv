@@ -18,6 +18,15 @@
 // to about ElemDepth cycles. Latency: 1 cycle from acceptance to the checks, 1 more to the first
 // read. done_o pulses when every write has been performed (HBM: all completions received), or
 // with PostWrites when every HBM write has been issued (wr_pending_o until their completions).
+// Back to back: once a copy's source walk has handed out its last run, the next descriptor is
+// taken (a source in another space once the copy's reads have returned) and checked, and its
+// source walk starts while the copy before still writes — the read latency of each copy hidden
+// behind the tail of the one before — if both copies lie wholly in range (their walks' byte
+// spans, computed in the check), neither writes remotely, and the next one's source span does
+// not meet the span the copy before writes (no read overtakes a write it depends on). The next
+// copy's destination walk starts when the copy before has issued its last write (its done_o),
+// so writes stay in program order and no write overtakes an earlier read. A descriptor that
+// fails these waits until the copy in progress is done and is then checked as if taken alone.
 // Faults: illegal size, unequal element counts and misalignment are checked before anything
 // moves; an out-of-range address is caught by the walk's generator before it is used. On a fault
 // the walks stop, everything in flight drains, the elements before the first faulting element
@@ -115,8 +124,19 @@ module tpu_dma #(
   localparam logic [AW1-1:0] SramLimit = AW1'(SramBytes);
   localparam logic SpaceHbm = 1'b0;
 
-  typedef enum logic [1:0] {IdleS, CheckS, RunS} state_e;
+  // IdleS: nothing in progress. CheckS: the checks of the descriptor just taken. RunS: its
+  // source walk runs or has run (its destination side may still wait for the copy before).
+  // WaitS: the descriptor taken behind a copy failed the back-to-back conditions; it waits
+  // until that copy is done, then is checked again as if taken alone.
+  typedef enum logic [1:0] {IdleS, CheckS, RunS, WaitS} state_e;
   state_e state_q;
+  logic   behind_q;        // the descriptor in CheckS was taken behind a copy in progress
+  logic   dst_active_q;    // the destination side works on a copy (until its done_o)
+  logic   dst_pend_q;      // the taken copy's source walk runs; its destination side waits
+  // The destination side's copy: its space, remoteness and element size (the descriptor
+  // registers already hold the next copy's).
+  logic   dst_space_d, dst_remote_d;
+  logic [3:0] elem_bytes_d;
 
   // ---------------------------------------------------------------------------------------------
   // Descriptor registers and the checks made before anything moves
@@ -174,6 +194,66 @@ module tpu_dma #(
     first_misaligned = {found, addr};
   endfunction
 
+  // The bytes each walk of the newest descriptor touches, [lo, hi) signed: base plus each used
+  // loop's full extent, (count - 1) x stride, below or above; one used loop (count > 1) a cycle
+  // on one multiplier, in the cycles after the descriptor is taken (span_ok_q: typically 2 to 4).
+  // Only back-to-back decisions wait for it.
+  localparam int unsigned SpanW = AW1 + CountW + 3;
+  logic [7:0]              span_left_q;               // loops still to add: walk (bit 2), loop
+  logic [2:0]              span_idx;                  // the lowest of them
+  logic [7:0]              span_used;                 // the offered descriptor's used loops
+  logic                    span_ok_q;
+  logic signed [SpanW-1:0] src_lo, src_hi, dst_lo, dst_hi;
+  logic [CountW-1:0]       span_count;
+  logic [AW1-1:0]          span_stride;
+  logic signed [SpanW-1:0] span_ext;
+  always_comb begin
+    span_idx = '0;
+    for (int k = 7; k >= 0; k--) if (span_left_q[k]) span_idx = 3'(k);
+    for (int k = 0; k < 4; k++) begin
+      span_used[k]     = src_count_i[CountW*k +: CountW] > 1;
+      span_used[4 + k] = dst_count_i[CountW*k +: CountW] > 1;
+    end
+    span_count  = span_idx[2] ? dst_count_q[CountW*span_idx[1:0] +: CountW]
+                              : src_count_q[CountW*span_idx[1:0] +: CountW];
+    span_stride = span_idx[2] ? dst_stride_q[AW1*span_idx[1:0] +: AW1]
+                              : src_stride_q[AW1*span_idx[1:0] +: AW1];
+    span_ext    = '0;
+    // evaluated only while the spans are being computed (operand isolation)
+    if (!span_ok_q && span_count != '0)
+      span_ext = $signed({{(SpanW-CountW){1'b0}}, span_count - 1'b1}) *
+                 $signed({{(SpanW-AW1){span_stride[AW1-1]}}, span_stride});
+  end
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      span_left_q <= '0;
+      span_ok_q   <= 1'b0;
+      {src_lo, src_hi, dst_lo, dst_hi} <= '0;
+    end else if (desc_valid_i && desc_ready_o) begin
+      span_left_q <= span_used;
+      span_ok_q   <= span_used == '0;
+      src_lo     <= SpanW'(src_base_i);
+      src_hi     <= SpanW'(src_base_i) + SpanW'(elem_bytes_i);
+      dst_lo     <= SpanW'(dst_base_i);
+      dst_hi     <= SpanW'(dst_base_i) + SpanW'(elem_bytes_i);
+    end else if (!span_ok_q) begin
+      if (span_idx[2]) begin
+        if (span_ext < 0) dst_lo <= dst_lo + span_ext;
+        else dst_hi <= dst_hi + span_ext;
+      end else begin
+        if (span_ext < 0) src_lo <= src_lo + span_ext;
+        else src_hi <= src_hi + span_ext;
+      end
+      span_left_q[span_idx] <= 1'b0;
+      if ((span_left_q & ~(8'd1 << span_idx)) == '0) span_ok_q <= 1'b1;
+    end
+  end
+  // Both walks of the newest descriptor lie wholly inside their spaces (it cannot fault midway).
+  logic span_safe;
+  assign span_safe = span_ok_q && (src_lo >= 0) && (dst_lo >= 0) &&
+                     (src_hi <= ((src_space_q == SpaceHbm) ? SpanW'(HbmLimit) : SpanW'(SramLimit))) &&
+                     (dst_hi <= ((dst_space_q == SpaceHbm) ? SpanW'(HbmLimit) : SpanW'(SramLimit)));
+
   logic [TotW-1:0]     src_elems, dst_elems;
   logic [AW1:0]        src_misal, dst_misal;
   logic                check_fault;
@@ -220,8 +300,19 @@ module tpu_dma #(
   logic check_empty;
   assign check_empty = src_elems == '0;
 
-  logic agen_start;
-  assign agen_start = (state_q == CheckS) && !check_fault && !check_empty;
+  // A copy checked alone starts both walks; one taken behind a copy in progress starts its
+  // source walk (if it may run back to back) and its destination walk once that copy is done.
+  // Behind a copy, the source walk must not read what that copy still writes: another space,
+  // or bytes outside the copy's destination span (cur_dlo_q .. cur_dhi_q).
+  logic check_ok, behind_go, src_start, dst_start, dst_done;
+  logic signed [SpanW-1:0] cur_dlo_q, cur_dhi_q;
+  assign check_ok  = (state_q == CheckS) && !check_fault && !check_empty;
+  assign behind_go = span_safe && ((src_space_q != dst_space_d) ||
+                                    ((src_space_q != SpaceHbm) &&
+                                     ((src_hi <= cur_dlo_q) || (cur_dhi_q <= src_lo))));
+  assign src_start = check_ok && (!behind_q || behind_go);
+  // (behind a copy, CheckS lasts until the spans are known)
+  assign dst_start = (check_ok && !behind_q) || (dst_pend_q && !dst_active_q);
 
   // ---------------------------------------------------------------------------------------------
   // The two walks
@@ -244,7 +335,7 @@ module tpu_dma #(
   ) u_src_agen (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),
-    .start_i       (agen_start),
+    .start_i       (src_start),
     .abort_i       (src_abort),
     .idle_o        (src_idle),
     .base_i        (src_base_q),
@@ -269,7 +360,7 @@ module tpu_dma #(
   ) u_dst_agen (
     .clk_i         (clk_i),
     .rst_ni        (rst_ni),
-    .start_i       (agen_start),
+    .start_i       (dst_start),
     .abort_i       (dst_abort),
     .idle_o        (dst_idle),
     .base_i        (dst_base_q),
@@ -288,8 +379,10 @@ module tpu_dma #(
     .fault_index_o (dst_fault_index)
   );
 
-  logic running;
-  assign running = state_q == RunS;
+  // The source side runs the newest copy (RunS); the destination side its own (dst_active_q).
+  logic running, dst_running;
+  assign running     = state_q == RunS;
+  assign dst_running = dst_active_q;
 
   // ---------------------------------------------------------------------------------------------
   // Source side: element queue, read requests, read data
@@ -301,7 +394,7 @@ module tpu_dma #(
   // Read data queue: one word per issued read, in order.
   logic              dfifo_push, dfifo_pop, dfifo_full, dfifo_empty;
   logic [WordW-1:0]  dfifo_in, dfifo_head;
-  logic [$clog2(MaxReads):0] unused_dfifo_count;
+  logic [$clog2(MaxReads):0] dfifo_count;
 
   logic              src_first_q;                     // the next source element is the first
   logic [WAddrW-1:0] src_word_q;                      // word of the previous source element
@@ -334,7 +427,7 @@ module tpu_dma #(
       sram_rd_pend_q <= 1'b0;
       rd_id_q        <= '0;
     end else begin
-      if (agen_start) begin
+      if (src_start) begin
         src_first_q <= 1'b1;
       end else if (src_take) begin
         src_first_q <= 1'b0;
@@ -390,7 +483,7 @@ module tpu_dma #(
     .pop_i   (dfifo_pop),
     .data_o  (dfifo_head),
     .empty_o (dfifo_empty),
-    .count_o (unused_dfifo_count)
+    .count_o (dfifo_count)
   );
 
   // ---------------------------------------------------------------------------------------------
@@ -408,7 +501,7 @@ module tpu_dma #(
   assign ex_new        = ex_head_new && (ex_done_q == '0);
   assign ex_left       = ex_head_n - ex_done_q;
   // (A chunk holds at most 16 bf16 / 8 fp32 elements: the offset stays inside the word.)
-  assign ex_done_bytes = (elem_bytes_q == 4'd4) ? OffW'({ex_done_q[2:0], 2'b00})
+  assign ex_done_bytes = (elem_bytes_d == 4'd4) ? OffW'({ex_done_q[2:0], 2'b00})
                                                 : OffW'({ex_done_q[3:0], 1'b0});
   assign ex_off        = ex_head_off + ex_done_bytes;
   assign ex_valid      = !efifo_empty && (!ex_new || !dfifo_empty);
@@ -435,7 +528,7 @@ module tpu_dma #(
   assign dst_word   = dst_addr[AddrW-1:OffW];
   assign dst_off    = dst_addr[OffW-1:0];
   assign wc_hit     = wc_valid_q && (dst_word == wc_word_q);
-  assign move_bytes = (elem_bytes_q == 4'd4) ? {ex_m, 2'b00} : {1'b0, ex_m, 1'b0};
+  assign move_bytes = (elem_bytes_d == 4'd4) ? {ex_m, 2'b00} : {1'b0, ex_m, 1'b0};
   assign new_strb   = (~({WordBytes{1'b1}} << move_bytes)) << dst_off;
   // The held word after a move: the moved bytes, from their offset in the source word to theirs
   // in the destination word, over `held` (the byte mask is new_strb's shifts on bits). Called
@@ -454,11 +547,12 @@ module tpu_dma #(
   // The source has no more elements to give: its walk ended (or faulted) and its queue is empty.
   assign src_exhausted = src_idle && efifo_empty;
   // No more elements will reach the buffer: flush what it holds.
-  assign no_more    = running && (dst_idle || src_exhausted);
-  assign dst_aready = running && ex_valid && (!wc_valid_q || wc_hit || !wq_full);
+  assign no_more    = dst_running && (dst_idle || src_exhausted);
+  assign dst_aready = dst_running && ex_valid && (!wc_valid_q || wc_hit || !wq_full);
   assign ex_move    = dst_avalid && dst_aready;
-  // After the destination walk stopped (fault), leftover source elements are dropped.
-  assign ex_discard = running && dst_idle && ex_valid;
+  // After the destination walk stopped at a fault, leftover source elements are dropped (a
+  // walk that ended normally leaves none of its own; what follows is the next copy's).
+  assign ex_discard = dst_running && dst_idle && dst_fault && ex_valid;
   assign ex_pop     = (ex_move && ex_last) || ex_discard;
   assign efifo_pop  = ex_pop;
   assign dfifo_pop  = (ex_move || ex_discard) && ex_new;
@@ -526,7 +620,7 @@ module tpu_dma #(
   // Destination writes and the shared HBM request channel
   // ---------------------------------------------------------------------------------------------
   // SRAM: the head word is written when granted.
-  assign sram_wreq_o  = !wq_empty && (dst_space_q != SpaceHbm) && !dst_remote_q;
+  assign sram_wreq_o  = !wq_empty && (dst_space_d != SpaceHbm) && !dst_remote_d;
   assign sram_waddr_o = wq_word[SramAddrW-1:0];
   assign sram_wmask_o = wq_strb;
   assign sram_wdata_o = wq_data;
@@ -544,10 +638,12 @@ module tpu_dma #(
   logic       want_rd, want_wr, sel_wr, lock_q, lock_wr_q, rr_wr_q, req_fire;
   logic       wr_req_now, wr_wd_now;
   assign want_rd = rq_valid_q && (src_space_q == SpaceHbm);
-  assign want_wr = !wq_empty && (dst_space_q == SpaceHbm) && !dst_remote_q &&
+  assign want_wr = !wq_empty && (dst_space_d == SpaceHbm) && !dst_remote_d &&
                    !pend_full && (wr_out_q < WrOutW'(MaxWrites));
-  // A request offered and not taken stays offered (lock); otherwise reads and writes alternate.
-  assign sel_wr  = lock_q ? lock_wr_q : (want_wr && (!want_rd || rr_wr_q));
+  // A request offered and not taken stays offered (lock); otherwise reads and writes of one
+  // copy alternate, and the writes of a copy go before the reads of the copy behind it (fewer
+  // turnarounds of the HBM data bus).
+  assign sel_wr  = lock_q ? lock_wr_q : (want_wr && (!want_rd || rr_wr_q || dst_pend_q));
   assign hbm_req_valid_o = sel_wr ? want_wr : want_rd;
   assign hbm_req_write_o = sel_wr;
   assign hbm_req_addr_o  = HbmAddrW'({(sel_wr ? wq_word : rq_word_q), {OffW{1'b0}}});
@@ -576,10 +672,10 @@ module tpu_dma #(
   );
   assign wr_req_now     = req_fire && sel_wr;
   assign wr_wd_now      = !pend_empty && hbm_wd_ready_i;
-  assign wq_pop = !wq_empty && (dst_remote_q ? remote_w_ready_i :
-                                (dst_space_q == SpaceHbm) ? wr_req_now : sram_wgnt_i);
-  assign remote_w_valid_o = !wq_empty && dst_remote_q;
-  assign remote_w_space_o = dst_space_q;
+  assign wq_pop = !wq_empty && (dst_remote_d ? remote_w_ready_i :
+                                (dst_space_d == SpaceHbm) ? wr_req_now : sram_wgnt_i);
+  assign remote_w_valid_o = !wq_empty && dst_remote_d;
+  assign remote_w_space_o = dst_space_d;
   assign remote_w_word_o  = wq_word;
   assign remote_w_strb_o  = wq_strb;
   assign remote_w_data_o  = wq_data;
@@ -608,15 +704,19 @@ module tpu_dma #(
   // destination when the source has run out of elements (it faulted) before the destination
   // walk ended.
   assign src_abort = running && dst_fault && !src_idle;
-  assign dst_abort = running && src_exhausted && !dst_idle;
+  assign dst_abort = dst_running && src_exhausted && !dst_idle;
 
-  logic all_quiet;
+  logic dst_quiet, src_quiet;
   // With PostWrites a descriptor is done once its HBM writes are issued: their completions
   // may still be outstanding (wr_pending_o) while the next descriptor runs; this port's later
   // reads of the same addresses return the written data (tpu_hbm's ordering).
-  assign all_quiet = src_idle && dst_idle && !rq_valid_q && (inflight_q == '0) && efifo_empty &&
-                     !wc_valid_q && wq_empty && pend_empty && (PostWrites || wr_out_q == '0) &&
+  assign src_quiet = src_idle && !rq_valid_q && (inflight_q == '0) && efifo_empty &&
                      !sram_rd_pend_q;
+  assign dst_quiet = dst_idle && !wc_valid_q && wq_empty && pend_empty &&
+                     (PostWrites || wr_out_q == '0);
+  // The destination side's copy is done: its last word written; the source side is quiet too
+  // unless it already runs the next copy.
+  assign dst_done = dst_active_q && dst_quiet && (dst_pend_q || src_quiet);
   assign wr_pending_o = wr_out_q != '0;
 
   // The first fault in element order: the source's if it is not later than the destination's.
@@ -636,12 +736,51 @@ module tpu_dma #(
     end
   end
 
-  assign desc_ready_o = state_q == IdleS;
+  // Idle, or behind a copy whose source walk has ended, under the back-to-back conditions
+  // (the header); desc_ready_o looks at the offered descriptor's spaces.
+  // A source in another space waits until the reads of the copy in progress have returned
+  // (they and the new reads share the data queue, filled in issue order).
+  logic behind_ok, reads_back;
+  assign reads_back   = !rq_valid_q && !sram_rd_pend_q &&
+                        (inflight_q == CreditW'(dfifo_count));
+  assign behind_ok    = running && dst_active_q && !dst_pend_q && span_safe && src_idle &&
+                        !dst_remote_d && !dst_remote_i && ((src_space_i == src_space_q) || reads_back);
+  assign desc_ready_o = (state_q == IdleS) || behind_ok;
   assign busy_o       = state_q != IdleS;
+
+  // The destination side: which copy it works on, and that copy's space and element size.
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      dst_active_q <= 1'b0;
+      dst_pend_q   <= 1'b0;
+      cur_dlo_q    <= '0;
+      cur_dhi_q    <= '0;
+      dst_space_d  <= 1'b0;
+      dst_remote_d <= 1'b0;
+      elem_bytes_d <= 4'd2;
+    end else begin
+      // taken behind: the copy in progress's destination span, before the new one's replaces it
+      if (desc_valid_i && desc_ready_o && running) begin
+        cur_dlo_q <= dst_lo;
+        cur_dhi_q <= dst_hi;
+      end
+      if (src_start && behind_q) dst_pend_q <= 1'b1;
+      else if (dst_start) dst_pend_q <= 1'b0;
+      if (dst_start) begin
+        dst_active_q <= 1'b1;
+        dst_space_d  <= dst_space_q;
+        dst_remote_d <= dst_remote_q;
+        elem_bytes_d <= elem_bytes_q;
+      end else if (dst_done) begin
+        dst_active_q <= 1'b0;
+      end
+    end
+  end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       state_q       <= IdleS;
+      behind_q      <= 1'b0;
       done_o        <= 1'b0;
       fault_o       <= 1'b0;
       fault_code_o  <= tpu_pkg::DMA_FAULT_NONE;
@@ -649,11 +788,21 @@ module tpu_dma #(
       elems_moved_o <= '0;
     end else begin
       done_o <= 1'b0;
-      if (ex_move) elems_moved_o <= elems_moved_o + 32'(ex_m);
+      if (dst_start) elems_moved_o <= '0;
+      else if (ex_move) elems_moved_o <= elems_moved_o + 32'(ex_m);
+      // The destination side's copy finished (in any state: a copy taken behind it may be in
+      // CheckS or WaitS); it cannot fault if a copy was taken behind it (span_safe).
+      if (dst_done) begin
+        done_o       <= 1'b1;
+        fault_o      <= run_fault;
+        fault_code_o <= run_code;
+        fault_addr_o <= run_addr;
+      end
       unique case (state_q)
         IdleS: begin
           if (desc_valid_i) begin
             state_q       <= CheckS;
+            behind_q      <= 1'b0;
             fault_o       <= 1'b0;
             fault_code_o  <= tpu_pkg::DMA_FAULT_NONE;
             fault_addr_o  <= '0;
@@ -661,7 +810,11 @@ module tpu_dma #(
           end
         end
         CheckS: begin
-          if (check_fault || check_empty) begin
+          if (behind_q) begin
+            // behind a copy, once the spans are known: start the source walk, or wait for that
+            // copy and check again
+            if (span_ok_q) state_q <= check_ok && behind_go ? RunS : WaitS;
+          end else if (check_fault || check_empty) begin
             state_q      <= IdleS;
             done_o       <= 1'b1;
             fault_o      <= check_fault;
@@ -672,12 +825,18 @@ module tpu_dma #(
           end
         end
         RunS: begin
-          if (all_quiet) begin
-            state_q      <= IdleS;
-            done_o       <= 1'b1;
-            fault_o      <= run_fault;
-            fault_code_o <= run_code;
-            fault_addr_o <= run_addr;
+          if (desc_valid_i && desc_ready_o) begin
+            state_q  <= CheckS;
+            behind_q <= 1'b1;
+          end else if (dst_done && !dst_pend_q) begin
+            state_q <= IdleS;
+          end
+        end
+        WaitS: begin
+          if (!dst_active_q) begin
+            state_q       <= CheckS;
+            behind_q      <= 1'b0;
+            elems_moved_o <= '0;
           end
         end
         default: state_q <= IdleS;
@@ -706,11 +865,11 @@ module tpu_dma #(
   `TPU_ASSERT(OneReadSourceAtATime, !(sram_rd_pend_q && hbm_rd_valid_i))
   `TPU_ASSERT_IMPLIES(ReadIdsInOrder, (hbm_rd_valid_i && hbm_rd_ready_o), hbm_rd_id_i == rd_rsp_id_q)
   `TPU_ASSERT_IMPLIES(SingleBurstReads, (hbm_rd_valid_i && hbm_rd_ready_o), hbm_rd_last_i)
-  `TPU_ASSERT_IMPLIES(PendOnlyWhileRunning, !pend_empty, running)
+  `TPU_ASSERT_IMPLIES(PendOnlyWhileRunning, !pend_empty, dst_running)
   `TPU_ASSERT_IMPLIES(CompletionOnlyWhenExpected, hbm_wr_done_valid_i, wr_out_q != '0)
   `TPU_ASSERT_IMPLIES(CompletionIdsInOrder, hbm_wr_done_valid_i, hbm_wr_done_id_i == wr_rsp_id_q)
-  `TPU_ASSERT_IMPLIES(WriteQueueOnlyWhileRunning, !wq_empty, running)
-  `TPU_ASSERT_IMPLIES(MovesOnlyWhileRunning, ex_move, running)
+  `TPU_ASSERT_IMPLIES(WriteQueueOnlyWhileRunning, !wq_empty, dst_running)
+  `TPU_ASSERT_IMPLIES(MovesOnlyWhileRunning, ex_move, dst_running)
   `TPU_ASSERT_HELD(RequestHeldUntilTaken, hbm_req_valid_o, hbm_req_ready_i,
                    {hbm_req_write_o, hbm_req_addr_o})
   `TPU_ASSERT_HELD(WriteDataHeldUntilTaken, hbm_wd_valid_o, hbm_wd_ready_i, hbm_wd_strb_o)

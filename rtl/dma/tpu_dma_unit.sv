@@ -1,9 +1,12 @@
 // tpu_dma_unit: the DMA as an ISA unit (docs/isa.md, "DMA"). It takes DMA.LOOP and DMA.COPY
 // instructions from the sequencer in program order. DMA.LOOP writes two loop registers of one
 // walk (count, stride) in the cycle it is taken; DMA.COPY starts tpu_dma with the loop registers
-// and its own bases, spaces and element size, and the unit takes nothing more until that copy
-// has finished (every destination write issued: HBM writes are posted, and idle_o waits for
-// their completions, so a SIGNAL, FENCE or HALT still sees every write performed). A copy's fault (range, count mismatch,
+// and its own bases, spaces and element size. DMA.LOOPs are taken while a copy runs (tpu_dma
+// holds the copy's own loop settings); the next DMA.COPY is taken when tpu_dma takes it: behind
+// the copy in progress once that copy's source walk has ended, if the two may run back to back
+// (tpu_dma's conditions), else when the copy has finished (every destination write issued: HBM
+// writes are posted, and idle_o waits for both copies and their completions, so a SIGNAL,
+// FENCE or HALT still sees every write performed). A copy's fault (range, count mismatch,
 // element size, alignment) is reported to the sequencer as FAULT_DMA for one cycle, with the
 // copy's PC, the DMA fault code as info and the offending address. clear_i (the doorbell)
 // resets the loop registers to count 1, stride 0. A remote copy (w0[11:10] = link, next or
@@ -68,15 +71,16 @@ module tpu_dma_unit #(
   // Loop registers: walk w (0 source, 1 destination), loop k at [.. * (4w + k) +: ..].
   logic [8*CountW-1:0] count_q;
   logic [8*33-1:0]     stride_q;                   // signed, sign-extended to 33 bits
-  logic [31:0]         pc_q;                       // the copy in progress
+  logic [31:0]         pc_q;                       // the oldest copy in progress
+  logic [31:0]         pc_next_q;                  // the copy taken behind it
   logic [1:0]          link_q;                     // its destination link (0: this chip)
-  logic                copying_q;
+  logic [1:0]          copies_q;                   // copies taken and not done: 0 .. 2
 
   logic is_loop, is_copy, take;
   assign is_loop       = instr_i[7:0] == tpu_isa_pkg::OP_DMA_LOOP;
   assign is_copy       = instr_i[7:0] == tpu_isa_pkg::OP_DMA_COPY;
   logic desc_ready;
-  assign instr_ready_o = !copying_q && (is_loop || desc_ready);
+  assign instr_ready_o = is_loop || desc_ready;
   assign take          = instr_valid_i && instr_ready_o;
 
   logic        busy, done, dma_fault, wr_pending;
@@ -89,12 +93,13 @@ module tpu_dma_unit #(
       count_q   <= {8{16'd1}};
       stride_q  <= '0;
       pc_q      <= '0;
+      pc_next_q <= '0;
       link_q    <= '0;
-      copying_q <= 1'b0;
+      copies_q  <= '0;
     end else if (clear_i) begin
       count_q   <= {8{16'd1}};
       stride_q  <= '0;
-      copying_q <= 1'b0;
+      copies_q  <= '0;
     end else begin
       if (take && is_loop) begin
         // w0[8] walk, w0[9] pair: loops 2p (c0 = w0[31:16], s0 = w1), 2p + 1 (c1 = w2, s1 = w3)
@@ -106,16 +111,19 @@ module tpu_dma_unit #(
         count_q[CountW*hi +: CountW] <= instr_i[79:64];
         stride_q[33*hi +: 33]      <= {instr_i[127], instr_i[127:96]};
       end
+      // PCs in order: pc_q is the copy the next done_o reports
       if (take && is_copy) begin
-        copying_q <= 1'b1;
-        pc_q      <= pc_i;
-        link_q    <= instr_i[11:10];
+        link_q <= instr_i[11:10];
+        if (copies_q == 2'd0 || (copies_q == 2'd1 && done)) pc_q <= pc_i;
+        else pc_next_q <= pc_i;
+      end else if (done && copies_q == 2'd2) begin
+        pc_q <= pc_next_q;
       end
-      if (done) copying_q <= 1'b0;
+      copies_q <= copies_q + 2'(take && is_copy) - 2'(done);
     end
   end
 
-  assign idle_o       = !copying_q && !wr_pending;  // every HBM write completed
+  assign idle_o       = copies_q == 2'd0 && !wr_pending;  // every HBM write completed
   assign fault_o      = done && dma_fault;
   assign fault_code_o = tpu_isa_pkg::FAULT_DMA;
   assign fault_pc_o   = pc_q;
@@ -143,7 +151,7 @@ module tpu_dma_unit #(
   ) u_dma (
     .clk_i               (clk_i),
     .rst_ni              (rst_ni),
-    .desc_valid_i        (instr_valid_i && is_copy && !copying_q),
+    .desc_valid_i        (instr_valid_i && is_copy),
     .desc_ready_o        (desc_ready),
     .src_space_i         (instr_i[8]),
     .dst_space_i         (instr_i[9]),
