@@ -1065,6 +1065,7 @@ void DenseStackStep::compile() {
       dw.w_by_column = false;
       dw.epi_row_bytes = upd_bytes;
       dw.epi_buffers = 2;
+      dw.interleave = true;
       note(emit_matmul(
           b, dw, arena_lo, arena_hi, chip_.acc_rows,
           {[&](const Block& k) { update(true, k, R, P[l - 1]); },

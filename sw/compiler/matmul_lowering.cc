@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "sw/compiler/lowering_util.h"
@@ -124,12 +126,15 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
     last = now;
     return f;
   };
-  auto emit_mm = [&](const Blk& k) {
+  // A block's matmul as steps: its first group's load, then each group's MXU work behind the
+  // next group's load.
+  using Steps = std::vector<std::function<void()>>;
+  auto mm_steps = [&](const Blk& k) {
     const uint32_t ctn = k.ct * N;
-    std::vector<uint32_t> slots;  // the buffer each group was loaded into
-    auto load = [&](uint32_t g) {
+    auto slots = std::make_shared<std::vector<uint32_t>>();  // the buffer each group was loaded into
+    auto load = [&, k, ctn, slots](uint32_t g) {
       const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = slot++ % 2;
-      slots.push_back(i);
+      slots->push_back(i);
       if (op.a_gather)
         op.a_gather(k.r0, k.rows, g * KGN, kgn, abuf[i], KGN * 2,
                     fresh(a_shape[i], {k.rows, uint64_t{g} * KGN, kgn}));
@@ -150,38 +155,53 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
                    ub(wbuf[i], {{ctn, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
       b.signal(isa::Unit::kDma);
     };
-    load(0);
-    for (uint32_t g = 0; g < groups; ++g) {
-      if (g + 1 < groups) load(g + 1);
-      const uint32_t kg = std::min(KG, op.Kt - g * KG), i = slots[g];
-      for (uint32_t kt = 0; kt < kg; ++kt)
-        for (uint32_t c = 0; c < k.ct; ++c) {
-          if (op.w_by_column)
-            b.mxu_ldw(wbuf[i] + (c * N * KGN + kt * N) * 2, KGN * 2, true);
-          else
-            b.mxu_ldw(wbuf[i] + (kt * N * CT * N + c * N) * 2, CT * N * 2);
-          b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c * R);
-        }
-      b.signal(isa::Unit::kMxu);
-    }
+    Steps steps{[load] { load(0); }};
+    for (uint32_t g = 0; g < groups; ++g)
+      steps.push_back([&, k, g, load, slots] {
+        if (g + 1 < groups) load(g + 1);
+        const uint32_t kg = std::min(KG, op.Kt - g * KG), i = (*slots)[g];
+        for (uint32_t kt = 0; kt < kg; ++kt)
+          for (uint32_t c = 0; c < k.ct; ++c) {
+            if (op.w_by_column)
+              b.mxu_ldw(wbuf[i] + (c * N * KGN + kt * N) * 2, KGN * 2, true);
+            else
+              b.mxu_ldw(wbuf[i] + (kt * N * CT * N + c * N) * 2, CT * N * 2);
+            b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c * R);
+          }
+        b.signal(isa::Unit::kMxu);
+      });
+    return steps;
+  };
+  auto emit_mm = [&](const Blk& k) {
+    for (const auto& st : mm_steps(k)) st();
   };
   // Pipelined: block k + 1's matmul is emitted before block k's epilogue, and each piece's
   // load before the piece before it runs.
+  // With Matmul::interleave, the next block's matmul steps are spread between this block's
+  // epilogue pieces instead (short MXU bursts the sequencer dispatches without stalling the
+  // epilogue's copies and updates behind a full MXU queue).
   uint32_t piece = 0;
   emit_mm(blocks[0]);
   for (size_t k = 0; k < blocks.size(); ++k) {
-    if (k + 1 < blocks.size()) emit_mm(blocks[k + 1]);
+    Steps next;
+    if (k + 1 < blocks.size()) {
+      if (op.interleave) next = mm_steps(blocks[k + 1]);
+      else emit_mm(blocks[k + 1]);
+    }
     const Blk& bk = blocks[k];
     std::vector<Block> pieces;
     for (uint32_t p0 = 0; p0 < bk.rows; p0 += PR, ++piece)
       pieces.push_back({bk.r0 + p0, std::min(PR, bk.rows - p0), bk.c0, bk.ct, R,
                         scratch[piece % nbuf], bk.acc0, p0});
     const size_t ahead = nbuf - 1;  // pieces loaded before the first runs
+    size_t done = 0;  // next's steps emitted
     for (size_t i = 0; epi.load && i < ahead && i < pieces.size(); ++i) epi.load(pieces[i]);
     for (size_t i = 0; i < pieces.size(); ++i) {
       if (epi.load && i + ahead < pieces.size()) epi.load(pieces[i + ahead]);
       epi.run(pieces[i]);
+      for (; done < next.size() && done * pieces.size() < (i + 1) * next.size(); ++done) next[done]();
     }
+    for (; done < next.size(); ++done) next[done]();
   }
   return std::string(op.name) + ": [" + std::to_string(op.M) + " x " + std::to_string(op.Kt * N) +
          "] x [" + std::to_string(op.Kt * N) + " x " + std::to_string(op.Ct * N) + "]" +

@@ -27,6 +27,9 @@ struct Matmul {
   // epi_buffers - 1 pieces ahead (more loads queued on the DMA while the VPU runs a piece, in
   // smaller pieces: the buffers share half the arena)
   uint32_t epi_buffers = 2;
+  // Spread the next row block's matmul between this block's epilogue pieces instead of emitting
+  // it whole before them (for epilogues heavy on the DMA and VPU: the optimizer's)
+  bool interleave = false;
   // An operand gathered by the caller instead of read from HBM rows (a convolution's, from
   // its map): fills the UB rows `pitch` bytes apart with operand[r0 + r][c0 + j], r < rows,
   // j < cols. A's operand is A; the weights' (w_by_column false) has a row per contraction
