@@ -14,6 +14,8 @@
 #   dma_state20, dma_state1: the same bytes as 768-byte runs 9,408 apart (the MLP's interleaved
 #                Adam state), in 20 copies and in one
 #   dma_contig20: the same bytes in 20 contiguous copies
+#   dma_adam_mix: 12 pieces of the MLP's optimizer epilogue copies (state in, state out, bf16
+#                copy out: 339,456 bytes)
 # (docs/performance.md, the MLP step)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,13 +78,26 @@ for pitch in (256, 320):
     load(f"dma_r64_p{pitch}", 2, 64, pitch, 20, 64, 0x4000)
 load("dma_state20", 4, 768, 9408, 20, 768, 0x2000)
 load("dma_state1", 4, 768, 9408, 1, 0, 0)
+# the MLP's optimizer epilogue: per piece of 17 W^T rows, the next piece's interleaved state in
+# (768-byte runs 9,408 apart), this piece's state out, its bf16 copy out (128-byte runs)
+mix = []
+for i in range(12):
+    mix += ["dma.loop src, 0, 192, 4, 1, 0", "dma.loop src, 1, 17, 9408, 1, 0",
+            "dma.loop dst, 0, 192, 4, 1, 0", "dma.loop dst, 1, 17, 768, 1, 0",
+            f"dma.copy hbm, ub, 4, 0x{0x100000 + (i + 1) * 768:x}, 0x{((i + 1) % 2) * 0x4000:x}",
+            "dma.loop src, 1, 17, 768, 1, 0", "dma.loop dst, 1, 17, 9408, 1, 0",
+            f"dma.copy ub, hbm, 4, 0x{(i % 2) * 0x4000:x}, 0x{0x100000 + i * 768:x}",
+            "dma.loop src, 0, 64, 2, 1, 0", "dma.loop src, 1, 17, 128, 1, 0",
+            "dma.loop dst, 0, 64, 2, 1, 0", "dma.loop dst, 1, 17, 1568, 1, 0",
+            f"dma.copy ub, hbm, 2, 0x{0x8000 + (i % 2) * 0x1000:x}, 0x{0x900000 + i * 128:x}"]
+write("dma_adam_mix", mix)
 write("dma_contig20", ["dma.loop src, 0, 1536, 4, 1, 0", "dma.loop dst, 0, 1536, 4, 1, 0"] +
       [f"dma.copy hbm, ub, 4, 0x{0x100000 + i * 6144:x}, 0x{(i % 4) * 0x2000:x}" for i in range(20)])
 PY
 for p in mxu_g1 mxu_g2 mxu_g4 mxu_sig_g1 mxu_sig_g2 mxu_sig_g4 dma_im2col dma_store26 dma_store8 \
     vpu_base vpu_add vpu_sqrt vpu_div vpu_ldf32 vpu_stf32 vpu_ldbf16 vpu_adam \
     dma_r32_p1568 dma_r64_p1568 dma_r128_p1568 dma_r256_p1568 dma_r64_p256 dma_r64_p320 \
-    dma_state20 dma_state1 dma_contig20; do
+    dma_state20 dma_state1 dma_contig20 dma_adam_mix; do
   out=$("$tessera" run --array 16 --backend rtl "$dir/$p.s")
   printf '%-14s %s\n' "$p" "$(grep -E '^  (cycles|mxu_busy|dma_busy|vpu_busy) ' <<< "$out" | tr -s ' ' | tr '\n' ' ')"
 done

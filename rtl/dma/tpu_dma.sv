@@ -464,9 +464,9 @@ module tpu_dma #(
   assign sram_rreq_o  = rq_valid_q && (src_space_q != SpaceHbm);
   assign sram_raddr_o = rq_word_q[SramAddrW-1:0];
 
-  // Read data: from whichever space the source is in (one descriptor at a time; everything in
-  // flight drains before the next starts). Credits keep the data queue from overflowing, so the
-  // HBM read data is always taken.
+  // Read data: from whichever space the source is in (a source walk in the other space starts
+  // only once every read before it has returned: behind_ok). Credits keep the data queue from
+  // overflowing, so the HBM read data is always taken.
   assign hbm_rd_ready_o = !dfifo_full;
   assign dfifo_push = sram_rd_pend_q || (hbm_rd_valid_i && hbm_rd_ready_o);
   assign dfifo_in   = sram_rd_pend_q ? sram_rdata_i : hbm_rd_data_i;
