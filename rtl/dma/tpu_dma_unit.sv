@@ -13,6 +13,8 @@
 // prev: docs/isa.md, "Multi-chip") writes its destination words to ici_* as flits for that
 // link (tpu_ici_pkg) instead of this chip's memories; it has finished when its last flit has
 // entered the link's transmit queue (tpu_top), which the link drains while the unit goes on.
+`include "tpu_assert.svh"
+
 module tpu_dma_unit #(
   parameter longint unsigned HbmBytes = 64'd1 << 28, // HBM space (Channels x 256 MiB)
   parameter int unsigned     UbBytes  = 262144,      // unified buffer space
@@ -79,11 +81,14 @@ module tpu_dma_unit #(
   logic is_loop, is_copy, take;
   assign is_loop       = instr_i[7:0] == tpu_isa_pkg::OP_DMA_LOOP;
   assign is_copy       = instr_i[7:0] == tpu_isa_pkg::OP_DMA_COPY;
-  logic desc_ready;
-  assign instr_ready_o = is_loop || desc_ready;
+  // No copy is taken in the cycle a copy's fault is reported: the sequencer drops the queued
+  // instructions behind a fault (tpu_dma is idle again in that cycle).
+  logic desc_ready, fault_now;
+  assign instr_ready_o = is_loop || (desc_ready && !fault_now);
   assign take          = instr_valid_i && instr_ready_o;
 
   logic        busy, done, dma_fault, wr_pending;
+  assign fault_now = done && dma_fault;
   logic [3:0]  dma_code;
   logic [32:0] dma_addr;
   logic [31:0] unused_moved;
@@ -151,7 +156,7 @@ module tpu_dma_unit #(
   ) u_dma (
     .clk_i               (clk_i),
     .rst_ni              (rst_ni),
-    .desc_valid_i        (instr_valid_i && is_copy),
+    .desc_valid_i        (instr_valid_i && is_copy && !fault_now),
     .desc_ready_o        (desc_ready),
     .src_space_i         (instr_i[8]),
     .dst_space_i         (instr_i[9]),
@@ -204,4 +209,7 @@ module tpu_dma_unit #(
     .remote_w_strb_o     (rw_strb),
     .remote_w_data_o     (rw_data)
   );
+
+  `TPU_ASSERT_IMPLIES(ClearOnlyWhenIdle, clear_i, copies_q == 2'd0)
+  `TPU_ASSERT_IMPLIES(DoneOnlyForACopy, done, copies_q != 2'd0)
 endmodule

@@ -232,8 +232,9 @@ TEST_F(DmaUnit, FaultsReportCodePcAndAddress) {
 }
 
 // Instructions streamed as a sequencer hands them over: loads back to back, the next copy's
-// DMA.LOOPs taken while a copy runs, then a faulting copy behind them. Every load lands as its
-// own loop settings say, the fault names its own PC, and idle_o waits for all of it.
+// DMA.LOOPs taken while a copy runs, then a faulting copy behind them and a copy offered behind
+// that. Every load lands as its own loop settings say, the fault names its own PC, no copy is
+// taken before or in the cycle of that fault, and idle_o waits for all of it.
 TEST_F(DmaUnit, StreamedCopiesKeepTheirLoopsAndPcs) {
   auto& m = sim_.top();
   std::vector<std::vector<uint8_t>> want;
@@ -253,6 +254,26 @@ TEST_F(DmaUnit, StreamedCopiesKeepTheirLoopsAndPcs) {
   take(loop(1, 0, {100, 4}, {1, 0}), 0x200);
   take(loop(0, 0, {100, 4}, {1, 0}), 0x204);
   take(copy(kHbm, kUb, 4, 0, uint32_t(kUbBytes - 40)), 0x208);  // leaves the UB
+  // a copy offered behind the faulting one is not taken in the cycle the fault is reported
+  // (the sequencer drops what is queued behind a fault)
+  m.instr_valid_i = 1;
+  const auto next = copy(kHbm, kUb, 4, 0x10000, 0x8000);
+  for (int i = 0; i < 4; ++i) m.instr_i[i] = next[i];
+  m.pc_i = 0x20c;
+  bool fault_seen = false;
+  for (int g = 0; g < 200000; ++g) {
+    sim_.eval();
+    if (m.fault_o) {
+      fault_seen = true;
+      EXPECT_FALSE(m.instr_ready_o) << "a copy taken in the cycle of the fault before it";
+      step();
+      break;
+    }
+    ASSERT_FALSE(m.instr_ready_o) << "the copy behind the faulting one taken before its fault";
+    step();
+  }
+  m.instr_valid_i = 0;
+  ASSERT_TRUE(fault_seen);
   for (int g = 0; g < 200000 && !m.idle_o; ++g) step();
   ASSERT_TRUE(m.idle_o);
   EXPECT_EQ(faults_, 1);
