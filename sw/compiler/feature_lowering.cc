@@ -204,7 +204,7 @@ void emit_gather_patches_t(ProgramBuilder& b, const PatchMap& p, uint32_t j0, ui
     const uint32_t col = j0 + j, ky = col / (p.k * p.c), kx = col / p.c % p.k, ch = col % p.c;
     const uint64_t tap = (uint64_t{ky} * p.w + kx) * p.map.px + ch * 2;
     for_each_segment(p, m0, mend, 2, true, [&](uint64_t m, uint64_t at, Loops src, Loops dst) {
-      b.dma_copy(hbm(p.map.addr + at + tap, src),
+      b.dma_copy(walk(p.map.space, p.map.addr + at + tap, src),
                  ub(static_cast<uint32_t>(ub_dst + j * pitch + (m - m0) * 2), dst), 2);
     });
   }

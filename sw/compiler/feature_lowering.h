@@ -16,6 +16,7 @@ struct MapRef {
   uint64_t addr = 0;
   uint32_t px = 0;      // bytes from a pixel to the next
   uint64_t sample = 0;  // bytes from a sample to the next
+  isa::Space space = isa::Space::kHbm;  // where the map lies (a UB-staged copy: kUb)
 };
 
 // A convolution's geometry: output (oy, ox) reads input rows s oy + ky - pt, columns

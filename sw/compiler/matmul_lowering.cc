@@ -77,6 +77,9 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
         if (op.epi_row_bytes && nbuf * sc + 256 > arena) continue;
         if (op.epi_row_bytes)
           for (uint32_t i = 0; i < nbuf; ++i) t.take(sc);
+        if (op.a_stage_bytes && 2 * uint64_t{op.a_stage_bytes} + 128 > t.free()) continue;
+        if (op.a_stage_bytes)
+          for (int i = 0; i < 2; ++i) t.take(op.a_stage_bytes);
         const uint64_t per_tile = uint64_t{rr} * 2 * N + ct * tile;
         const uint32_t kg =
             static_cast<uint32_t>(std::min<uint64_t>(op.Kt, t.free() / (2 * per_tile + 128)));
@@ -117,7 +120,9 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   uint32_t scratch[4] = {0, 0, 0, 0};
   if (op.epi_row_bytes)
     for (uint32_t i = 0; i < nbuf; ++i) scratch[i] = a.take(uint64_t{PR} * CT * op.epi_row_bytes);
-  uint32_t abuf[2], wbuf[2];
+  uint32_t abuf[2], wbuf[2], stage[2] = {0, 0};
+  if (op.a_stage_bytes)
+    for (int i = 0; i < 2; ++i) stage[i] = a.take(op.a_stage_bytes);
   for (int i = 0; i < 2; ++i) {
     abuf[i] = a.take(uint64_t{R} * KG * N * 2);
     wbuf[i] = a.take(uint64_t{CT} * N * KG * N * 2);
@@ -150,14 +155,14 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
       slots->push_back(i);
       if (op.a_gather)
         op.a_gather(k.r0, k.rows, g * KGN, kgn, abuf[i], KGN * 2,
-                    fresh(a_shape[i], {k.rows, uint64_t{g} * KGN, kgn}));
+                    fresh(a_shape[i], {k.rows, uint64_t{g} * KGN, kgn}), stage[i]);
       else
         b.dma_copy(hbm(op.a + uint64_t{k.r0} * op.a_pitch + uint64_t{g} * KGN * 2,
                        {{kgn, 2}, {k.rows, int32_t(op.a_pitch)}}),
                    ub(abuf[i], {{kgn, 2}, {k.rows, int32_t(KGN * 2)}}), 2);
       if (op.w_gather && !op.w_by_column)
         op.w_gather(uint64_t{g} * KGN, kgn, k.c0 * N, ctn, wbuf[i], CT * N * 2,
-                    fresh(w_shape[i], {kgn, uint64_t{k.c0} * N, ctn}));
+                    fresh(w_shape[i], {kgn, uint64_t{k.c0} * N, ctn}), 0);
       else if (op.w_by_column)
         b.dma_copy(hbm(op.w + uint64_t{k.c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
                        {{kgn, 2}, {ctn, int32_t(op.w_pitch)}}),

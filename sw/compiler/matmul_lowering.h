@@ -35,9 +35,12 @@ struct Matmul {
   // j < cols. A's operand is A; the weights' (w_by_column false) has a row per contraction
   // index. `fresh`: the buffer last held a load of another shape, so whatever the gather
   // leaves unwritten (zero columns) must be written again.
+  // `stage`: a_stage_bytes of UB the A gather may fill first (its own per A buffer; 0 when
+  // a_stage_bytes is 0, and for the weights' gather).
   std::function<void(uint64_t r0, uint32_t rows, uint32_t c0, uint32_t cols, uint32_t ub,
-                     uint32_t pitch, bool fresh)>
+                     uint32_t pitch, bool fresh, uint32_t stage)>
       a_gather, w_gather;
+  uint32_t a_stage_bytes = 0;
   // the longest contiguous source run (elements) of a gathered operand's row (the tiling's
   // DMA estimate)
   uint32_t a_run = 0, w_run = 0;
