@@ -1189,7 +1189,10 @@ void DenseStackStep::compile() {
         // once (one contiguous copy of at most two samples), and the k k taps gathered from
         // there instead of k k walks over HBM (runs of an output row, a DRAM page each).
         const uint32_t plane = xmap.ho * xmap.wo;
-        const bool stage = xmap.c == 1 && xmap.map.sample <= 8192;
+        // (only where the two buffers take at most a quarter of the arena; emit_matmul drops
+        // them when no tiling fits beside them)
+        const bool stage = xmap.c == 1 && xmap.map.sample <= 8192 &&
+                           4 * xmap.map.sample <= (arena_hi - arena_lo) / 4;
         if (stage) dw.a_stage_bytes = static_cast<uint32_t>(2 * xmap.map.sample);
         dw.a_gather = [&b, xmap, ub_zero, zero_elems, K, ones, plane, stage](
                           uint64_t r0, uint32_t rows, uint32_t c0, uint32_t cols, uint32_t dst,
@@ -1198,7 +1201,7 @@ void DenseStackStep::compile() {
               static_cast<uint32_t>(std::min<uint64_t>(rows, K - std::min<uint64_t>(r0, K)));
           const uint64_t last = std::min<uint64_t>(c0 + cols, xmap.rows());
           const uint64_t b0 = c0 / plane, nb = last > c0 ? (last - 1) / plane - b0 + 1 : 0;
-          if (taps && stage && nb >= 1 && nb <= 2) {
+          if (taps && stage && stage_at != kNoStage && nb >= 1 && nb <= 2) {
             const uint64_t bytes = nb * xmap.map.sample;
             b.dma_copy(hbm(xmap.map.addr + b0 * xmap.map.sample, {{static_cast<uint32_t>(bytes / 2), 2}}),
                        ub(stage_at, {{static_cast<uint32_t>(bytes / 2), 2}}), 2);

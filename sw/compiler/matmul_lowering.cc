@@ -49,6 +49,12 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   const uint32_t nbuf = epi.load ? std::clamp(op.epi_buffers, 2u, 4u) : 2;
   const uint32_t a_run = op.a_gather ? op.a_run : op.Kt * N;
   const uint32_t w_run = op.w_gather && !op.w_by_column ? op.w_run : 0;
+  // The A gather's staging buffers (Matmul::a_stage_bytes) when a tiling fits beside them;
+  // else the search runs again without them and the gather reads HBM (stage kNoStage).
+  uint32_t stage_bytes = op.a_stage_bytes;
+  const uint64_t align = std::max<uint64_t>(4ull * N, 64);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+  best = rows_first = Tiling{};
   for (uint32_t ct = op.whole_columns ? op.Ct : 1; ct <= op.Ct; ++ct) {
     if (ct > half) break;
     const uint32_t r = std::min(op.M, half / ct);
@@ -77,9 +83,9 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
         if (op.epi_row_bytes && nbuf * sc + 256 > arena) continue;
         if (op.epi_row_bytes)
           for (uint32_t i = 0; i < nbuf; ++i) t.take(sc);
-        if (op.a_stage_bytes && 2 * uint64_t{op.a_stage_bytes} + 128 > t.free()) continue;
-        if (op.a_stage_bytes)
-          for (int i = 0; i < 2; ++i) t.take(op.a_stage_bytes);
+        if (stage_bytes && 2 * (uint64_t{stage_bytes} + align) + 128 > t.free()) continue;
+        if (stage_bytes)
+          for (int i = 0; i < 2; ++i) t.take(stage_bytes);
         const uint64_t per_tile = uint64_t{rr} * 2 * N + ct * tile;
         const uint32_t kg =
             static_cast<uint32_t>(std::min<uint64_t>(op.Kt, t.free() / (2 * per_tile + 128)));
@@ -106,12 +112,16 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
         // pipeline, so half-size pieces (an epilogue without a load part)
         const uint32_t pk = kg == op.Kt && !epi.load && p >= 2 ? p / 2 : p;
         if (time < best.time && (p == p_max || !by_rows)) best = {rr, ct, pk, kg, traffic, time};
-        // (all column tiles in one group, A read once; full-size pieces where they leave room)
+        // (all column tiles in one group, A read once; full-size pieces where they leave room,
+        // halved again, as for every matmul, when the whole contraction is one group)
         if (by_rows && ct == op.Ct && kg >= std::min(2u, op.Kt) && rr > rows_first.R)
           rows_first = {rr, ct, pk, kg, traffic, time};
       }
       if (!gathered) break;
     }
+  }
+  if (best.CT || rows_first.CT || !stage_bytes) break;
+  stage_bytes = 0;
   }
   if (rows_first.CT) best = rows_first;
   const uint32_t R = best.R, CT = best.CT, PR = best.PR, KG = best.KG;
@@ -120,9 +130,9 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   uint32_t scratch[4] = {0, 0, 0, 0};
   if (op.epi_row_bytes)
     for (uint32_t i = 0; i < nbuf; ++i) scratch[i] = a.take(uint64_t{PR} * CT * op.epi_row_bytes);
-  uint32_t abuf[2], wbuf[2], stage[2] = {0, 0};
-  if (op.a_stage_bytes)
-    for (int i = 0; i < 2; ++i) stage[i] = a.take(op.a_stage_bytes);
+  uint32_t abuf[2], wbuf[2], stage[2] = {kNoStage, kNoStage};
+  if (stage_bytes)
+    for (int i = 0; i < 2; ++i) stage[i] = a.take(stage_bytes);
   for (int i = 0; i < 2; ++i) {
     abuf[i] = a.take(uint64_t{R} * KG * N * 2);
     wbuf[i] = a.take(uint64_t{CT} * N * KG * N * 2);
@@ -162,7 +172,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
                    ub(abuf[i], {{kgn, 2}, {k.rows, int32_t(KGN * 2)}}), 2);
       if (op.w_gather && !op.w_by_column)
         op.w_gather(uint64_t{g} * KGN, kgn, k.c0 * N, ctn, wbuf[i], CT * N * 2,
-                    fresh(w_shape[i], {kgn, uint64_t{k.c0} * N, ctn}), 0);
+                    fresh(w_shape[i], {kgn, uint64_t{k.c0} * N, ctn}), kNoStage);
       else if (op.w_by_column)
         b.dma_copy(hbm(op.w + uint64_t{k.c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
                        {{kgn, 2}, {ctn, int32_t(op.w_pitch)}}),

@@ -10,6 +10,8 @@
 
 namespace tessera::compiler::lowering {
 
+constexpr uint32_t kNoStage = ~0u;  // a gather's `stage`: no staging buffer
+
 // One MXU matmul C[M][Ct N] = A[M][Kt N] x B, operands bf16 in HBM.
 struct Matmul {
   const char* name = "";
@@ -35,8 +37,8 @@ struct Matmul {
   // j < cols. A's operand is A; the weights' (w_by_column false) has a row per contraction
   // index. `fresh`: the buffer last held a load of another shape, so whatever the gather
   // leaves unwritten (zero columns) must be written again.
-  // `stage`: a_stage_bytes of UB the A gather may fill first (its own per A buffer; 0 when
-  // a_stage_bytes is 0, and for the weights' gather).
+  // `stage`: a_stage_bytes of UB the A gather may fill first (its own per A buffer), or
+  // kNoStage: none (a_stage_bytes 0, no tiling fits beside the staging, the weights' gather).
   std::function<void(uint64_t r0, uint32_t rows, uint32_t c0, uint32_t cols, uint32_t ub,
                      uint32_t pitch, bool fresh, uint32_t stage)>
       a_gather, w_gather;

@@ -135,6 +135,26 @@ TEST(DenseStackStep, ConvKernelRowRunsMatchTheReference) {
   }
 }
 
+// A one-channel first convolution's weight gradient by taps: the samples a contraction group
+// covers staged in the UB (8 x 8 images at N = 4), and, where two staging buffers would crowd
+// the N = 4 chip's 8 KiB UB (32 x 32 images), the taps read from HBM; both against the host.
+TEST(DenseStackStep, StagedAndUnstagedTapGathersMatchTheReference) {
+  using Kind = compiler::FeatureLayerSpec::Kind;
+  compiler::OptimizerSpec sgd;
+  sgd.kind = compiler::OptimizerSpec::Kind::kSgd;
+  sgd.lr = 0.5f;
+  for (uint32_t side : {8u, 32u}) {
+    Arch a;
+    a.spec.input_shape = {side, side, 1};
+    a.spec.features = {{Kind::kConv, 4, 3, 1, false, true}};
+    a.spec.inputs = static_cast<uint32_t>(compiler::feature_shapes(a.spec).back().size());
+    a.spec.layers = {{3, false}};
+    a.batch = 3;
+    const StepRun r = run_step(a, sgd, 4, 50 + side);
+    expect_gradients(a, r, sgd.lr, 4);
+  }
+}
+
 TEST(DenseStackStep, TheMlpAtN16MatchesTheReference) {
   Arch a;
   a.spec.inputs = 784;
