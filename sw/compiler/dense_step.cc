@@ -1191,29 +1191,27 @@ void DenseStackStep::compile() {
         const uint32_t plane = xmap.ho * xmap.wo;
         // (only where the two buffers take at most a quarter of the arena; emit_matmul drops
         // them when no tiling fits beside them)
-        const bool stage = xmap.c == 1 && xmap.map.sample <= 8192 &&
-                           4 * xmap.map.sample <= (arena_hi - arena_lo) / 4;
-        if (stage) dw.a_stage_bytes = static_cast<uint32_t>(2 * xmap.map.sample);
-        dw.a_gather = [&b, xmap, ub_zero, zero_elems, K, ones, plane, stage](
+        if (xmap.c == 1 && xmap.map.sample <= 8192 &&
+            4 * xmap.map.sample <= (arena_hi - arena_lo) / 4)
+          dw.a_stage_bytes = static_cast<uint32_t>(2 * xmap.map.sample);
+        dw.a_gather = [&b, xmap, ub_zero, zero_elems, K, ones, plane](
                           uint64_t r0, uint32_t rows, uint32_t c0, uint32_t cols, uint32_t dst,
                           uint32_t pitch, bool, uint32_t stage_at) {
           const uint32_t taps =
               static_cast<uint32_t>(std::min<uint64_t>(rows, K - std::min<uint64_t>(r0, K)));
           const uint64_t last = std::min<uint64_t>(c0 + cols, xmap.rows());
           const uint64_t b0 = c0 / plane, nb = last > c0 ? (last - 1) / plane - b0 + 1 : 0;
-          if (taps && stage && stage_at != kNoStage && nb >= 1 && nb <= 2) {
-            const uint64_t bytes = nb * xmap.map.sample;
-            b.dma_copy(hbm(xmap.map.addr + b0 * xmap.map.sample, {{static_cast<uint32_t>(bytes / 2), 2}}),
-                       ub(stage_at, {{static_cast<uint32_t>(bytes / 2), 2}}), 2);
-            PatchMap staged = xmap;
-            staged.map.addr = stage_at - b0 * xmap.map.sample;  // wraps; the walks add b0's offset back
-            staged.map.space = isa::Space::kUb;
-            emit_gather_patches_t(b, staged, static_cast<uint32_t>(r0), taps, c0, cols, dst, pitch,
-                                  ub_zero, zero_elems);
-          } else if (taps) {
-            emit_gather_patches_t(b, xmap, static_cast<uint32_t>(r0), taps, c0, cols, dst, pitch,
-                                  ub_zero, zero_elems);
+          PatchMap from = xmap;  // the map in HBM, or its staged samples
+          if (taps && stage_at != kNoStage && nb >= 1 && nb <= 2) {
+            const uint32_t elems = static_cast<uint32_t>(nb * xmap.map.sample / 2);
+            b.dma_copy(hbm(xmap.map.addr + b0 * xmap.map.sample, {{elems, 2}}),
+                       ub(stage_at, {{elems, 2}}), 2);
+            from.map.addr = stage_at - b0 * xmap.map.sample;  // wraps; the walks add b0's offset back
+            from.map.space = isa::Space::kUb;
           }
+          if (taps)
+            emit_gather_patches_t(b, from, static_cast<uint32_t>(r0), taps, c0, cols, dst, pitch,
+                                  ub_zero, zero_elems);
           if (r0 + rows > K)  // the ones row: d b = 1^T dz, the bias gradient's own operand
             b.dma_copy(hbm(ones + uint64_t{c0} * 2, {{cols, 2}}),
                        ub(dst + (K - static_cast<uint32_t>(r0)) * pitch, {{cols, 2}}), 2);

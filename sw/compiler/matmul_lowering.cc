@@ -34,15 +34,13 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   struct Tiling {
     uint32_t R = 0, CT = 0, PR = 0, KG = 0;
     uint64_t traffic = 0, time = ~0ull;
-  } best, rows_first;
+  };
   // A gathered A operand beside plain weights, without a load epilogue (a convolution's
   // forward and input gradient), whose column tiles fit one group: the largest row block whose
   // contraction groups hold two tiles (or the whole contraction), with full-size epilogue
-  // pieces if they leave room, else half-size ones, wins over the time model — the weights are read
-  // again for every row block, and the model, which counts runs and loads, not the UB's or
-  // the HBM's real costs, picked 128-row blocks for the two-conv network's input gradient
-  // (groups of 3, 5,480,448 cycles; of 4, 6,309,376) where 256 rows in groups of 2 take
-  // 5,298,688.
+  // pieces if they leave room, else half-size ones, wins over the time model: the weights are
+  // read again for every row block, and the model, which counts runs and loads, not the UB's
+  // or the HBM's real costs, misjudged it (docs/compiler.md, the tiling).
   const bool by_rows = op.a_gather && !op.w_gather && !epi.load && op.epi_row_bytes;
   auto runs = [](uint64_t elems, uint32_t run) { return run ? ceil_div(elems, uint64_t{run}) : 1; };
   const bool gathered = op.a_gather || op.w_gather;
@@ -51,79 +49,79 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   const uint32_t w_run = op.w_gather && !op.w_by_column ? op.w_run : 0;
   // The A gather's staging buffers (Matmul::a_stage_bytes) when a tiling fits beside them;
   // else the search runs again without them and the gather reads HBM (stage kNoStage).
-  uint32_t stage_bytes = op.a_stage_bytes;
   const uint64_t align = std::max<uint64_t>(4ull * N, 64);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-  best = rows_first = Tiling{};
-  for (uint32_t ct = op.whole_columns ? op.Ct : 1; ct <= op.Ct; ++ct) {
-    if (ct > half) break;
-    const uint32_t r = std::min(op.M, half / ct);
-    // epilogue pieces: `nbuf` buffers in at most half the arena
-    const uint32_t pr = op.epi_row_bytes
-                            ? static_cast<uint32_t>(std::min<uint64_t>(
-                                  r, arena / 2 / nbuf / (uint64_t{ct} * op.epi_row_bytes)))
-                            : r;
-    if (pr < 1) continue;
-    const uint64_t left = arena - nbuf * uint64_t{pr} * ct * op.epi_row_bytes;
-    for (uint32_t rr = r; rr >= 1; rr = rr > 1 ? (rr + 1) / 2 : 0) {
-      // plain operands: the largest block where one contraction tile of A and W
-      // double-buffers, the least HBM traffic
-      if (!gathered && 2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) continue;
-      // epilogue pieces: the largest that fit; for plain operands and an epilogue without a
-      // load part also half that, which leaves room for longer contraction groups and so
-      // longer operand runs (the time model decides: the MLP's fwd1 groups of 3 tiles, 96-byte
-      // runs, instead of 2). The optimizer's and the gathered operands' tilings keep the rule
-      // they were measured with (the model picks worse ones for them).
-      const bool plain_model = !gathered && !epi.load;
-      const uint32_t p_max = std::min(pr, rr);
-      for (uint32_t p : {p_max, std::max<uint32_t>(1, p_max / 2)}) {
-        if (p != p_max && !(plain_model && op.epi_row_bytes) && !by_rows) break;
-        UbArena t(ub_lo, ub_hi, static_cast<int>(N), op.name);
-        const uint64_t sc = uint64_t{p} * ct * op.epi_row_bytes;
-        if (op.epi_row_bytes && nbuf * sc + 256 > arena) continue;
-        if (op.epi_row_bytes)
-          for (uint32_t i = 0; i < nbuf; ++i) t.take(sc);
-        if (stage_bytes && 2 * (uint64_t{stage_bytes} + align) + 128 > t.free()) continue;
-        if (stage_bytes)
-          for (int i = 0; i < 2; ++i) t.take(stage_bytes);
-        const uint64_t per_tile = uint64_t{rr} * 2 * N + ct * tile;
-        const uint32_t kg =
-            static_cast<uint32_t>(std::min<uint64_t>(op.Kt, t.free() / (2 * per_tile + 128)));
-        if (kg < 1) continue;
-        const uint64_t rblocks = ceil_div(op.M, rr), cgroups = ceil_div(op.Ct, ct);
-        const uint64_t groups = ceil_div(op.Kt, kg), kgn = uint64_t{kg} * N;
-        const uint64_t a_bytes = uint64_t{op.M} * op.Kt * N * 2 * cgroups;
-        const uint64_t w_bytes = uint64_t{op.Ct} * N * op.Kt * N * 2 * rblocks;
-        // runs: A a row's group in runs of a_run; the weights a row (of the group's or the
-        // block's columns) at a time
-        const uint64_t a_runs = uint64_t{op.M} * cgroups * groups * runs(kgn, a_run);
-        const uint64_t w_runs =
-            op.w_by_column ? rblocks * uint64_t{op.Ct} * N * groups
-                           : rblocks * cgroups * uint64_t{op.Kt} * N * runs(uint64_t{ct} * N, w_run);
-        const uint64_t loads = rblocks * cgroups * groups;
-        // the epilogue's copies (one out a piece), counted for the plain-operand model
-        const uint64_t pieces = op.epi_row_bytes ? rblocks * cgroups * ceil_div(rr, p) : 0;
-        const uint64_t dma = (a_bytes + w_bytes) / 16 + kRunCycles * (a_runs + w_runs) +
-                             kLoadCycles * (loads + (plain_model ? pieces : 0));
-        const uint64_t mxu = rblocks * cgroups * op.Kt * ct * std::max<uint64_t>(rr, N + 1);
-        const uint64_t traffic = (a_bytes + w_bytes) / 2;
-        const uint64_t time = gathered || plain_model ? std::max(dma, mxu) : traffic;
-        // the whole contraction in one group: larger pieces buy no longer runs, only a coarser
-        // pipeline, so half-size pieces (an epilogue without a load part)
-        const uint32_t pk = kg == op.Kt && !epi.load && p >= 2 ? p / 2 : p;
-        if (time < best.time && (p == p_max || !by_rows)) best = {rr, ct, pk, kg, traffic, time};
-        // (all column tiles in one group, A read once; full-size pieces where they leave room,
-        // halved again, as for every matmul, when the whole contraction is one group)
-        if (by_rows && ct == op.Ct && kg >= std::min(2u, op.Kt) && rr > rows_first.R)
-          rows_first = {rr, ct, pk, kg, traffic, time};
+  auto search = [&](uint32_t stage_bytes) {
+    Tiling best, rows_first;
+    for (uint32_t ct = op.whole_columns ? op.Ct : 1; ct <= op.Ct; ++ct) {
+      if (ct > half) break;
+      const uint32_t r = std::min(op.M, half / ct);
+      // epilogue pieces: `nbuf` buffers in at most half the arena
+      const uint32_t pr = op.epi_row_bytes
+                              ? static_cast<uint32_t>(std::min<uint64_t>(
+                                    r, arena / 2 / nbuf / (uint64_t{ct} * op.epi_row_bytes)))
+                              : r;
+      if (pr < 1) continue;
+      const uint64_t left = arena - nbuf * uint64_t{pr} * ct * op.epi_row_bytes;
+      for (uint32_t rr = r; rr >= 1; rr = rr > 1 ? (rr + 1) / 2 : 0) {
+        // plain operands: the largest block where one contraction tile of A and W
+        // double-buffers, the least HBM traffic
+        if (!gathered && 2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) continue;
+        // epilogue pieces: the largest that fit; for plain operands and an epilogue without a
+        // load part also half that, which leaves room for longer contraction groups and so
+        // longer operand runs (the time model decides: the MLP's fwd1 groups of 3 tiles, 96-byte
+        // runs, instead of 2). The optimizer's and the gathered operands' tilings keep the rule
+        // they were measured with (the model picks worse ones for them).
+        const bool plain_model = !gathered && !epi.load;
+        const uint32_t p_max = std::min(pr, rr);
+        for (uint32_t p : {p_max, std::max<uint32_t>(1, p_max / 2)}) {
+          if (p != p_max && !(plain_model && op.epi_row_bytes) && !by_rows) break;
+          UbArena t(ub_lo, ub_hi, static_cast<int>(N), op.name);
+          const uint64_t sc = uint64_t{p} * ct * op.epi_row_bytes;
+          if (op.epi_row_bytes && nbuf * sc + 256 > arena) continue;
+          if (op.epi_row_bytes)
+            for (uint32_t i = 0; i < nbuf; ++i) t.take(sc);
+          if (stage_bytes && 2 * (uint64_t{stage_bytes} + align) + 128 > t.free()) continue;
+          if (stage_bytes)
+            for (int i = 0; i < 2; ++i) t.take(stage_bytes);
+          const uint64_t per_tile = uint64_t{rr} * 2 * N + ct * tile;
+          const uint32_t kg =
+              static_cast<uint32_t>(std::min<uint64_t>(op.Kt, t.free() / (2 * per_tile + 128)));
+          if (kg < 1) continue;
+          const uint64_t rblocks = ceil_div(op.M, rr), cgroups = ceil_div(op.Ct, ct);
+          const uint64_t groups = ceil_div(op.Kt, kg), kgn = uint64_t{kg} * N;
+          const uint64_t a_bytes = uint64_t{op.M} * op.Kt * N * 2 * cgroups;
+          const uint64_t w_bytes = uint64_t{op.Ct} * N * op.Kt * N * 2 * rblocks;
+          // runs: A a row's group in runs of a_run; the weights a row (of the group's or the
+          // block's columns) at a time
+          const uint64_t a_runs = uint64_t{op.M} * cgroups * groups * runs(kgn, a_run);
+          const uint64_t w_runs =
+              op.w_by_column ? rblocks * uint64_t{op.Ct} * N * groups
+                             : rblocks * cgroups * uint64_t{op.Kt} * N * runs(uint64_t{ct} * N, w_run);
+          const uint64_t loads = rblocks * cgroups * groups;
+          // the epilogue's copies (one out a piece), counted for the plain-operand model
+          const uint64_t pieces = op.epi_row_bytes ? rblocks * cgroups * ceil_div(rr, p) : 0;
+          const uint64_t dma = (a_bytes + w_bytes) / 16 + kRunCycles * (a_runs + w_runs) +
+                               kLoadCycles * (loads + (plain_model ? pieces : 0));
+          const uint64_t mxu = rblocks * cgroups * op.Kt * ct * std::max<uint64_t>(rr, N + 1);
+          const uint64_t traffic = (a_bytes + w_bytes) / 2;
+          const uint64_t time = gathered || plain_model ? std::max(dma, mxu) : traffic;
+          // the whole contraction in one group: larger pieces buy no longer runs, only a coarser
+          // pipeline, so half-size pieces (an epilogue without a load part)
+          const uint32_t pk = kg == op.Kt && !epi.load && p >= 2 ? p / 2 : p;
+          if (time < best.time && (p == p_max || !by_rows)) best = {rr, ct, pk, kg, traffic, time};
+          // (all column tiles in one group, A read once; full-size pieces where they leave room,
+          // halved again, as for every matmul, when the whole contraction is one group)
+          if (by_rows && ct == op.Ct && kg >= std::min(2u, op.Kt) && rr > rows_first.R)
+            rows_first = {rr, ct, pk, kg, traffic, time};
+        }
+        if (!gathered) break;
       }
-      if (!gathered) break;
     }
-  }
-  if (best.CT || rows_first.CT || !stage_bytes) break;
-  stage_bytes = 0;
-  }
-  if (rows_first.CT) best = rows_first;
+    return rows_first.CT ? rows_first : best;
+  };
+  uint32_t stage_bytes = op.a_stage_bytes;
+  Tiling best = search(stage_bytes);
+  if (!best.CT && stage_bytes) best = search(stage_bytes = 0);
   const uint32_t R = best.R, CT = best.CT, PR = best.PR, KG = best.KG;
   UbArena a(ub_lo, ub_hi, static_cast<int>(N), op.name);
   if (!CT) a.take(arena + 1);  // throws, naming the op: does not fit
