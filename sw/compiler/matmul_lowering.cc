@@ -202,30 +202,40 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
     for (const auto& st : mm_steps(k)) st();
   };
   // Pipelined: block k + 1's matmul is emitted before block k's epilogue, and each piece's
-  // load before the piece before it runs.
+  // load before the piece before it runs. The pieces form one stream across blocks: the last
+  // pieces of a block load the first ones of the next (a load needs only its buffer free, not
+  // the block's matmul), so the DMA is not left waiting for the VPU at a block change.
   // With Matmul::interleave, the next block's matmul steps are spread between this block's
   // epilogue pieces instead (short MXU bursts the sequencer dispatches without stalling the
   // epilogue's copies and updates behind a full MXU queue).
-  uint32_t piece = 0;
+  std::vector<std::vector<Block>> pieces(blocks.size());
+  {
+    uint32_t piece = 0;
+    for (size_t k = 0; k < blocks.size(); ++k)
+      for (uint32_t p0 = 0; p0 < blocks[k].rows; p0 += PR, ++piece)
+        pieces[k].push_back({blocks[k].r0 + p0, std::min(PR, blocks[k].rows - p0), blocks[k].c0,
+                             blocks[k].ct, R, scratch[piece % nbuf], blocks[k].acc0, p0});
+  }
+  // the stream's loads in order: (block, piece), issued `nbuf - 1` pieces ahead of the runs
+  size_t lk = 0, li = 0;
+  auto load_next = [&] {
+    while (lk < pieces.size() && li >= pieces[lk].size()) ++lk, li = 0;
+    if (lk < pieces.size()) epi.load(pieces[lk][li++]);
+  };
   emit_mm(blocks[0]);
+  for (size_t i = 0; epi.load && i + 1 < nbuf; ++i) load_next();
   for (size_t k = 0; k < blocks.size(); ++k) {
     Steps next;
     if (k + 1 < blocks.size()) {
       if (op.interleave) next = mm_steps(blocks[k + 1]);
       else emit_mm(blocks[k + 1]);
     }
-    const Blk& bk = blocks[k];
-    std::vector<Block> pieces;
-    for (uint32_t p0 = 0; p0 < bk.rows; p0 += PR, ++piece)
-      pieces.push_back({bk.r0 + p0, std::min(PR, bk.rows - p0), bk.c0, bk.ct, R,
-                        scratch[piece % nbuf], bk.acc0, p0});
-    const size_t ahead = nbuf - 1;  // pieces loaded before the first runs
+    const std::vector<Block>& pk = pieces[k];
     size_t done = 0;  // next's steps emitted
-    for (size_t i = 0; epi.load && i < ahead && i < pieces.size(); ++i) epi.load(pieces[i]);
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      if (epi.load && i + ahead < pieces.size()) epi.load(pieces[i + ahead]);
-      epi.run(pieces[i]);
-      for (; done < next.size() && done * pieces.size() < (i + 1) * next.size(); ++done) next[done]();
+    for (size_t i = 0; i < pk.size(); ++i) {
+      if (epi.load) load_next();
+      epi.run(pk[i]);
+      for (; done < next.size() && done * pk.size() < (i + 1) * next.size(); ++done) next[done]();
     }
     for (; done < next.size(); ++done) next[done]();
   }
