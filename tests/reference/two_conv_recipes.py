@@ -45,6 +45,10 @@ def main():
     p.add_argument("--b2", type=float, default=0.999, help="Adam's beta_2")
     p.add_argument("--ema", type=float, default=0, help="evaluate an EMA of the weights")
     p.add_argument("--ls", type=float, default=0, help="label smoothing")
+    p.add_argument("--sgd", type=float, default=0,
+                   help="SGD with this momentum instead of Adam (the chip's --optimizer sgd)")
+    p.add_argument("--wd", type=float, default=0,
+                   help="decoupled weight decay (AdamW; Keras AdamW's weight_decay)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--batch", type=int, default=128)
@@ -71,7 +75,13 @@ def main():
             else:
                 nn.init.kaiming_uniform_(mod.weight, nonlinearity="relu")
             nn.init.zeros_(mod.bias)
-    opt = torch.optim.Adam(net.parameters(), lr=a.lr, eps=1e-7, betas=(0.9, a.b2))
+    if a.sgd:
+        opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.sgd)
+    elif a.wd:
+        opt = torch.optim.AdamW(net.parameters(), lr=a.lr, eps=1e-7, betas=(0.9, a.b2),
+                                weight_decay=a.wd)
+    else:
+        opt = torch.optim.Adam(net.parameters(), lr=a.lr, eps=1e-7, betas=(0.9, a.b2))
     ema = copy.deepcopy(net) if a.ema else None
     per_epoch = len(xtr) // a.batch
     total = per_epoch * a.epochs
