@@ -1,15 +1,18 @@
 // tessera train --model FILE for a Dense stack (Flatten -> Dense ... -> Dense(softmax)):
-// compiles the step with DenseStackStep, trains on the chosen backend, evaluates on the test
-// set and writes the run folder: metrics.csv, summary.json and the trained weights in the
-// export format (docs/training.md, "Weight export") with the test probabilities of the first
-// images, which tests/reference/dense_export_check.py reproduces in PyTorch.
+// compiles the step with DenseStackStep, trains on the chosen backend (checkpointed, resumable:
+// --resume, --checkpoint-every, --stop-after), evaluates on the test set and writes the run
+// folder: metrics.csv, checkpoint/ckpt.tsr, summary.json and the trained weights in the export
+// format (docs/training.md, "Weight export") with the test probabilities of the first images,
+// which tests/reference/dense_export_check.py reproduces in PyTorch.
 #include "sw/tools/train_dense.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -18,10 +21,13 @@
 
 #include "harness/fp_ref.h"
 #include "sw/runlog/file_util.h"
+#include "sw/tools/run_folder.h"
 #include "sw/tools/step_report.h"
+#include "tessera/checkpoint.h"
 #include "tessera/data.h"
 #include "tessera/dense_step.h"
 #include "tessera/driver.h"
+#include "tessera/metrics.h"
 
 namespace tessera::tools {
 namespace {
@@ -77,6 +83,143 @@ Compiled compile_on(driver::Device& dev, const compiler::DenseStackSpec& spec,
   return k;
 }
 
+
+// The shortest decimal that reads back as `v` (a signature's rates: 0.001, not 0.00100000005).
+std::string short_float(float v) {
+  char buf[32];
+  for (int p = 6; p < 9; ++p) {
+    std::snprintf(buf, sizeof buf, "%.*g", p, double(v));
+    if (std::strtof(buf, nullptr) == v) return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%.9g", double(v));
+  return buf;
+}
+
+// A checkpoint's identity: the layers with their arguments, the optimizer with its schedule over
+// the run, and the batch. A checkpoint of another model or recipe is refused by it; the array
+// size and the backend are not in it (the state is the same tensors on any chip).
+std::string dense_signature(const compiler::DenseStackSpec& spec,
+                            const compiler::OptimizerSpec& os, uint32_t batch) {
+  std::ostringstream o;
+  if (spec.norm.on) o << "Normalization(" << short_float(spec.norm.mean) << "," << short_float(spec.norm.variance) << ")-";
+  if (!spec.features.empty()) {
+    const auto& is = spec.input_shape;
+    o << "input=" << is.h << "x" << is.w << "x" << is.c << "-";
+    for (const auto& f : spec.features)
+      if (f.kind == compiler::FeatureLayerSpec::Kind::kConv)
+        o << "Conv2D(" << f.filters << "," << f.kernel << ",s" << f.stride << ","
+          << (f.same ? "same" : "valid") << "," << (f.relu ? "relu" : "linear") << ")-";
+      else
+        o << (f.kind == compiler::FeatureLayerSpec::Kind::kMaxPool ? "MaxPool2D(" : "AveragePooling2D(")
+          << f.pool << ")-";
+  }
+  o << "Flatten(" << spec.inputs << ")";
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const auto& d = spec.layers[l];
+    o << "-Dense(" << d.units << ","
+      << (l + 1 == spec.layers.size() ? "softmax" : d.relu ? "relu" : "linear") << ")";
+    if (d.dropout > 0) o << "-Dropout(" << short_float(d.dropout) << ")";
+  }
+  o << "|";
+  if (os.kind == compiler::OptimizerSpec::Kind::kAdam)
+    o << "Adam(lr=" << short_float(os.lr) << ",b1=" << short_float(os.beta1) << ",b2=" << short_float(os.beta2)
+      << ",eps=" << short_float(os.epsilon);
+  else
+    o << "SGD(lr=" << short_float(os.lr) << ",momentum=" << short_float(os.momentum);
+  o << ",schedule=" << compiler::schedule_name(os.schedule);
+  if (os.schedule != compiler::OptimizerSpec::Schedule::kConstant) o << " over " << os.decay_steps;
+  o << ")|batch=" << batch;
+  return o.str();
+}
+
+// The state as checkpoint tensors: parameter j's "kernel<j>" [K][U] and "bias<j>" [U], its
+// optimizer slots "m/..." (and with Adam "v/..."), and Adam's "beta1_power", "beta2_power".
+runlog::Checkpoint dense_checkpoint(const std::string& signature,
+                                    const compiler::DenseStackSpec& spec, bool adam,
+                                    const compiler::DenseParams& p,
+                                    const compiler::DenseOptState& st, uint64_t step,
+                                    data::Pipeline::Position pos, uint64_t seed, double loss,
+                                    double accuracy) {
+  runlog::Checkpoint c;
+  c.model_signature = signature;
+  c.step = step;
+  c.data_epoch = pos.epoch;
+  c.data_index = pos.index;
+  c.seed = seed;
+  const auto shapes = compiler::weight_shapes(spec);
+  auto add = [&](const std::string& prefix, const compiler::DenseParams& q) {
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      c.tensors.push_back({prefix + "kernel" + std::to_string(j),
+                           {shapes[j].first, shapes[j].second}, q.kernel[j]});
+      c.tensors.push_back({prefix + "bias" + std::to_string(j), {shapes[j].second}, q.bias[j]});
+    }
+  };
+  add("", p);
+  add("m/", st.m);
+  if (adam) {
+    add("v/", st.v);
+    c.tensors.push_back({"beta1_power", {1}, {st.beta1_power}});
+    c.tensors.push_back({"beta2_power", {1}, {st.beta2_power}});
+  }
+  c.meta = {{"loss", g9(loss)}, {"accuracy", g9(accuracy)},
+            {"optimizer_steps", std::to_string(st.steps)}};
+  return c;
+}
+
+// The state back from a checkpoint whose signature matched: every tensor present with the
+// shape the model gives it, else a CheckpointError naming the file and the tensor.
+void from_dense_checkpoint(const runlog::Checkpoint& c, const std::string& path,
+                           const compiler::DenseStackSpec& spec, bool adam,
+                           compiler::DenseParams& p, compiler::DenseOptState& st) {
+  using runlog::CheckpointError;
+  auto get = [&](const std::string& name, size_t count) -> const std::vector<float>& {
+    for (const auto& t : c.tensors)
+      if (t.name == name) {
+        if (t.data.size() != count)
+          throw CheckpointError(CheckpointError::Kind::kMalformedPayload,
+                                "checkpoint " + path + ": tensor '" + name + "' has " +
+                                    std::to_string(t.data.size()) + " values, the model's " +
+                                    std::to_string(count));
+        return t.data;
+      }
+    throw CheckpointError(CheckpointError::Kind::kMalformedPayload,
+                          "checkpoint " + path + ": no tensor '" + name + "'");
+  };
+  const auto shapes = compiler::weight_shapes(spec);
+  auto fill = [&](const std::string& prefix, compiler::DenseParams& q) {
+    q.kernel.resize(shapes.size());
+    q.bias.resize(shapes.size());
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      q.kernel[j] = get(prefix + "kernel" + std::to_string(j),
+                        size_t{shapes[j].first} * shapes[j].second);
+      q.bias[j] = get(prefix + "bias" + std::to_string(j), shapes[j].second);
+    }
+  };
+  st = compiler::zero_opt_state(spec);
+  fill("", p);
+  fill("m/", st.m);
+  if (adam) {
+    fill("v/", st.v);
+    st.beta1_power = get("beta1_power", 1)[0];
+    st.beta2_power = get("beta2_power", 1)[0];
+  }
+  st.steps = 0;
+  bool steps = false;
+  for (const auto& [key, value] : c.meta) {
+    if (key != "optimizer_steps") continue;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || v > UINT32_MAX)
+      throw CheckpointError(CheckpointError::Kind::kMalformedPayload,
+                            "checkpoint " + path + ": meta optimizer_steps '" + value +
+                                "' is not a step count");
+    st.steps = static_cast<uint32_t>(v);
+    steps = true;
+  }
+  if (!steps)
+    throw CheckpointError(CheckpointError::Kind::kMalformedPayload,
+                          "checkpoint " + path + ": no meta optimizer_steps");
+}
 }  // namespace
 
 // A model with layers before Flatten: format "tessera-sequential-weights-1", every layer in
@@ -171,7 +314,6 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   };
   if (opt.chips != 1) return refuse("--chips: data parallelism runs the example CNN only");
   if (opt.backend == "sampled") return refuse("--backend sampled runs the example CNN only");
-  if (!opt.resume.empty()) return refuse("--resume: runs of the general compiler are not checkpointed");
   compiler::OptimizerSpec os;
   if (opt.optimizer == "sgd") {
     os.kind = compiler::OptimizerSpec::Kind::kSgd;
@@ -221,20 +363,56 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     return refuse(e.what());
   }
   driver::Device& evd = edev ? *edev : *dev;
-  const compiler::DenseParams init = compiler::glorot_init(spec, opt.seed);
-  for (const auto& w : tr.step->state_image(init, compiler::zero_opt_state(spec)))
-    dev->write(w.first, w.second);
-  if (!opt.dump_init.empty()) {  // the initial weights, for tests/reference/dense_ref.py
-    export_dense_weights(opt.dump_init, model.name, spec, init);
-    out << "wrote the initial weights to " << opt.dump_init << "\n";
-  }
-
   data::PipelineConfig pc;
   pc.batch = opt.batch;
   pc.seed = opt.seed;
   data::Pipeline pipe(train_ds, pc);
-  const uint64_t steps = opt.steps ? opt.steps : opt.epochs * pipe.batches_per_epoch();
+  const uint64_t per_epoch = pipe.batches_per_epoch();
+  const uint64_t steps = opt.steps ? opt.steps : opt.epochs * per_epoch;
+  if (steps == 0) return refuse("--epochs 0 (and no --steps): nothing to train");
   os.decay_steps = steps;  // the schedule spans the run
+  const bool adam = os.kind == compiler::OptimizerSpec::Kind::kAdam;
+  const std::string signature = dense_signature(spec, os, opt.batch);
+  // The state: the initial weights, or a checkpoint's (--resume DIR or DIR/checkpoint/ckpt.tsr;
+  // refused, before anything is written, when it is corrupt or of another model or recipe).
+  uint64_t first_step = 0;
+  float loss = 0, correct = 0;  // of the last step taken (a checkpoint's, on resume)
+  if (!opt.resume.empty()) {
+    std::string path = opt.resume;
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) path += "/checkpoint/ckpt.tsr";
+    try {
+      const runlog::Checkpoint c = runlog::load_checkpoint(path, signature);
+      if (c.seed != opt.seed)
+        return refuse("checkpoint " + path + " was written with --seed " + std::to_string(c.seed) +
+                      ", this run has --seed " + std::to_string(opt.seed));
+      if (c.step > steps)
+        return refuse("the checkpoint is at step " + std::to_string(c.step) + ", past this run's " +
+                      std::to_string(steps) + " steps (--steps / --epochs)");
+      compiler::DenseParams p;
+      compiler::DenseOptState st;
+      from_dense_checkpoint(c, path, spec, adam, p, st);
+      for (const auto& w : tr.step->state_image(p, st)) dev->write(w.first, w.second);
+      first_step = c.step;
+      for (const auto& [key, value] : c.meta) {
+        if (key == "loss") loss = std::strtof(value.c_str(), nullptr);
+        if (key == "accuracy") correct = std::strtof(value.c_str(), nullptr) * opt.batch;
+      }
+      pipe.seek({c.data_epoch, c.data_index});
+      out << "resuming " << path << " at step " << first_step << " (epoch " << c.data_epoch
+          << ", batch " << c.data_index << ")\n";
+    } catch (const std::exception& e) {
+      return refuse(e.what());
+    }
+  } else {
+    const compiler::DenseParams init = compiler::glorot_init(spec, opt.seed);
+    for (const auto& w : tr.step->state_image(init, compiler::zero_opt_state(spec)))
+      dev->write(w.first, w.second);
+    if (!opt.dump_init.empty()) {  // the initial weights, for tests/reference/dense_ref.py
+      export_dense_weights(opt.dump_init, model.name, spec, init);
+      out << "wrote the initial weights to " << opt.dump_init << "\n";
+    }
+  }
   std::string run_dir = opt.out;
   if (run_dir.empty()) {  // runs/<timestamp>-<model>, as the CNN's runs/<timestamp>
     const std::time_t t = std::time(nullptr);
@@ -244,12 +422,40 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
     run_dir = "runs/" + std::string(buf) + "-" + model.name;
   }
-  runlog::make_dirs(run_dir);
-  std::ostringstream csv;
-  csv << "step,epoch,loss,accuracy,cycles\n";
+  // One run at a time in a folder (its lock); resuming in place (--resume DIR --out DIR)
+  // continues its metrics.csv from the checkpoint's step, any other run starts it afresh.
+  RunFolderLock lock;
+  std::unique_ptr<runlog::MetricsCsv> csv_writer;
+  try {
+    runlog::make_dirs(run_dir);  // refuses an --out that is a file, naming it
+    std::string why;
+    if (!lock.acquire(run_dir, why)) return refuse(why);
+    runlog::make_dirs(run_dir + "/checkpoint");
+    remove_stale_tmp_files(run_dir);
+    remove_stale_tmp_files(run_dir + "/checkpoint");
+    const std::vector<std::string> columns = {"epoch", "step_cycles"};
+    if (same_folder(resume_run_dir(opt.resume), run_dir))
+      csv_writer = std::make_unique<runlog::MetricsCsv>(run_dir, columns,
+                                                        static_cast<int64_t>(first_step));
+    else
+      csv_writer = std::make_unique<runlog::MetricsCsv>(run_dir, columns);
+  } catch (const std::exception& e) {
+    return refuse(e.what());
+  }
+  runlog::MetricsCsv& csv = *csv_writer;
+  const std::string ckpt_path = run_dir + "/checkpoint/ckpt.tsr";
+  // The rows of the steps a checkpoint covers are made durable before it is written.
+  auto save = [&](uint64_t steps_done) {
+    compiler::DenseParams p;
+    compiler::DenseOptState st;
+    tr.step->read_state(dev_read, dev.get(), p, st);
+    csv.sync();
+    runlog::save_checkpoint(ckpt_path, dense_checkpoint(signature, spec, adam, p, st, steps_done,
+                                                        pipe.position(), opt.seed, loss,
+                                                        correct / opt.batch));
+  };
   std::vector<uint64_t> cycles;
   const auto t0 = std::chrono::steady_clock::now();
-  float loss = 0, correct = 0;
   out << "model " << model.name << ": ";
   if (spec.norm.on)
     out << "Normalization(mean " << g9(spec.norm.mean) << ", variance " << g9(spec.norm.variance)
@@ -279,7 +485,8 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
               : std::string(" (") + compiler::schedule_name(os.schedule) + " over the run)")
       << ", batch " << opt.batch << ", " << steps << " steps on "
       << driver::backend_name(dc.backend) << " N = " << dc.n << "\n";
-  for (uint64_t s = 0; s < steps; ++s) {
+  uint64_t last_step = first_step;
+  for (uint64_t s = first_step; s < steps; ++s) {
     const data::Batch batch = pipe.next();
     for (const auto& w : tr.step->batch_image(images_of(spec, batch), batch.labels))
       dev->write(w.first, w.second);
@@ -287,7 +494,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     dev->write(lr_row.first, lr_row.second);
     driver::RunReport rep;
     // the first step on the rtl chip is sampled: the per-phase cycle report and timeline
-    const bool profile = s == 0 && dc.backend == driver::Backend::kRtl;
+    const bool profile = s == first_step && dc.backend == driver::Backend::kRtl;
     dev->set_sampling(profile ? 256 : 0);
     try {
       rep = dev->run(tr.prog, 2'000'000'000);
@@ -295,7 +502,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
         const auto phases = phase_timings(tr.step->stats(), tr.prog, rep);
         std::ostringstream r;
         const auto& st = tr.step->stats();
-        r << "step 0: " << rep.cycles << " cycles; bound " << tr.step->bound_cycles()
+        r << "step " << s << ": " << rep.cycles << " cycles; bound " << tr.step->bound_cycles()
           << " cycles (per phase the largest of MXU, VPU, DMA; "
           << g9(double(rep.cycles) / double(tr.step->bound_cycles())) << "x); unit bounds: MXU "
           << tr.step->mxu_bound_cycles() << ", VPU " << tr.step->vpu_bound_cycles()
@@ -319,12 +526,28 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     }
     tr.step->read_metrics(dev_read, dev.get(), loss, correct);
     cycles.push_back(rep.cycles);
-    csv << s << "," << batch.epoch << "," << g9(loss) << "," << g9(correct / opt.batch) << ","
-        << rep.cycles << "\n";
+    csv.add_row(static_cast<int64_t>(s), loss, correct / opt.batch,
+                {double(batch.epoch), double(rep.cycles)});
+    last_step = s + 1;
+    try {
+      const bool epoch_end = batch.index + 1 == per_epoch;
+      if ((opt.checkpoint_every && (s + 1) % opt.checkpoint_every == 0) || epoch_end ||
+          s + 1 == steps || (opt.stop_after && s + 1 >= opt.stop_after))
+        save(s + 1);
+    } catch (const std::exception& e) {
+      err << "tessera train: step " << s << ": checkpoint: " << e.what() << "\n";
+      return 1;
+    }
     if (opt.progress && (s % 50 == 0 || s + 1 == steps))
       out << "step " << s << " epoch " << batch.epoch << " loss " << loss << " accuracy "
           << correct / opt.batch << (rep.cycles ? " cycles " + std::to_string(rep.cycles) : "")
           << "\n";
+    if (opt.stop_after && s + 1 >= opt.stop_after) break;
+  }
+  if (first_step == steps) save(steps);  // resumed at the end: the same checkpoint again
+  if (opt.stop_after && last_step < steps) {
+    out << "stopped after step " << last_step << " (checkpoint " << ckpt_path << ")\n";
+    return 0;
   }
   const double train_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -385,7 +608,6 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   std::sort(sorted.begin(), sorted.end());
   const uint64_t median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
 
-  runlog::write_file_atomically(run_dir + "/metrics.csv", csv.str());
   export_dense_weights(run_dir + "/weights", model.name, spec, p);
   runlog::write_file_atomically(run_dir + "/weights/test_probs.f32", f32_bytes(probs));
   std::ostringstream js;

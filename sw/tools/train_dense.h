@@ -1,4 +1,4 @@
-// tessera train for Dense stacks (sw/tools/train_dense.cc; docs/training.md, "Dense stacks").
+// tessera train for Dense stacks (sw/tools/train_dense.cc; docs/training.md, "Models of the general compiler").
 #pragma once
 
 #include <ostream>

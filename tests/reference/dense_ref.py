@@ -557,10 +557,17 @@ def loss_match_sequential(init, order_file, chip, data_dir, steps, batch, lr, n,
     return steps, worst
 
 
+def chip_losses(metrics):
+    """The per-step loss column of a run's metrics.csv (found by its header name)."""
+    with open(metrics) as f:
+        lines = f.read().splitlines()
+    col = lines[0].split(",").index("loss")
+    return [float(r.split(",")[col]) for r in lines[1:] if r]
+
+
 def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n, sched):
     if is_sequential(init):
-        with open(metrics) as f:
-            chip = [float(r.strip().split(",")[2]) for r in f.readlines()[1:]]
+        chip = chip_losses(metrics)
         steps, worst = loss_match_sequential(init, order_file, chip, data_dir, steps, batch, lr, n, sched)
         print("loss-match: %d steps, worst relative difference %.3g (tolerance %g)"
               % (steps, worst, tol))
@@ -568,9 +575,7 @@ def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n, sc
     m, layers = load_weights(init)
     x, y = load(data_dir, "train")
     order = np.fromfile(order_file, dtype="<u4")
-    with open(metrics) as f:
-        rows = [l.strip().split(",") for l in f.readlines()[1:]]
-    chip = [float(r[2]) for r in rows]
+    chip = chip_losses(metrics)
     steps = min(steps, len(chip), len(order) // batch)
     adam = KerasAdam(flat(layers), lr)
     rate = lr_schedule(sched, lr, len(chip))  # the schedule spans the chip's run

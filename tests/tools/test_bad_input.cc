@@ -177,6 +177,23 @@ const BadInputCase kCases[] = {
      "out"},
     {"Dense stack: data parallelism", TRAIN QUICK SMALL OUT "--model $D/model_mlp.json --chips 2",
      2, "$D/model_mlp.json: --chips: data parallelism runs the example CNN only", "out"},
+    {"Dense stack: checkpoint of another recipe (lr)",
+     TRAIN QUICK SMALL OUT "--model $D/model_mlp.json --seed 1 --lr 0.002 --resume $D/mlp_good",
+     2, "checkpoint $D/mlp_good/checkpoint/ckpt.tsr: checkpoint is for model", "mlp_good"},
+    {"Dense stack: the example CNN's checkpoint",
+     TRAIN QUICK SMALL OUT "--model $D/model_mlp.json --seed 1 --resume $D/good", 2,
+     "checkpoint $D/good/checkpoint/ckpt.tsr: checkpoint is for model", "good"},
+    {"Dense stack: checkpoint of another seed",
+     TRAIN QUICK SMALL OUT "--model $D/model_mlp.json --seed 2 --resume $D/mlp_good", 2,
+     "checkpoint $D/mlp_good/checkpoint/ckpt.tsr was written with --seed 1, this run has --seed 2",
+     "mlp_good"},
+    {"Dense stack: checkpoint with a bad CRC",
+     TRAIN QUICK SMALL OUT "--model $D/model_mlp.json --seed 1 --resume $D/mlp_badcrc.tsr", 2,
+     "checkpoint $D/mlp_badcrc.tsr: checksum mismatch: the CRC-32C at offset", "mlp_badcrc.tsr"},
+    {"Dense stack: checkpoint past the run's steps",
+     TRAIN "--backend functional --steps 1 --batch 8 " SMALL OUT
+     "--model $D/model_mlp.json --seed 1 --resume $D/mlp_good",
+     2, "the checkpoint is at step 2, past this run's 1 steps", "mlp_good"},
     {"model for other images than the data's", TRAIN QUICK SMALL OUT "--model $D/model_32.json",
      2, "$D/small/train-images-idx3-ubyte.gz: offset 0x8: images are 28x28, the model takes 32x32",
      "out"},
@@ -372,6 +389,18 @@ make('data_empty', 'train-labels-idx1-ubyte', b'')
         {"class_name": "Dense", "units": 16, "activation": "relu"},
         {"class_name": "Dense", "units": 10, "activation": "softmax"}]})");
     write_file(dir_ + "/model_32.json", R"({"input_shape": [32, 32, 1], "layers": [)" + conv + head);
+    // A Dense stack's short run and a damaged copy of its checkpoint.
+    const std::string mlp_good = dir_ + "/mlp_good";
+    ASSERT_EQ(std::system((kTessera + " train --no-progress --eval-samples 16 --backend functional "
+                                      "--steps 2 --batch 8 --seed 1 --model " +
+                           dir_ + "/model_mlp.json --data " + dir_ + "/small --out " + mlp_good +
+                           " >/dev/null 2>&1")
+                              .c_str()),
+              0);
+    std::string mlp_ckpt = read_file(mlp_good + "/checkpoint/ckpt.tsr");
+    ASSERT_GT(mlp_ckpt.size(), 100u);
+    mlp_ckpt[mlp_ckpt.size() - tessera::runlog::kCheckpointCrcBytes - 40] ^= 0x10;
+    write_file(dir_ + "/mlp_badcrc.tsr", mlp_ckpt);
     write_file(dir_ + "/truncated.tsr", ckpt.substr(0, ckpt.size() / 2));
     std::string badcrc = ckpt;
     badcrc[badcrc.size() - tessera::runlog::kCheckpointCrcBytes - 40] ^= 0x10;

@@ -733,6 +733,74 @@ TEST_F(TrainTool, ConvModelTrainsBitIdenticallyOnRtlAndExportsItsLayers) {
   EXPECT_EQ(read_file(path("cf/weights/conv0_kernel.f32")).size(), 5u * 5 * 1 * 4 * 4);
 }
 
+// A general-compiler run (a conv net with Dropout, Adam on a cosine schedule) stopped after
+// step 3 and resumed in its own folder ends exactly as the uninterrupted run: the checkpoint's
+// every tensor, metrics.csv, the exported weights. The state does not depend on the chip: the
+// step-3 checkpoint resumed on the rtl backend into another folder gives the same weights.
+TEST_F(TrainTool, GeneralModelResumesBitIdentically) {
+  const std::string model = path("conv.json");
+  {
+    std::ofstream f(model);
+    f << R"({"name": "tiny_conv", "input_shape": [28, 28, 1], "layers": [
+      {"class_name": "Conv2D", "filters": 4, "kernel_size": 3, "activation": "relu"},
+      {"class_name": "MaxPool2D", "pool_size": 2},
+      {"class_name": "Flatten"},
+      {"class_name": "Dense", "units": 12, "activation": "relu"},
+      {"class_name": "Dropout", "rate": 0.5},
+      {"class_name": "Dense", "units": 10, "activation": "softmax"}]})";
+  }
+  const std::string flags = "--model " + model +
+                            " --array 4 --steps 6 --batch 4 --seed 3 --lr 3e-3 "
+                            "--lr-schedule cosine ";
+  const std::string a = path("a"), b = path("b"), c = path("c");
+  const Result ra = train(flags + "--checkpoint-every 2 --out " + a);
+  ASSERT_EQ(ra.status, 0) << ra.err;
+  const Result rb = train(flags + "--stop-after 3 --out " + b);
+  ASSERT_EQ(rb.status, 0) << rb.err;
+  EXPECT_NE(rb.out.find("stopped after step 3"), std::string::npos) << rb.out;
+  EXPECT_FALSE(exists(b + "/summary.json"));
+  Checkpoint at3;
+  ASSERT_NO_THROW(at3 = load(b + "/checkpoint/ckpt.tsr"));
+  EXPECT_EQ(at3.step, 3u);
+  const std::string ckpt3 = read_file(b + "/checkpoint/ckpt.tsr");
+
+  // on the rtl chip, into another folder, from the step-3 checkpoint
+  const Result rc = train(flags + "--backend rtl --resume " + b + " --out " + c);
+  ASSERT_EQ(rc.status, 0) << rc.err;
+  EXPECT_NE(rc.out.find("resuming"), std::string::npos) << rc.out;
+  EXPECT_EQ(read_file(b + "/checkpoint/ckpt.tsr"), ckpt3) << "the resumed checkpoint changed";
+  // in place
+  const Result rb2 = train(flags + "--resume " + b + " --out " + b);
+  ASSERT_EQ(rb2.status, 0) << rb2.err;
+
+  Checkpoint ca, cb, cc;
+  ASSERT_NO_THROW(ca = load(a + "/checkpoint/ckpt.tsr"));
+  ASSERT_NO_THROW(cb = load(b + "/checkpoint/ckpt.tsr"));
+  ASSERT_NO_THROW(cc = load(c + "/checkpoint/ckpt.tsr"));
+  EXPECT_EQ(ca.step, 6u);
+  expect_same_checkpoint(ca, cb);
+  expect_same_checkpoint(ca, cc);
+  EXPECT_EQ(read_file(a + "/metrics.csv"), read_file(b + "/metrics.csv"));
+  const auto rows_c = columns(read_file(c + "/metrics.csv"), 3);
+  const auto rows_a = columns(read_file(a + "/metrics.csv"), 3);
+  ASSERT_EQ(rows_a.size(), 7u);
+  ASSERT_EQ(rows_c.size(), 4u);  // the header and steps 3..5
+  for (size_t i = 1; i < rows_c.size(); ++i) EXPECT_EQ(rows_c[i], rows_a[3 + i]) << i;
+  for (const char* t : {"conv0_kernel.f32", "dense1_kernel.f32", "dense2_bias.f32",
+                        "test_probs.f32"}) {
+    const std::string w = read_file(a + "/weights/" + t);
+    EXPECT_FALSE(w.empty()) << t;
+    EXPECT_EQ(w, read_file(b + "/weights/" + t)) << t;
+    EXPECT_EQ(w, read_file(c + "/weights/" + t)) << t;
+  }
+  // resumed at its last step it only evaluates: the logs stay as they were
+  const std::string before = read_file(b + "/metrics.csv");
+  const Result again = train(flags + "--resume " + b + " --out " + b);
+  EXPECT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(read_file(b + "/metrics.csv"), before);
+  EXPECT_EQ(load(b + "/checkpoint/ckpt.tsr").step, 6u);
+}
+
 TEST_F(TrainTool, DenseStackTrainsBitIdenticallyOnRtlAndExportsItsWeights) {
   const std::string model = path("mlp.json");
   {
