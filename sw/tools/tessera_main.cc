@@ -14,6 +14,9 @@
 //         [--seed S] [--data DIR] [--out DIR] [--resume DIR] [--sample-every K]
 //                                                  train the example CNN on the chip
 //   report RUN_DIR                                  a run's summary and cycle report
+//   evaluate WEIGHTS_DIR --model FILE [--backend rtl|functional] [--eval-samples N] [--probs F]
+//                                                  a general-compiler model's exported weights
+//                                                  on the test set
 //   compile [--array N] [--batch B] [--dump] [--evaluate] [--asm FILE]
 //                                                  the compiled step, stage by stage
 #include <CLI/CLI.hpp>
@@ -25,6 +28,7 @@
 #include "sw/tools/fpu_check.h"
 #include "sw/tools/hbm_replay.h"
 #include "sw/tools/run_tool.h"
+#include "sw/tools/train_dense.h"
 #include "sw/tools/train_tool.h"
 #include "tessera/data.h"
 #include "tessera/mpi_ring.h"
@@ -174,6 +178,29 @@ int main(int argc, char** argv) {
   ord->add_option("--data", order_data, "IDX directory (default: Debian's Fashion-MNIST)");
   ord->add_option("-o,--out", order_out, "output: little-endian uint32 sample ids")->required();
 
+  tessera::tools::EvaluateOptions ev;
+  auto* evl = app.add_subcommand(
+      "evaluate", "a trained model's weights on the test set (a general-compiler model's export)");
+  evl->add_option("weights", ev.weights, "the weights export folder (a run's weights/)")
+      ->required();
+  evl->add_option("--model", ev.model, "the model description file it was trained from")
+      ->required();
+  evl->add_option("--backend", ev.backend, "rtl or functional (the same bits)")
+      ->check(CLI::IsMember({"rtl", "functional"}))
+      ->capture_default_str();
+  evl->add_option("--arith", ev.arith, "rtl backend: rtl or host (as tessera train)")
+      ->check(CLI::IsMember({"rtl", "host"}))
+      ->capture_default_str();
+  evl->add_option("--array", ev.array, "MXU array size N")->capture_default_str();
+  evl->add_option("--channels", ev.channels, "HBM pseudo-channels")->capture_default_str();
+  evl->add_option("--batch", ev.batch, "images a run of the evaluation program")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  evl->add_option("--eval-samples", ev.eval_samples, "the first N test images (default: all)");
+  evl->add_option("--data", ev.data, "IDX directory (default: Debian's Fashion-MNIST)");
+  evl->add_option("--probs", ev.probs,
+                  "write every evaluated image's softmax here ([images][classes] fp32)");
+
   tessera::tools::CompileOptions co;
   auto* cmp = app.add_subcommand("compile", "compile a model's step (docs/compiler.md)");
   cmp->add_option("--model", co.model, "a model description file (default: the example CNN)");
@@ -217,6 +244,7 @@ int main(int argc, char** argv) {
   }
   if (rep->parsed()) return tessera::tools::report(report_dir, std::cout, std::cerr);
   if (cmp->parsed()) return tessera::tools::compile_step(co, std::cout, std::cerr);
+  if (evl->parsed()) return tessera::tools::evaluate_dense(ev, std::cout, std::cerr);
 
   if (trn->parsed()) {
     // Under mpirun (one chip per rank, docs/multichip.md): every rank runs this; a failure on

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "harness/fp_ref.h"
+#include "sw/compiler/graph.h"
 #include "sw/runlog/file_util.h"
 #include "sw/tools/run_folder.h"
 #include "sw/tools/step_report.h"
@@ -27,7 +28,9 @@
 #include "tessera/data.h"
 #include "tessera/dense_step.h"
 #include "tessera/driver.h"
+#include "tessera/keras.h"
 #include "tessera/metrics.h"
+#include "tessera/weight_manifest.h"
 
 namespace tessera::tools {
 namespace {
@@ -220,6 +223,58 @@ void from_dense_checkpoint(const runlog::Checkpoint& c, const std::string& path,
     throw CheckpointError(CheckpointError::Kind::kMalformedPayload,
                           "checkpoint " + path + ": no meta optimizer_steps");
 }
+// The test set's first `total` images through the evaluation program, `batch` at a time, on
+// `evd`, with the weights that `weights` (a training step's layout on evd) holds: the mean loss
+// and the accuracy, and the probabilities of the first `keep` images. A chip fault is reported
+// on `err` with the first image of its batch; the return is false then.
+struct DenseEval {
+  double loss = 0, accuracy = 0;
+  std::vector<float> probs;  // [keep][classes]
+};
+bool evaluate_on(driver::Device& evd, const compiler::DenseStackSpec& spec,
+                 const compiler::OptimizerSpec& os, uint32_t batch,
+                 const compiler::DenseStackStep::Layout* weights, const data::Dataset& test_ds,
+                 uint32_t total, uint32_t keep, const char* who, DenseEval& r,
+                 std::ostream& err) {
+  const size_t px = size_t{test_ds.rows} * test_ds.cols;
+  std::vector<Compiled> evals;
+  auto eval_step = [&](uint32_t b) -> Compiled& {
+    for (auto& e : evals)
+      if (e.step->batch() == b) return e;
+    evals.push_back(compile_on(evd, spec, os, b, compiler::StepKind::kEvaluate, weights));
+    return evals.back();
+  };
+  double loss_sum = 0, hits = 0;
+  const uint32_t C = spec.classes();
+  for (uint32_t s0 = 0; s0 < total; s0 += batch) {
+    const uint32_t b = std::min(batch, total - s0);
+    Compiled& e = eval_step(b);
+    data::Batch bt;
+    bt.images.assign(test_ds.images.begin() + s0 * px, test_ds.images.begin() + (s0 + b) * px);
+    bt.labels.assign(test_ds.labels.begin() + s0, test_ds.labels.begin() + s0 + b);
+    for (const auto& w : e.step->batch_image(images_of(spec, bt), bt.labels))
+      evd.write(w.first, w.second);
+    try {
+      evd.run(e.prog, 2'000'000'000);
+    } catch (const std::exception& ex) {
+      err << who << ": evaluation at test image " << s0 << ": " << ex.what() << "\n";
+      return false;
+    }
+    float l = 0, c = 0;
+    e.step->read_metrics(dev_read, &evd, l, c);
+    loss_sum += double{l} * b;
+    hits += c;
+    if (s0 < keep) {
+      const auto pr = e.step->read_probabilities(dev_read, &evd);
+      const uint32_t take = std::min(b, keep - s0);
+      r.probs.insert(r.probs.end(), pr.begin(), pr.begin() + size_t{take} * C);
+    }
+  }
+  r.accuracy = hits / total;
+  r.loss = loss_sum / total;
+  return true;
+}
+
 }  // namespace
 
 // A model with layers before Flatten: format "tessera-sequential-weights-1", every layer in
@@ -561,7 +616,6 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
                              ? static_cast<uint32_t>(std::min<uint64_t>(opt.eval_samples,
                                                                         test_ds.count))
                              : test_ds.count;
-  const size_t px = size_t{test_ds.rows} * test_ds.cols;
   Compiled holder;  // the weights' step on the evaluation device (edev)
   const compiler::DenseStackStep::Layout* weights = &tr.step->layout();
   if (edev) {
@@ -569,41 +623,13 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     for (const auto& w : holder.step->state_image(p, st)) evd.write(w.first, w.second);
     weights = &holder.step->layout();
   }
-  std::vector<Compiled> evals;
-  auto eval_step = [&](uint32_t b) -> Compiled& {
-    for (auto& e : evals)
-      if (e.step->batch() == b) return e;
-    evals.push_back(compile_on(evd, spec, os, b, compiler::StepKind::kEvaluate, weights));
-    return evals.back();
-  };
-  double loss_sum = 0, hits = 0;
-  const uint32_t C = spec.classes(), keep = std::min<uint32_t>(total, 1000);
-  std::vector<float> probs;
-  for (uint32_t s0 = 0; s0 < total; s0 += opt.batch) {
-    const uint32_t b = std::min(opt.batch, total - s0);
-    Compiled& e = eval_step(b);
-    data::Batch batch;
-    batch.images.assign(test_ds.images.begin() + s0 * px, test_ds.images.begin() + (s0 + b) * px);
-    batch.labels.assign(test_ds.labels.begin() + s0, test_ds.labels.begin() + s0 + b);
-    for (const auto& w : e.step->batch_image(images_of(spec, batch), batch.labels))
-      evd.write(w.first, w.second);
-    try {
-      evd.run(e.prog, 2'000'000'000);
-    } catch (const std::exception& ex) {
-      err << "tessera train: evaluation at test image " << s0 << ": " << ex.what() << "\n";
-      return 1;
-    }
-    float l = 0, c = 0;
-    e.step->read_metrics(dev_read, &evd, l, c);
-    loss_sum += double{l} * b;
-    hits += c;
-    if (s0 < keep) {
-      const auto pr = e.step->read_probabilities(dev_read, &evd);
-      const uint32_t take = std::min(b, keep - s0);
-      probs.insert(probs.end(), pr.begin(), pr.begin() + size_t{take} * C);
-    }
-  }
-  const double test_acc = hits / total, test_loss = loss_sum / total;
+  const uint32_t keep = std::min<uint32_t>(total, 1000);
+  DenseEval ev;
+  if (!evaluate_on(evd, spec, os, opt.batch, weights, test_ds, total, keep, "tessera train", ev,
+                   err))
+    return 1;
+  const double test_acc = ev.accuracy, test_loss = ev.loss;
+  const std::vector<float>& probs = ev.probs;
   std::vector<uint64_t> sorted = cycles;
   std::sort(sorted.begin(), sorted.end());
   const uint64_t median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
@@ -627,6 +653,117 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   out << "test accuracy " << test_acc << " loss " << test_loss << " (" << total << " images)";
   if (median) out << ", median step " << median << " cycles";
   out << "\nwrote " << run_dir << "/{summary.json,metrics.csv,weights/}\n";
+  return 0;
+}
+
+namespace {
+
+// The tensors of an export folder, checked against the shapes `spec` gives its parameters
+// (parse_weight_manifest); every error names the file.
+compiler::DenseParams load_export(const std::string& dir, const compiler::DenseStackSpec& spec) {
+  const std::string mpath = dir + "/manifest.json";
+  std::ifstream mf(mpath, std::ios::binary);
+  if (!mf) throw std::invalid_argument(mpath + ": cannot open (a weights export folder holds it)");
+  const std::string text((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
+  compiler::DenseParams p;
+  auto read = [&](const runlog::ManifestTensor& t) {
+    const std::string file = dir + "/" + t.file;
+    std::ifstream f(file, std::ios::binary);
+    if (!f) throw std::invalid_argument(file + ": cannot open");
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (bytes.size() != t.count() * 4) {
+      std::string shape;
+      for (uint64_t d : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+      throw std::invalid_argument(file + ": " + std::to_string(bytes.size()) +
+                                  " bytes, its shape [" + shape + "] needs " +
+                                  std::to_string(t.count() * 4));
+    }
+    std::vector<float> v(t.count());
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint32_t b = 0;
+      for (int k = 0; k < 4; ++k) b |= uint32_t(uint8_t(bytes[i * 4 + k])) << (8 * k);
+      v[i] = fp::f32(b);
+    }
+    return v;
+  };
+  for (const auto& l : runlog::parse_weight_manifest(text, mpath, compiler::weight_shapes(spec))) {
+    p.kernel.push_back(read(l.kernel));
+    p.bias.push_back(read(l.bias));
+  }
+  return p;
+}
+
+}  // namespace
+
+int evaluate_dense(const EvaluateOptions& opt, std::ostream& out, std::ostream& err) {
+  auto refuse = [&](const std::string& why) {
+    err << "tessera evaluate: " << why << "\n";
+    return 2;
+  };
+  if (opt.model.empty()) return refuse("--model: the model description file is required");
+  if (opt.weights.empty()) return refuse("--weights: the export folder is required");
+  compiler::DenseStackSpec spec;
+  keras::ModelDescription model;
+  compiler::DenseParams p;
+  data::Dataset test_ds;
+  std::unique_ptr<driver::Device> dev;
+  Compiled holder;
+  const compiler::OptimizerSpec os;  // the weights' step only holds them
+  try {
+    model = keras::load_model_description(opt.model);
+    if (!keras::is_dense_stack(model.layers, static_cast<uint32_t>(opt.array)))
+      return refuse(opt.model + ": the example CNN is evaluated by tessera train (and "
+                                "keras::Sequential::evaluate); this command takes the general "
+                                "compiler's models");
+    spec = compiler::stack_from_graph(compiler::compile_graph(
+        keras::dense_stack_spec(model.layers), compiler::OptimizerSpec::Kind::kAdam, opt.array,
+        opt.batch));
+  } catch (const std::exception& e) {
+    return refuse(e.what());
+  }
+  try {
+    p = load_export(opt.weights, spec);
+  } catch (const std::exception& e) {
+    return refuse(e.what());
+  }
+  try {
+    const std::string dir = opt.data.empty() ? data::default_data_dir() : opt.data;
+    test_ds = data::load_mnist(dir, data::Split::kTest);
+    const auto in = model.layers.front().input_shape;
+    if (test_ds.rows != in[0] || test_ds.cols != in[1]) {
+      std::string file = dir + "/t10k-images-idx3-ubyte";
+      if (::access(file.c_str(), F_OK) != 0) file += ".gz";
+      return refuse(file + ": offset 0x8: images are " + std::to_string(test_ds.rows) + "x" +
+                    std::to_string(test_ds.cols) + ", the model takes " + std::to_string(in[0]) +
+                    "x" + std::to_string(in[1]));
+    }
+    driver::DeviceConfig dc = driver::chip_for_array(opt.array);
+    dc.backend = driver::parse_backend(opt.backend);
+    dc.arith = driver::parse_arith(opt.arith);
+    dc.channels = opt.channels;
+    dev = driver::Device::open(dc);
+    holder = compile_on(*dev, spec, os, opt.batch, compiler::StepKind::kTrain, nullptr);
+  } catch (const std::exception& e) {
+    return refuse(e.what());
+  }
+  for (const auto& w : holder.step->state_image(p, compiler::zero_opt_state(spec)))
+    dev->write(w.first, w.second);
+  const uint32_t total =
+      opt.eval_samples
+          ? static_cast<uint32_t>(std::min<uint64_t>(opt.eval_samples, test_ds.count))
+          : test_ds.count;
+  DenseEval ev;
+  if (!evaluate_on(*dev, spec, os, opt.batch, &holder.step->layout(), test_ds, total,
+                   opt.probs.empty() ? 0 : total, "tessera evaluate", ev, err))
+    return 1;
+  if (!opt.probs.empty()) {
+    try {
+      runlog::write_file_atomically(opt.probs, f32_bytes(ev.probs));
+    } catch (const std::exception& e) {
+      return refuse(e.what());
+    }
+  }
+  out << "test accuracy " << ev.accuracy << " loss " << ev.loss << " (" << total << " images)\n";
   return 0;
 }
 

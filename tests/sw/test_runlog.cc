@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tessera/checkpoint.h"
+#include "tessera/weight_manifest.h"
 #include "tessera/crc32c.h"
 #include "tessera/metrics.h"
 #include "tessera/plot.h"
@@ -667,3 +668,61 @@ TEST(Checkpoint, SaveReplacesAtomically) {
 
 }  // namespace
 }  // namespace tessera::runlog
+
+// The weight export's manifest: a valid one (either format) gives one entry per parameter; every
+// refusal names the manifest, the layer and the field.
+TEST(WeightManifest, ParsesAnExportAndRefusesWhatDoesNotFitTheModel) {
+  using tessera::runlog::parse_weight_manifest;
+  using tessera::runlog::WeightManifestError;
+  const std::vector<std::pair<uint32_t, uint32_t>> shapes = {{9, 4}, {676, 10}};
+  auto manifest = [](const std::string& format, const std::string& kfile,
+                     const std::string& kshape, const std::string& bshape) {
+    return R"({"format": ")" + format + R"(", "layers": [
+      {"class_name": "Conv2D", "kernel": {"file": ")" + kfile + R"(", "shape": )" + kshape +
+           R"(}, "bias": {"file": "conv0_bias.f32", "shape": [4]}},
+      {"class_name": "MaxPool2D", "pool_size": 2}, {"class_name": "Flatten"},
+      {"class_name": "Dense", "kernel": {"file": "dense1_kernel.f32", "shape": [676, 10]},
+       "bias": {"file": "dense1_bias.f32", "shape": )" + bshape + "}}]}";
+  };
+  const auto ok = parse_weight_manifest(
+      manifest("tessera-sequential-weights-1", "conv0_kernel.f32", "[3, 3, 1, 4]", "[10]"), "m",
+      shapes);
+  ASSERT_EQ(ok.size(), 2u);
+  EXPECT_EQ(ok[0].where, "layers[0] (Conv2D)");
+  EXPECT_EQ(ok[0].kernel.file, "conv0_kernel.f32");
+  EXPECT_EQ(ok[0].kernel.count(), 36u);
+  EXPECT_EQ(ok[1].where, "layers[3] (Dense)");
+  EXPECT_EQ(ok[1].bias.shape, std::vector<uint64_t>{10});
+  auto refused = [&](const std::string& text, const std::string& want) {
+    try {
+      parse_weight_manifest(text, "m", shapes);
+    } catch (const WeightManifestError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("m: ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      return;
+    }
+    ADD_FAILURE() << "accepted: " << text;
+  };
+  refused("{\"format\": ", "not JSON");
+  refused("[1, 2]", "not a JSON object");
+  refused(manifest("other-1", "conv0_kernel.f32", "[3, 3, 1, 4]", "[10]"),
+          "format 'other-1' is not a Tessera weight export");
+  refused(manifest("tessera-dense-weights-1", "../secret", "[3, 3, 1, 4]", "[10]"),
+          "layers[0] (Conv2D) kernel: file '../secret' is not a plain file name");
+  refused(manifest("tessera-dense-weights-1", "conv0_kernel.f32", "[3, 3, 4, 1]", "[10]"),
+          "layers[0] (Conv2D) kernel: shape [3,3,4,1] does not fit the model (36 values, last "
+          "dimension 4)");
+  refused(manifest("tessera-dense-weights-1", "conv0_kernel.f32", "[3, 3, 1, 4]", "[11]"),
+          "layers[3] (Dense) bias: shape [11] does not fit the model");
+  refused(manifest("tessera-dense-weights-1", "conv0_kernel.f32", "[3, 3, -1, 4]", "[10]"),
+          "dimensions must be 1 to 2^30");
+  EXPECT_THROW(parse_weight_manifest(manifest("tessera-dense-weights-1", "conv0_kernel.f32",
+                                              "[3, 3, 1, 4]", "[10]"),
+                                     "m", {{9, 4}}),
+               WeightManifestError);  // more weighted layers than the model's
+  EXPECT_THROW(parse_weight_manifest(manifest("tessera-dense-weights-1", "conv0_kernel.f32",
+                                              "[3, 3, 1, 4]", "[10]"),
+                                     "m", {{9, 4}, {676, 10}, {10, 10}}),
+               WeightManifestError);  // fewer
+}
+

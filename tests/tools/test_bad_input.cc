@@ -194,6 +194,14 @@ const BadInputCase kCases[] = {
      TRAIN "--backend functional --steps 1 --batch 8 " SMALL OUT
      "--model $D/model_mlp.json --seed 1 --resume $D/mlp_good",
      2, "the checkpoint is at step 2, past this run's 1 steps", "mlp_good"},
+    {"evaluate: no weights export", "evaluate $D/nothere --model $D/model_mlp.json " SMALL, 2,
+     "$D/nothere/manifest.json: cannot open", ""},
+    {"evaluate: weights of another model",
+     "evaluate $D/mlp_good/weights --model $D/model_mlp24.json " SMALL, 2,
+     "$D/mlp_good/weights/manifest.json: layers[0] (Dense) kernel: shape [784,10] does not fit "
+     "the model", "mlp_good"},
+    {"evaluate: tensor file truncated", "evaluate $D/w_trunc --model $D/model_mlp.json " SMALL, 2,
+     "$D/w_trunc/dense0_kernel.f32: 1000 bytes, its shape [784,10] needs 31360", "w_trunc"},
     {"model for other images than the data's", TRAIN QUICK SMALL OUT "--model $D/model_32.json",
      2, "$D/small/train-images-idx3-ubyte.gz: offset 0x8: images are 28x28, the model takes 32x32",
      "out"},
@@ -401,6 +409,12 @@ make('data_empty', 'train-labels-idx1-ubyte', b'')
     ASSERT_GT(mlp_ckpt.size(), 100u);
     mlp_ckpt[mlp_ckpt.size() - tessera::runlog::kCheckpointCrcBytes - 40] ^= 0x10;
     write_file(dir_ + "/mlp_badcrc.tsr", mlp_ckpt);
+    write_file(dir_ + "/model_mlp24.json", R"({"input_shape": [28, 28, 1], "layers": [
+        {"class_name": "Flatten"}, {"class_name": "Dense", "units": 24, "activation": "relu"},
+        {"class_name": "Dense", "units": 10, "activation": "softmax"}]})");
+    fs::copy(mlp_good + "/weights", dir_ + "/w_trunc");
+    write_file(dir_ + "/w_trunc/dense0_kernel.f32",
+               read_file(mlp_good + "/weights/dense0_kernel.f32").substr(0, 1000));
     write_file(dir_ + "/truncated.tsr", ckpt.substr(0, ckpt.size() / 2));
     std::string badcrc = ckpt;
     badcrc[badcrc.size() - tessera::runlog::kCheckpointCrcBytes - 40] ^= 0x10;

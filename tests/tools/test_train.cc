@@ -110,6 +110,12 @@ class TrainTool : public ::testing::Test {
   }
 
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  // A model description file of the test's: a 28x28x1 input and these layers (JSON objects).
+  std::string model_file(const std::string& file, const std::string& layers) const {
+    std::ofstream f(path(file));
+    f << R"({"name": "tiny_conv", "input_shape": [28, 28, 1], "layers": [)" << layers << "]}";
+    return path(file);
+  }
 
   // Runs `cmd` through the shell with stdout and stderr captured.
   Result sh(const std::string& cmd) {
@@ -738,17 +744,12 @@ TEST_F(TrainTool, ConvModelTrainsBitIdenticallyOnRtlAndExportsItsLayers) {
 // every tensor, metrics.csv, the exported weights. The state does not depend on the chip: the
 // step-3 checkpoint resumed on the rtl backend into another folder gives the same weights.
 TEST_F(TrainTool, GeneralModelResumesBitIdentically) {
-  const std::string model = path("conv.json");
-  {
-    std::ofstream f(model);
-    f << R"({"name": "tiny_conv", "input_shape": [28, 28, 1], "layers": [
+  const std::string model = model_file("conv.json", R"(
       {"class_name": "Conv2D", "filters": 4, "kernel_size": 3, "activation": "relu"},
-      {"class_name": "MaxPool2D", "pool_size": 2},
-      {"class_name": "Flatten"},
+      {"class_name": "MaxPool2D", "pool_size": 2}, {"class_name": "Flatten"},
       {"class_name": "Dense", "units": 12, "activation": "relu"},
       {"class_name": "Dropout", "rate": 0.5},
-      {"class_name": "Dense", "units": 10, "activation": "softmax"}]})";
-  }
+      {"class_name": "Dense", "units": 10, "activation": "softmax"})");
   const std::string flags = "--model " + model +
                             " --array 4 --steps 6 --batch 4 --seed 3 --lr 3e-3 "
                             "--lr-schedule cosine ";
@@ -799,6 +800,49 @@ TEST_F(TrainTool, GeneralModelResumesBitIdentically) {
   EXPECT_EQ(again.status, 0) << again.err;
   EXPECT_EQ(read_file(b + "/metrics.csv"), before);
   EXPECT_EQ(load(b + "/checkpoint/ckpt.tsr").step, 6u);
+}
+
+// The line "test accuracy A loss L (N images)" of a run's output.
+std::string test_line(const std::string& out) {
+  const size_t at = out.find("test accuracy ");
+  return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+
+// tessera evaluate on a run's weight export gives the run's own test results: the same
+// accuracy and loss line, and the same probabilities (test_probs.f32), on the functional
+// backend and on the rtl chip; a folder whose tensors do not fit the model is refused, naming
+// the file.
+TEST_F(TrainTool, EvaluateGivesTheTrainingRunsTestResults) {
+  const std::string model = model_file("conv.json", R"(
+      {"class_name": "Conv2D", "filters": 4, "kernel_size": 3, "activation": "relu"},
+      {"class_name": "AveragePooling2D", "pool_size": 2}, {"class_name": "Flatten"},
+      {"class_name": "Dense", "units": 12, "activation": "relu"},
+      {"class_name": "Dense", "units": 10, "activation": "softmax"})");
+  const std::string run = path("run");
+  const Result rt = train("--model " + model + " --array 4 --steps 3 --batch 8 --seed 5 --out " + run);
+  ASSERT_EQ(rt.status, 0) << rt.err;
+  const std::string want = test_line(rt.out);
+  ASSERT_NE(want.find("(64 images)"), std::string::npos) << rt.out;
+  const std::string probs = read_file(run + "/weights/test_probs.f32");
+  ASSERT_EQ(probs.size(), 64u * 10 * 4);
+  for (const char* backend : {"functional", "rtl"}) {
+    const std::string pf = path(std::string("probs_") + backend + ".f32");
+    const Result re = sh(kTessera + " evaluate " + run + "/weights --model " + model +
+                         " --array 4 --batch 8 --eval-samples 64 --backend " + backend +
+                         " --probs " + pf);
+    ASSERT_EQ(re.status, 0) << re.err;
+    EXPECT_EQ(test_line(re.out), want) << backend;
+    EXPECT_EQ(read_file(pf), probs) << backend;
+  }
+  // a kernel file one value short
+  const std::string bad = path("bad");
+  fs::copy(run + "/weights", bad);
+  std::string k = read_file(bad + "/conv0_kernel.f32");
+  k.resize(k.size() - 4);
+  write_file(bad + "/conv0_kernel.f32", k);
+  const Result rb = sh(kTessera + " evaluate " + bad + " --model " + model + " --array 4");
+  EXPECT_EQ(rb.status, 2) << rb.err;
+  EXPECT_NE(rb.err.find(bad + "/conv0_kernel.f32: 140 bytes"), std::string::npos) << rb.err;
 }
 
 TEST_F(TrainTool, DenseStackTrainsBitIdenticallyOnRtlAndExportsItsWeights) {
