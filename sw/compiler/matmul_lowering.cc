@@ -37,8 +37,9 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   };
   // A gathered A operand beside plain weights, without a load epilogue (a convolution's
   // forward and input gradient), whose column tiles fit one group: the largest row block whose
-  // contraction groups hold two tiles (or the whole contraction), with full-size epilogue
-  // pieces if they leave room, else half-size ones, wins over the time model: the weights are
+  // contraction groups hold two tiles (or the whole contraction), and at that block the longest
+  // groups (half-size epilogue pieces where they buy a longer group or full-size ones leave no
+  // room), wins over the time model: the weights are
   // read again for every row block, and the model, which counts runs and loads, not the UB's
   // or the HBM's real costs, misjudged it (docs/compiler.md, the tiling).
   const bool by_rows = op.a_gather && !op.w_gather && !epi.load && op.epi_row_bytes;
@@ -111,7 +112,8 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
           if (time < best.time && (p == p_max || !by_rows)) best = {rr, ct, pk, kg, traffic, time};
           // (all column tiles in one group, A read once; full-size pieces where they leave room,
           // halved again, as for every matmul, when the whole contraction is one group)
-          if (by_rows && ct == op.Ct && kg >= std::min(2u, op.Kt) && rr > rows_first.R)
+          if (by_rows && ct == op.Ct && kg >= std::min(2u, op.Kt) &&
+              (rr > rows_first.R || (rr == rows_first.R && kg > rows_first.KG)))
             rows_first = {rr, ct, pk, kg, traffic, time};
         }
         if (!gathered) break;

@@ -56,7 +56,11 @@ struct Block {
   uint32_t acc0, ar0;
 };
 // An epilogue in two parts, software-pipelined by emit_matmul: `load` (DMA into the piece's
-// scratch; may be empty) is emitted a piece ahead of `run` (VPU from the ACC, DMA out).
+// scratch; may be empty) is emitted Matmul::epi_buffers - 1 pieces ahead of `run` (VPU from
+// the ACC, DMA out), across block boundaries: a load may come before its block's matmul and
+// before the runs of the pieces ahead of it, so it must read neither the ACC nor HBM that
+// earlier runs write (the optimizer's w, m, v of its own piece and a relu mask's activations
+// qualify).
 struct Epilogue {
   std::function<void(const Block&)> load, run;
 };
