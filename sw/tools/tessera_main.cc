@@ -244,7 +244,14 @@ int main(int argc, char** argv) {
   }
   if (rep->parsed()) return tessera::tools::report(report_dir, std::cout, std::cerr);
   if (cmp->parsed()) return tessera::tools::compile_step(co, std::cout, std::cerr);
-  if (evl->parsed()) return tessera::tools::evaluate_dense(ev, std::cout, std::cerr);
+  if (evl->parsed()) {
+    try {
+      return tessera::tools::evaluate_dense(ev, std::cout, std::cerr);
+    } catch (const std::exception& e) {  // what the checks before the run did not foresee
+      std::cerr << "tessera evaluate: " << e.what() << "\n";
+      return 2;
+    }
+  }
 
   if (trn->parsed()) {
     // Under mpirun (one chip per rank, docs/multichip.md): every rank runs this; a failure on

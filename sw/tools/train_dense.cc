@@ -121,7 +121,8 @@ std::string dense_signature(const compiler::DenseStackSpec& spec,
     const auto& d = spec.layers[l];
     o << "-Dense(" << d.units << ","
       << (l + 1 == spec.layers.size() ? "softmax" : d.relu ? "relu" : "linear") << ")";
-    if (d.dropout > 0) o << "-Dropout(" << short_float(d.dropout) << ")";
+    if (d.dropout > 0)
+      o << "-Dropout(" << short_float(d.dropout) << ",seed=" << d.dropout_seed << ")";
   }
   o << "|";
   if (os.kind == compiler::OptimizerSpec::Kind::kAdam)
@@ -489,11 +490,13 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     remove_stale_tmp_files(run_dir);
     remove_stale_tmp_files(run_dir + "/checkpoint");
     const std::vector<std::string> columns = {"epoch", "step_cycles"};
-    if (same_folder(resume_run_dir(opt.resume), run_dir))
+    if (same_folder(resume_run_dir(opt.resume), run_dir)) {
       csv_writer = std::make_unique<runlog::MetricsCsv>(run_dir, columns,
                                                         static_cast<int64_t>(first_step));
-    else
+    } else {
+      remove_event_files(run_dir);  // an earlier run's curves (this path writes none)
       csv_writer = std::make_unique<runlog::MetricsCsv>(run_dir, columns);
+    }
   } catch (const std::exception& e) {
     return refuse(e.what());
   }
@@ -599,7 +602,14 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
           << "\n";
     if (opt.stop_after && s + 1 >= opt.stop_after) break;
   }
-  if (first_step == steps) save(steps);  // resumed at the end: the same checkpoint again
+  if (first_step == steps) {  // resumed at the end: the same checkpoint again
+    try {
+      save(steps);
+    } catch (const std::exception& e) {
+      err << "tessera train: step " << steps << ": checkpoint: " << e.what() << "\n";
+      return 1;
+    }
+  }
   if (opt.stop_after && last_step < steps) {
     out << "stopped after step " << last_step << " (checkpoint " << ckpt_path << ")\n";
     return 0;
@@ -644,6 +654,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
      << "\",\n  \"lr\": " << g9(os.lr) << ",\n  \"lr_schedule\": \""
      << compiler::schedule_name(os.schedule) << "\""
      << ",\n  \"batch\": " << opt.batch << ",\n  \"steps\": " << steps
+     << ",\n  \"first_step\": " << first_step
      << ",\n  \"seed\": " << opt.seed << ",\n  \"final_loss\": " << g9(loss)
      << ",\n  \"test_samples\": " << total << ",\n  \"test_loss\": " << g9(test_loss)
      << ",\n  \"test_accuracy\": " << g9(test_acc) << ",\n  \"median_step_cycles\": " << median
@@ -658,9 +669,31 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
 
 namespace {
 
-// The tensors of an export folder, checked against the shapes `spec` gives its parameters
-// (parse_weight_manifest); every error names the file.
+// The tensors of an export folder, checked against what the model description gives its
+// layers (parse_weight_manifest: classes, activations, exact shapes, the Normalization); every
+// error names the file.
 compiler::DenseParams load_export(const std::string& dir, const compiler::DenseStackSpec& spec) {
+  // what the model says the export holds
+  runlog::ExpectedWeights want;
+  const auto fshapes = compiler::feature_shapes(spec);
+  for (size_t i = 0; i < spec.features.size(); ++i) {
+    const auto& f = spec.features[i];
+    if (f.kind != compiler::FeatureLayerSpec::Kind::kConv) continue;
+    want.layers.push_back({"Conv2D", f.relu ? "relu" : "linear",
+                           {f.kernel, f.kernel, fshapes[i].c, f.filters}});
+  }
+  uint32_t in = spec.inputs;
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const auto& d = spec.layers[l];
+    want.layers.push_back({"Dense", l + 1 == spec.layers.size() ? "softmax"
+                                    : d.relu                    ? "relu"
+                                                                : "linear",
+                           {in, d.units}});
+    in = d.units;
+  }
+  want.normalization = spec.norm.on;
+  want.mean = spec.norm.mean;
+  want.variance = spec.norm.variance;
   const std::string mpath = dir + "/manifest.json";
   std::ifstream mf(mpath, std::ios::binary);
   if (!mf) throw std::invalid_argument(mpath + ": cannot open (a weights export folder holds it)");
@@ -668,16 +701,19 @@ compiler::DenseParams load_export(const std::string& dir, const compiler::DenseS
   compiler::DenseParams p;
   auto read = [&](const runlog::ManifestTensor& t) {
     const std::string file = dir + "/" + t.file;
-    std::ifstream f(file, std::ios::binary);
-    if (!f) throw std::invalid_argument(file + ": cannot open");
-    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (bytes.size() != t.count() * 4) {
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(file, ec);
+    if (ec) throw std::invalid_argument(file + ": cannot open: " + ec.message());
+    if (size != t.count() * 4) {
       std::string shape;
       for (uint64_t d : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
-      throw std::invalid_argument(file + ": " + std::to_string(bytes.size()) +
-                                  " bytes, its shape [" + shape + "] needs " +
-                                  std::to_string(t.count() * 4));
+      throw std::invalid_argument(file + ": " + std::to_string(size) + " bytes, its shape [" +
+                                  shape + "] needs " + std::to_string(t.count() * 4));
     }
+    std::ifstream f(file, std::ios::binary);
+    std::string bytes(size, '\0');
+    if (!f.read(&bytes[0], static_cast<std::streamsize>(size)))
+      throw std::invalid_argument(file + ": cannot read");
     std::vector<float> v(t.count());
     for (size_t i = 0; i < v.size(); ++i) {
       uint32_t b = 0;
@@ -686,7 +722,7 @@ compiler::DenseParams load_export(const std::string& dir, const compiler::DenseS
     }
     return v;
   };
-  for (const auto& l : runlog::parse_weight_manifest(text, mpath, compiler::weight_shapes(spec))) {
+  for (const auto& l : runlog::parse_weight_manifest(text, mpath, want)) {
     p.kernel.push_back(read(l.kernel));
     p.bias.push_back(read(l.bias));
   }
@@ -710,6 +746,9 @@ int evaluate_dense(const EvaluateOptions& opt, std::ostream& out, std::ostream& 
   Compiled holder;
   const compiler::OptimizerSpec os;  // the weights' step only holds them
   try {
+    if (opt.array < 4 || (opt.array & (opt.array - 1)) != 0)
+      return refuse("--array " + std::to_string(opt.array) +
+                    ": the chip's array size N is a power of two from 4");
     model = keras::load_model_description(opt.model);
     if (!keras::is_dense_stack(model.layers, static_cast<uint32_t>(opt.array)))
       return refuse(opt.model + ": the example CNN is evaluated by tessera train (and "
@@ -737,6 +776,21 @@ int evaluate_dense(const EvaluateOptions& opt, std::ostream& out, std::ostream& 
                     std::to_string(test_ds.cols) + ", the model takes " + std::to_string(in[0]) +
                     "x" + std::to_string(in[1]));
     }
+    if (in[2] != 1)
+      return refuse(opt.model + ": input_shape " + std::to_string(in[0]) + "x" +
+                    std::to_string(in[1]) + "x" + std::to_string(in[2]) +
+                    ": the dataset's images have one channel");
+    const uint32_t total_images =
+        opt.eval_samples ? static_cast<uint32_t>(std::min<uint64_t>(opt.eval_samples, test_ds.count))
+                         : test_ds.count;
+    for (uint32_t i = 0; i < total_images; ++i)
+      if (test_ds.labels[i] >= spec.classes()) {
+        std::string file = dir + "/t10k-labels-idx1-ubyte";
+        if (::access(file.c_str(), F_OK) != 0) file += ".gz";
+        return refuse(file + ": label " + std::to_string(test_ds.labels[i]) + " of image " +
+                      std::to_string(i) + ": the model has " + std::to_string(spec.classes()) +
+                      " classes");
+      }
     driver::DeviceConfig dc = driver::chip_for_array(opt.array);
     dc.backend = driver::parse_backend(opt.backend);
     dc.arith = driver::parse_arith(opt.arith);

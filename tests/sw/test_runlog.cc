@@ -669,60 +669,77 @@ TEST(Checkpoint, SaveReplacesAtomically) {
 }  // namespace
 }  // namespace tessera::runlog
 
-// The weight export's manifest: a valid one (either format) gives one entry per parameter; every
-// refusal names the manifest, the layer and the field.
+// The weight export's manifest: a valid one (either format) gives one entry per weighted
+// layer; every refusal names the manifest, the layer and the field.
 TEST(WeightManifest, ParsesAnExportAndRefusesWhatDoesNotFitTheModel) {
+  using tessera::runlog::ExpectedWeights;
   using tessera::runlog::parse_weight_manifest;
   using tessera::runlog::WeightManifestError;
-  const std::vector<std::pair<uint32_t, uint32_t>> shapes = {{9, 4}, {676, 10}};
-  auto manifest = [](const std::string& format, const std::string& kfile,
-                     const std::string& kshape, const std::string& bshape) {
-    return R"({"format": ")" + format + R"(", "layers": [
-      {"class_name": "Conv2D", "kernel": {"file": ")" + kfile + R"(", "shape": )" + kshape +
+  ExpectedWeights want;
+  want.layers = {{"Conv2D", "relu", {3, 3, 1, 4}}, {"Dense", "softmax", {676, 10}}};
+  want.normalization = true;
+  want.mean = 0.28604f;
+  want.variance = 0.12463f;
+  struct Parts {
+    std::string format = "tessera-sequential-weights-1", kfile = "conv0_kernel.f32";
+    std::string kshape = "[3, 3, 1, 4]", bshape = "[10]", act = "relu";
+    std::string norm = R"("normalization": {"mean": 0.28604, "variance": 0.12463}, )";
+  };
+  auto manifest = [](const Parts& p) {
+    return R"({"format": ")" + p.format + R"(", )" + p.norm + R"("layers": [
+      {"class_name": "Conv2D", "activation": ")" + p.act + R"(", "kernel": {"file": ")" +
+           p.kfile + R"(", "shape": )" + p.kshape +
            R"(}, "bias": {"file": "conv0_bias.f32", "shape": [4]}},
       {"class_name": "MaxPool2D", "pool_size": 2}, {"class_name": "Flatten"},
-      {"class_name": "Dense", "kernel": {"file": "dense1_kernel.f32", "shape": [676, 10]},
-       "bias": {"file": "dense1_bias.f32", "shape": )" + bshape + "}}]}";
+      {"class_name": "Dense", "activation": "softmax",
+       "kernel": {"file": "dense1_kernel.f32", "shape": [676, 10]},
+       "bias": {"file": "dense1_bias.f32", "shape": )" + p.bshape + "}}]}";
   };
-  const auto ok = parse_weight_manifest(
-      manifest("tessera-sequential-weights-1", "conv0_kernel.f32", "[3, 3, 1, 4]", "[10]"), "m",
-      shapes);
+  const auto ok = parse_weight_manifest(manifest(Parts{}), "m", want);
   ASSERT_EQ(ok.size(), 2u);
   EXPECT_EQ(ok[0].where, "layers[0] (Conv2D)");
   EXPECT_EQ(ok[0].kernel.file, "conv0_kernel.f32");
   EXPECT_EQ(ok[0].kernel.count(), 36u);
   EXPECT_EQ(ok[1].where, "layers[3] (Dense)");
   EXPECT_EQ(ok[1].bias.shape, std::vector<uint64_t>{10});
-  auto refused = [&](const std::string& text, const std::string& want) {
+  auto refused = [&](const std::string& text, const std::string& expect) {
     try {
-      parse_weight_manifest(text, "m", shapes);
+      parse_weight_manifest(text, "m", want);
     } catch (const WeightManifestError& e) {
       EXPECT_EQ(std::string(e.what()).rfind("m: ", 0), 0u) << e.what();
-      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
       return;
     }
     ADD_FAILURE() << "accepted: " << text;
   };
+  auto with = [&](auto change) {
+    Parts p;
+    change(p);
+    return manifest(p);
+  };
   refused("{\"format\": ", "not JSON");
   refused("[1, 2]", "not a JSON object");
-  refused(manifest("other-1", "conv0_kernel.f32", "[3, 3, 1, 4]", "[10]"),
+  refused(with([](Parts& p) { p.format = "other-1"; }),
           "format 'other-1' is not a Tessera weight export");
-  refused(manifest("tessera-dense-weights-1", "../secret", "[3, 3, 1, 4]", "[10]"),
+  refused(with([](Parts& p) { p.kfile = "../secret"; }),
           "layers[0] (Conv2D) kernel: file '../secret' is not a plain file name");
-  refused(manifest("tessera-dense-weights-1", "conv0_kernel.f32", "[3, 3, 4, 1]", "[10]"),
-          "layers[0] (Conv2D) kernel: shape [3,3,4,1] does not fit the model (36 values, last "
-          "dimension 4)");
-  refused(manifest("tessera-dense-weights-1", "conv0_kernel.f32", "[3, 3, 1, 4]", "[11]"),
-          "layers[3] (Dense) bias: shape [11] does not fit the model");
-  refused(manifest("tessera-dense-weights-1", "conv0_kernel.f32", "[3, 3, -1, 4]", "[10]"),
-          "dimensions must be 1 to 2^30");
-  EXPECT_THROW(parse_weight_manifest(manifest("tessera-dense-weights-1", "conv0_kernel.f32",
-                                              "[3, 3, 1, 4]", "[10]"),
-                                     "m", {{9, 4}}),
-               WeightManifestError);  // more weighted layers than the model's
-  EXPECT_THROW(parse_weight_manifest(manifest("tessera-dense-weights-1", "conv0_kernel.f32",
-                                              "[3, 3, 1, 4]", "[10]"),
-                                     "m", {{9, 4}, {676, 10}, {10, 10}}),
-               WeightManifestError);  // fewer
+  refused(with([](Parts& p) { p.kshape = "[1, 3, 3, 4]"; }),  // the same count and last dimension
+          "layers[0] (Conv2D) kernel: shape [1,3,3,4], the model's is [3,3,1,4]");
+  refused(with([](Parts& p) { p.bshape = "[11]"; }), "layers[3] (Dense) bias: shape [11]");
+  refused(with([](Parts& p) { p.kshape = "[3, 3, -1, 4]"; }),
+          "shape element 2 is not an integer from 1 to 2^30");
+  refused(with([](Parts& p) { p.kshape = "[3, 3, [[[1]]], 4]"; }), "shape element 2");
+  refused(with([](Parts& p) { p.act = "linear"; }),
+          "layers[0] (Conv2D): activation 'linear', the model's is 'relu'");
+  refused(with([](Parts& p) { p.norm = ""; }), "no \"normalization\"");
+  refused(with([](Parts& p) {
+            p.norm = R"("normalization": {"mean": 0.3, "variance": 0.12463}, )";
+          }),
+          "normalization: mean and variance differ");
+  ExpectedWeights one = want;
+  one.layers.pop_back();
+  EXPECT_THROW(parse_weight_manifest(manifest(Parts{}), "m", one), WeightManifestError);
+  ExpectedWeights three = want;
+  three.layers.push_back({"Dense", "softmax", {10, 10}});
+  EXPECT_THROW(parse_weight_manifest(manifest(Parts{}), "m", three), WeightManifestError);
 }
-
