@@ -303,8 +303,8 @@ std::string feature_name(const FeatureOp& op, size_t i) {
 
 DenseStackStep::DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& opt,
                                const ChipShape& chip, uint32_t batch, uint64_t hbm_base,
-                               StepKind kind, const Layout* share_state)
-    : spec_(spec), opt_(opt), chip_(chip), batch_(batch), kind_(kind) {
+                               StepKind kind, const Layout* share_state, const Choices& choices)
+    : spec_(spec), opt_(opt), chip_(chip), choices_(choices), batch_(batch), kind_(kind) {
   if (chip.n < 4 || (chip.n & (chip.n - 1)))
     throw std::invalid_argument("array size N = " + std::to_string(chip.n) +
                                 ": a power of two >= 4");
@@ -1123,7 +1123,6 @@ void DenseStackStep::compile() {
         const uint64_t wflip = transient(id + ".kernel_flip");
         zero(wflip, uint64_t{op.Kdpad} * op.Cpad * 2);
         emit_flip_kernel(b, op.g, R.w16, op.Kpad * 2, wflip, op.Cpad * 2);
-        const PatchMap dmap = grad_source(i, g);
         prepare_grad(i - 1, false);
         const MapRef x = out_ref(i - 1), gin = grad_ref(i - 1);
         Matmul mm;
@@ -1131,8 +1130,6 @@ void DenseStackStep::compile() {
         mm.M = op.Min;
         mm.Kt = op.Kdpad / N;
         mm.Ct = op.Cpad / N;
-        mm.a_gather = gather_from(dmap);
-        mm.a_run = dmap.run();
         mm.w = wflip;
         mm.w_pitch = op.Cpad * 2;
         mm.w_by_column = false;
@@ -1166,7 +1163,47 @@ void DenseStackStep::compile() {
                          {{valid, 2}, {k.rows, int32_t(gin.px)}}),
                      2);
         };
-        note(emit_matmul(b, mm, arena_lo, arena_hi, chip_.acc_rows, epi));
+        // Implicit GEMM where a k-tile stays in a kernel row of a compact map: at stride 1
+        // staged straight from the gradient (no padded map in HBM), else from the padded,
+        // dilated map; where no staging fits, the patch gather.
+        const uint32_t k = op.g.k;
+        const bool implicit = choices_.implicit_gemm && F % N == 0 && op.Kdpad == k * k * F;
+        ImplicitA ia;
+        ia.px = F * 2;
+        ia.w = op.in.w + k - 1;
+        ia.h = op.in.h + k - 1;
+        ia.k = k;
+        ia.ho = op.in.h;
+        ia.wo = op.in.w;
+        ia.batch = B;
+        std::string how;
+        if (implicit && op.g.s == 1 && g.px == F * 2) {
+          ia.direct = true;
+          ia.src = g.addr;
+          ia.src_sample = g.sample;
+          ia.src_w = op.out.w;
+          ia.src_h = op.out.h;
+          ia.y0 = k - 1 - op.g.pt;
+          ia.x0 = k - 1 - op.g.pl;
+          ia.ub_zero = ub_zero;
+          ia.zero_bytes = zero_bytes;
+          how = emit_matmul_implicit(b, mm, ia, arena_lo, arena_hi, chip_.acc_rows, epi);
+        }
+        if (how.empty()) {
+          const PatchMap dmap = grad_source(i, g);
+          if (implicit && dmap.map.px == F * 2) {
+            ia.direct = false;
+            ia.addr = dmap.map.addr;
+            ia.sample = dmap.map.sample;
+            how = emit_matmul_implicit(b, mm, ia, arena_lo, arena_hi, chip_.acc_rows, epi);
+          }
+          if (how.empty()) {
+            mm.a_gather = gather_from(dmap);
+            mm.a_run = dmap.run();
+            how = emit_matmul(b, mm, arena_lo, arena_hi, chip_.acc_rows, epi);
+          }
+        }
+        note(how);
       }
       if (adam) {
         emit_adam_constants(b, ar, opt_.beta1, opt_.beta2, opt_.epsilon, ub_lrt);

@@ -251,6 +251,184 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
          " bytes of UB";
 }
 
+std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const ImplicitA& a,
+                                 uint64_t ub_lo, uint64_t ub_hi, uint32_t acc_rows,
+                                 const Epilogue& epi) {
+  const uint32_t N = b.n();
+  const uint32_t C = a.px / 2, kc = a.k * C;
+  if (C % N || op.Kt * N != a.k * kc || op.w_by_column || op.a_gather || !op.epi_row_bytes ||
+      uint64_t{a.batch} * a.ho * a.wo != op.M || a.wo + a.k - 1 > a.w)
+    throw std::logic_error("compiler: emit_matmul_implicit: not a stride-1 compact map");
+  const uint32_t half = acc_rows / 2, CT = op.Ct;
+  const uint32_t rs = (a.ho - 1) * a.w + a.wo;  // flattened rows of a sample
+  const uint32_t span = (a.k - 1) * (a.w + 1);  // pixels past a block's rows its taps read
+  const uint64_t arena = ub_hi - ub_lo, tile = uint64_t{N} * N * 2;
+  const uint64_t piece = uint64_t{a.wo} * CT * op.epi_row_bytes;  // an output row's piece
+  // The largest block (fewest per sample), then the longest contraction group, that fit.
+  uint32_t R = 0, KG = 0;
+  for (uint32_t nb = 1; nb <= 16 && !R; ++nb) {
+    const uint32_t r = (rs + nb - 1) / nb;
+    if (r < N + 1 || uint64_t{r} * CT > half) continue;
+    const uint64_t stage = uint64_t{r + span} * a.px;
+    for (uint32_t kg = std::min(op.Kt, C / N); kg >= 1; --kg) {  // at most a tap's tiles
+      if (2 * piece + 2 * stage + 2 * kg * CT * tile + 512 > arena) continue;
+      R = r;
+      KG = kg;
+      break;
+    }
+  }
+  if (!R) return "";
+  UbArena ar(ub_lo, ub_hi, static_cast<int>(N), op.name);
+  const uint32_t scratch[2] = {ar.take(piece), ar.take(piece)};
+  const uint32_t stage[2] = {ar.take(uint64_t{R + span} * a.px), ar.take(uint64_t{R + span} * a.px)};
+  const uint32_t wbuf[2] = {ar.take(KG * CT * tile), ar.take(KG * CT * tile)};
+  const uint32_t KGN = KG * N, groups = ceil_div(op.Kt, KG);
+
+  struct Blk {
+    uint32_t b, i0, rows, acc0;
+  };
+  std::vector<Blk> blocks;
+  for (uint32_t s = 0; s < a.batch; ++s)
+    for (uint32_t i0 = 0; i0 < rs; i0 += R)
+      blocks.push_back({s, i0, std::min(R, rs - i0),
+                        static_cast<uint32_t>(blocks.size() % 2) * half});
+  uint32_t wslot = 0;
+  // Direct staging of block bk into stage buffer `sb`: map pixels [i0, i0 + rows + span).
+  // The frame's zeros stay in a buffer that held the same stretch last (every sample's j-th
+  // block has the same frame), so a buffer is zeroed only when its stretch changes.
+  uint32_t last_i0[2] = {~0u, ~0u}, last_rows[2] = {0, 0};
+  auto stage_direct = [&](const Blk& bk, uint32_t sb) {
+    const uint32_t n = bk.rows + span, p_lo = bk.i0, p_hi = bk.i0 + n;
+    if (last_i0[sb] != bk.i0 || last_rows[sb] != bk.rows) {
+      uint64_t left = uint64_t{n} * a.px, at = stage[sb];
+      const uint32_t run = a.zero_bytes / 4;
+      while (left) {
+        const uint32_t reps = static_cast<uint32_t>(std::min<uint64_t>(left / a.zero_bytes, 65535));
+        if (reps) {
+          b.dma_copy(ub(a.ub_zero, {{run, 4}, {reps, 0}}),
+                     ub(static_cast<uint32_t>(at), {{run, 4}, {reps, int32_t(a.zero_bytes)}}), 4);
+          at += uint64_t{reps} * a.zero_bytes;
+          left -= uint64_t{reps} * a.zero_bytes;
+          continue;
+        }
+        const uint32_t tail = static_cast<uint32_t>(left / 4);
+        b.dma_copy(ub(a.ub_zero, {{tail, 4}}), ub(static_cast<uint32_t>(at), {{tail, 4}}), 4);
+        left = 0;
+      }
+      last_i0[sb] = bk.i0;
+      last_rows[sb] = bk.rows;
+    }
+    // src rows: the map rows Y in the stretch; the full ones in one copy, the cut ones alone
+    const uint64_t sbase = a.src + bk.b * a.src_sample;
+    auto copy = [&](uint32_t Y, uint32_t xa, uint32_t xb, uint32_t nrows) {
+      const uint32_t words = (xb - xa) * a.px / 4;
+      b.dma_copy(hbm(sbase + (uint64_t{Y - a.y0} * a.src_w + (xa - a.x0)) * a.px,
+                     {{words, 4}, {nrows, int32_t(a.src_w * a.px)}}),
+                 ub(static_cast<uint32_t>(stage[sb] + (uint64_t{Y} * a.w + xa - p_lo) * a.px),
+                    {{words, 4}, {nrows, int32_t(a.w * a.px)}}),
+                 4);
+    };
+    uint32_t full0 = 0, nfull = 0;  // a run of whole src rows not yet copied
+    for (uint32_t Y = std::max(a.y0, p_lo / a.w); Y < a.y0 + a.src_h && Y * a.w < p_hi; ++Y) {
+      const uint32_t xa = std::max<uint32_t>(a.x0, p_lo > Y * a.w ? p_lo - Y * a.w : 0);
+      const uint32_t xb = std::min<uint32_t>(a.x0 + a.src_w, p_hi - Y * a.w);
+      if (xa >= xb) continue;
+      if (xa == a.x0 && xb == a.x0 + a.src_w) {
+        if (!nfull) full0 = Y;
+        ++nfull;
+        continue;
+      }
+      if (nfull) copy(full0, a.x0, a.x0 + a.src_w, nfull), nfull = 0;
+      copy(Y, xa, xb, 1);
+    }
+    if (nfull) copy(full0, a.x0, a.x0 + a.src_w, nfull);
+  };
+  // A block's matmul as steps: its map stretch staged and the first weight group loaded, then
+  // each group's MXU work behind the next group's load. The steps of block k + 1 are spread
+  // between block k's epilogue pieces: emitted whole before them, they would hold the in-order
+  // sequencer until the MXU had all but finished, and the MXU would then wait for the
+  // epilogue's dispatch.
+  using Steps = std::vector<std::function<void()>>;
+  auto mm_steps = [&](size_t k) {
+    auto slots = std::make_shared<std::vector<uint32_t>>();
+    auto load_w = [&, slots](uint32_t g) {
+      const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = wslot++ % 2;
+      slots->push_back(i);
+      b.dma_copy(hbm(op.w + uint64_t{g} * KGN * op.w_pitch, {{CT * N, 2}, {kgn, int32_t(op.w_pitch)}}),
+                 ub(wbuf[i], {{CT * N, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
+      b.signal(isa::Unit::kDma);
+    };
+    Steps steps{[&, k, load_w] {
+      const Blk& bk = blocks[k];
+      if (a.direct)
+        stage_direct(bk, k % 2);
+      else
+        b.dma_copy(hbm(a.addr + bk.b * a.sample + uint64_t{bk.i0} * a.px,
+                       {{a.px / 4, 4}, {bk.rows + span, int32_t(a.px)}}),
+                   ub(stage[k % 2], {{a.px / 4, 4}, {bk.rows + span, int32_t(a.px)}}), 4);
+      load_w(0);
+    }};
+    for (uint32_t g = 0; g < groups; ++g)
+      steps.push_back([&, k, g, load_w, slots] {
+        const Blk& bk = blocks[k];
+        if (g + 1 < groups) load_w(g + 1);
+        const uint32_t kg = std::min(KG, op.Kt - g * KG), wb = wbuf[(*slots)[g]];
+        for (uint32_t kt = 0; kt < kg; ++kt) {
+          const uint32_t t = g * KG + kt;  // contraction tile: kernel row ky, byte (kx C + f) 2
+          const uint32_t ky = t * N / kc, off = (t * N % kc) * 2;
+          for (uint32_t c = 0; c < CT; ++c) {
+            b.mxu_ldw(wb + (kt * N * CT * N + c * N) * 2, CT * N * 2);
+            b.mxu_mm(t > 0, stage[k % 2] + ky * a.w * a.px + off, a.px, bk.rows,
+                     bk.acc0 + c * R);
+          }
+        }
+        b.signal(isa::Unit::kMxu);
+      });
+    return steps;
+  };
+  // The epilogue pieces: each output row's valid columns inside its block, one stream across
+  // blocks (loads a piece ahead).
+  std::vector<std::vector<Block>> pieces(blocks.size());
+  uint32_t np = 0;
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    const Blk& bk = blocks[k];
+    for (uint32_t oy = bk.i0 / a.w; oy * a.w < bk.i0 + bk.rows && oy < a.ho; ++oy) {
+      const uint32_t x0 = bk.i0 > oy * a.w ? bk.i0 - oy * a.w : 0;
+      const uint32_t x1 = std::min(a.wo, bk.i0 + bk.rows - oy * a.w);
+      if (x0 >= x1) continue;
+      pieces[k].push_back({bk.b * a.ho * a.wo + oy * a.wo + x0, x1 - x0, 0, CT, R,
+                           scratch[np++ % 2], bk.acc0, oy * a.w + x0 - bk.i0});
+    }
+  }
+  size_t lk = 0, li = 0;
+  auto load_next = [&] {
+    while (lk < pieces.size() && li >= pieces[lk].size()) ++lk, li = 0;
+    if (lk < pieces.size()) epi.load(pieces[lk][li++]);
+  };
+  for (const auto& st : mm_steps(0)) st();
+  if (epi.load) load_next();
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    Steps next;
+    if (k + 1 < blocks.size()) next = mm_steps(k + 1);
+    const std::vector<Block>& pk = pieces[k];
+    size_t done = 0;
+    for (size_t i = 0; i < pk.size(); ++i) {
+      for (; done < next.size() && done * pk.size() <= i * next.size(); ++done) next[done]();
+      if (epi.load) load_next();
+      epi.run(pk[i]);
+    }
+    for (; done < next.size(); ++done) next[done]();
+  }
+  return std::string(op.name) + ": [" + std::to_string(op.M) + " x " + std::to_string(op.Kt * N) +
+         "] x [" + std::to_string(op.Kt * N) + " x " + std::to_string(op.Ct * N) +
+         "], implicit: the MXU streams the map staged in the UB (blocks of " + std::to_string(R) +
+         " of a sample's " + std::to_string(rs) + " rows over " + std::to_string(a.w) +
+         "-pixel map rows, " + std::to_string(uint64_t{R + span} * a.px) +
+         "-byte stages" + (a.direct ? ", staged from the unpadded map" : "") + "), contraction " + std::to_string(op.Kt) + " tiles in groups of " +
+         std::to_string(KG) + "; epilogue pieces of an output row, 2 x " + std::to_string(piece) +
+         " bytes of UB";
+}
+
 void emit_zero_hbm(ProgramBuilder& b, uint32_t ub_zero, uint32_t zero_bytes, uint64_t addr,
                    uint64_t bytes) {
   const uint32_t run = zero_bytes / 2;  // elements of one repetition
@@ -285,11 +463,18 @@ bool emit_transpose_mxu(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint3
     in[i] = t.take(uint64_t{RB} * read * 2);
     out[i] = t.take(uint64_t{RB} * cols * 2);
   }
-  for (uint32_t r0 = 0, i = 0; r0 < rows; r0 += RB, i ^= 1) {
-    const uint32_t rc = std::min(RB, rows - r0), acc0 = i * (acc_rows / 2);
+  // Software-pipelined: chunk k + 1's load is emitted before chunk k's VPU work and store, so
+  // the in-order DMA reads the next chunk while the VPU empties the ACC (emitted after chunk
+  // k's store, it would wait for it, and the chunks would run one unit at a time).
+  auto load = [&](uint32_t r0, uint32_t i) {
+    const uint32_t rc = std::min(RB, rows - r0);
     b.dma_copy(hbm(src + uint64_t{r0} * src_pitch, {{read, 2}, {rc, int32_t(src_pitch)}}),
                ub(in[i], {{read, 2}, {rc, int32_t(read * 2)}}), 2);
     b.signal(isa::Unit::kDma);
+  };
+  load(0, 0);
+  for (uint32_t r0 = 0, i = 0; r0 < rows; r0 += RB, i ^= 1) {
+    const uint32_t rc = std::min(RB, rows - r0), acc0 = i * (acc_rows / 2);
     // tile (row block j, column tile c) transposed into ACC rows acc0 + (j CT + c) N + t: the
     // identity's rows times the tile loaded transposed give row t = column c N + t
     for (uint32_t j = 0; j < rc / N; ++j)
@@ -298,6 +483,7 @@ bool emit_transpose_mxu(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint3
         b.mxu_mm(false, ub_identity, int32_t(2 * N), N, acc0 + (j * CT + c) * N);
       }
     b.signal(isa::Unit::kMxu);
+    if (r0 + RB < rows) load(r0 + RB, i ^ 1);
     for (uint32_t col = 0; col < cols; ++col)
       for (uint32_t j = 0; j < rc / N; ++j) {
         b.vpu_ld(isa::Kind::kAcc, 1, acc0 + (j * CT + col / N) * N + col % N);

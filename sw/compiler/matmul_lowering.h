@@ -76,6 +76,38 @@ struct Epilogue {
 std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,
                         uint32_t acc_rows, const Epilogue& epi);
 
+// A convolution's A operand as a compact map walked at stride 1 (the input gradient's padded,
+// dilated gradient map): operand row (b, oy, ox), k-tile t reads the N channels at pixel
+// (oy + ky, ox + kx) of sample b, where t's contraction index t N lies in kernel row ky at
+// byte (kx C + f) 2 of the row's taps. With the map's rows `w` pixels long, the rows of one
+// tap and channel tile are one constant stride apart over the flattened index i = oy w + ox:
+// the MXU streams them straight from a UB-staged stretch of the map (implicit GEMM), the
+// columns ox >= wo computed and dropped by the epilogue.
+struct ImplicitA {
+  uint64_t addr = 0;    // the map in HBM: samples `sample` bytes apart, rows of w pixels
+  uint32_t px = 0;      // bytes a pixel: its C channels (C a multiple of N)
+  uint64_t sample = 0;  // bytes a sample
+  uint32_t w = 0, k = 1;
+  uint32_t ho = 0, wo = 0, batch = 0;  // the output: ho x wo pixels a sample
+  // Direct staging: the map is a zero frame (h rows) around `src` at (y0, x0) and lies nowhere
+  // in HBM (addr, sample unused): a stage is zeroed when its buffer last held another stretch
+  // of the map (from `ub_zero`, zero_bytes of zeros in the UB) and src's rows are copied in.
+  bool direct = false;
+  uint64_t src = 0, src_sample = 0;  // src pixel (0, 0) of sample 0; bytes a sample (pixels px)
+  uint32_t src_w = 0, src_h = 0, y0 = 0, x0 = 0, h = 0;
+  uint32_t ub_zero = 0, zero_bytes = 0;
+};
+// The same matmul as emit_matmul for an A that ImplicitA describes (M = batch ho wo,
+// Kt N = k k C, plain weights w_by_column false, every column tile in one group): blocks of
+// flattened rows of one sample, each with its stretch of the map staged in the UB (two
+// stages, double-buffered), the weights loaded a contraction group at a time; the ACC sums
+// the contraction tiles in emit_matmul's order, so every output is bit for bit the same.
+// Epilogue pieces are the output rows' valid runs in a block. Returns the tiling as text, or
+// "" when no staging fits the UB (the caller gathers instead).
+std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const ImplicitA& a,
+                                 uint64_t ub_lo, uint64_t ub_hi, uint32_t acc_rows,
+                                 const Epilogue& epi);
+
 // Zeroes HBM [addr, addr + bytes) (bytes even) by DMA from `zero_bytes` zero bytes kept in the
 // UB at `ub_zero` (the source walk repeats them with stride 0).
 void emit_zero_hbm(ProgramBuilder& b, uint32_t ub_zero, uint32_t zero_bytes, uint64_t addr,

@@ -7,6 +7,8 @@
 // form and Adam's first step are checked too. The liveness planner must share bytes.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <random>
 
@@ -36,13 +38,16 @@ struct StepRun {
 
 // `step_lr` > 0: the step's learning rate written by the host (lr_image), not the compiled one.
 StepRun run_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint32_t seed,
-                 float step_lr = 0) {
+                 float step_lr = 0, const compiler::DenseLoweringChoices& choices = {},
+                 std::vector<std::string>* plan = nullptr) {
   driver::DeviceConfig cfg = driver::chip_for_array(n);
   cfg.backend = driver::Backend::kFunctional;
   auto dev = driver::Device::open(cfg);
   const compiler::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
   const uint64_t base = dev->alloc(compiler::DenseStackStep::data_bytes(a.spec, chip, a.batch));
-  compiler::DenseStackStep step(a.spec, opt, chip, a.batch, base);
+  compiler::DenseStackStep step(a.spec, opt, chip, a.batch, base, compiler::StepKind::kTrain,
+                                nullptr, choices);
+  if (plan) *plan = step.lowering_plan();
   const uint64_t prog = dev->load_program(step.program_bytes());
   StepRun r;
   r.p0 = compiler::glorot_init(a.spec, seed);
@@ -152,6 +157,59 @@ TEST(DenseStackStep, StagedAndUnstagedTapGathersMatchTheReference) {
     a.batch = 3;
     const StepRun r = run_step(a, sgd, 4, 50 + side);
     expect_gradients(a, r, sgd.lr, 4);
+  }
+}
+
+// The conv input gradient by implicit GEMM (the MXU streaming a UB-staged map: straight from
+// the gradient at stride 1, from the padded, dilated map at stride 2) gives the same step bit
+// for bit as the patch gather: the weights, the optimizer state and the loss, for nets whose
+// plans show each path, at N = 16 and N = 4.
+TEST(DenseStackStep, ImplicitGemmInputGradientIsBitIdenticalToTheGather) {
+  using Kind = compiler::FeatureLayerSpec::Kind;
+  compiler::OptimizerSpec sgd;
+  sgd.kind = compiler::OptimizerSpec::Kind::kSgd;
+  sgd.lr = 0.5f;
+  sgd.momentum = 0.9f;
+  struct Case {
+    std::vector<compiler::FeatureLayerSpec> features;
+    int n;
+    const char* want;  // in the input gradient's plan line
+  };
+  const std::vector<Case> cases = {
+      {{{Kind::kConv, 16, 3, 1, false, true}, {Kind::kConv, 32, 3, 1, false, true},
+        {Kind::kMaxPool, 0, 3, 1, false, false, 2}},
+       16, "staged from the unpadded map"},
+      {{{Kind::kConv, 16, 5, 1, true, true}, {Kind::kConv, 16, 3, 2, true, false}},
+       16, "implicit"},  // stride 2: the dilated map in HBM
+      {{{Kind::kConv, 8, 3, 1, false, true}, {Kind::kConv, 8, 3, 1, true, true}}, 4,
+       "staged from the unpadded map"}};
+  for (const Case& c : cases) {
+    Arch a;
+    a.spec.input_shape = {14, 14, 1};
+    a.spec.features = c.features;
+    a.spec.inputs = static_cast<uint32_t>(compiler::feature_shapes(a.spec).back().size());
+    a.spec.layers = {{24, true}, {10, false}};
+    a.batch = 6;
+    std::vector<std::string> plan_on, plan_off;
+    compiler::DenseLoweringChoices off;
+    off.implicit_gemm = false;
+    const StepRun on = run_step(a, sgd, c.n, 77, 0, {}, &plan_on);
+    const StepRun gather = run_step(a, sgd, c.n, 77, 0, off, &plan_off);
+    std::string line;
+    for (const auto& l : plan_on)
+      if (l.find("Conv2D input gradient") != std::string::npos) line = l;
+    EXPECT_NE(line.find(c.want), std::string::npos) << describe(a) << "\n" << line;
+    for (const auto& l : plan_off) EXPECT_EQ(l.find("implicit"), std::string::npos) << l;
+    EXPECT_EQ(std::memcmp(&on.loss, &gather.loss, 4), 0) << describe(a);
+    for (size_t l = 0; l < on.p1.kernel.size(); ++l) {
+      auto same = [](const std::vector<float>& x, const std::vector<float>& y) {
+        return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * 4) == 0;
+      };
+      EXPECT_TRUE(same(on.p1.kernel[l], gather.p1.kernel[l])) << describe(a) << " kernel " << l;
+      EXPECT_TRUE(same(on.p1.bias[l], gather.p1.bias[l])) << describe(a) << " bias " << l;
+      EXPECT_TRUE(same(on.s1.m.kernel[l], gather.s1.m.kernel[l])) << describe(a) << " m " << l;
+    }
+    expect_gradients(a, on, sgd.lr, c.n);  // and the step is right: the host reference
   }
 }
 

@@ -109,6 +109,14 @@ struct DenseOptState {
   uint32_t steps = 0;  // training steps taken (step t's Dropout masks use t = steps + 1)
 };
 
+// Lowering choices that change DenseStackStep's program, never its results (tests compare
+// both ways).
+struct DenseLoweringChoices {
+  // a stride-1 walk of a compact map (the conv input gradient's): the MXU streams the map
+  // staged in the UB (emit_matmul_implicit) where the staging fits; false: the patch gather
+  bool implicit_gemm = true;
+};
+
 class DenseStackStep {
  public:
   // One HBM tensor of the step.
@@ -158,9 +166,10 @@ class DenseStackStep {
   // Lays the step out from `hbm_base` and compiles it; throws std::invalid_argument naming the
   // layer and the problem for what it cannot lower. `share_state`: an evaluation step reads a
   // training step's weights in place (same spec and chip).
+  using Choices = DenseLoweringChoices;
   DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& opt, const ChipShape& chip,
                  uint32_t batch, uint64_t hbm_base, StepKind kind = StepKind::kTrain,
-                 const Layout* share_state = nullptr);
+                 const Layout* share_state = nullptr, const Choices& choices = Choices());
   static uint64_t data_bytes(const DenseStackSpec& spec, const ChipShape& chip, uint32_t batch);
 
   const DenseStackSpec& spec() const { return spec_; }
@@ -206,6 +215,7 @@ class DenseStackStep {
   DenseStackSpec spec_;
   OptimizerSpec opt_;
   ChipShape chip_;
+  Choices choices_;
   uint32_t batch_ = 0;
   StepKind kind_ = StepKind::kTrain;
   Layout layout_;
