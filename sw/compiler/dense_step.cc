@@ -693,17 +693,36 @@ void DenseStackStep::compile() {
          (reads_in_place(op) ? std::string("the input map")
                              : id + ".padded (" + std::to_string(padded_rows(op)) + " x " +
                                    std::to_string(padded_cols(op)) + ")"));
-    note(emit_matmul(b, mm, arena_lo, arena_hi, chip_.acc_rows,
-                     {nullptr, [&](const Block& k) {
-                        const uint32_t pitch = k.ct * row2n;
-                        emit_bias_relu(b, k, ub_bias, relu);
-                        b.signal(isa::Unit::kVpu);
-                        const uint32_t valid = std::min(k.ct * N, F - k.c0 * N);
-                        b.dma_copy(ub(k.scratch, {{valid, 2}, {k.rows, int32_t(pitch)}}),
-                                   hbm(y.addr + (uint64_t{k.r0} * F + k.c0 * N) * 2,
-                                       {{valid, 2}, {k.rows, int32_t(F * 2)}}),
-                                   2);
-                      }}));
+    const Epilogue fepi{nullptr, [&](const Block& k) {
+                          const uint32_t pitch = k.ct * row2n;
+                          emit_bias_relu(b, k, ub_bias, relu);
+                          b.signal(isa::Unit::kVpu);
+                          const uint32_t valid = std::min(k.ct * N, F - k.c0 * N);
+                          b.dma_copy(ub(k.scratch, {{valid, 2}, {k.rows, int32_t(pitch)}}),
+                                     hbm(y.addr + (uint64_t{k.r0} * F + k.c0 * N) * 2,
+                                         {{valid, 2}, {k.rows, int32_t(F * 2)}}),
+                                     2);
+                        }};
+    // implicit GEMM over the (padded) input map at stride 1, as for the input gradient
+    std::string how;
+    const uint32_t C = op.in.c, k = op.g.k;
+    if (choices_.implicit_gemm && op.g.s == 1 && C % N == 0 && op.Kpad == k * k * C &&
+        src.map.px == C * 2 && src.map.space == isa::Space::kHbm &&
+        op.M == uint64_t{B} * op.out.h * op.out.w) {
+      ImplicitA ia;
+      ia.addr = src.map.addr;
+      ia.px = src.map.px;
+      ia.sample = src.map.sample;
+      ia.w = src.w;
+      ia.k = k;
+      ia.ho = op.out.h;
+      ia.wo = op.out.w;
+      ia.batch = B;
+      Matmul mi = mm;
+      mi.a_gather = nullptr;
+      how = emit_matmul_implicit(b, mi, ia, arena_lo, arena_hi, chip_.acc_rows, fepi);
+    }
+    note(how.empty() ? emit_matmul(b, mm, arena_lo, arena_hi, chip_.acc_rows, fepi) : how);
     if (last && !fp.x0_in_place) {  // repack into x0's [Bpad][P0] rows
       zero(x0, uint64_t{Bpad} * P0 * 2);
       const uint32_t pixels = op.out.h * op.out.w;

@@ -256,42 +256,55 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
                                  const Epilogue& epi) {
   const uint32_t N = b.n();
   const uint32_t C = a.px / 2, kc = a.k * C;
-  if (C % N || op.Kt * N != a.k * kc || op.w_by_column || op.a_gather || !op.epi_row_bytes ||
+  if (C % N || op.Kt * N != a.k * kc || op.a_gather || !op.epi_row_bytes ||
       uint64_t{a.batch} * a.ho * a.wo != op.M || a.wo + a.k - 1 > a.w)
     throw std::logic_error("compiler: emit_matmul_implicit: not a stride-1 compact map");
-  const uint32_t half = acc_rows / 2, CT = op.Ct;
+  const uint32_t half = acc_rows / 2;
   const uint32_t rs = (a.ho - 1) * a.w + a.wo;  // flattened rows of a sample
   const uint32_t span = (a.k - 1) * (a.w + 1);  // pixels past a block's rows its taps read
   const uint64_t arena = ub_hi - ub_lo, tile = uint64_t{N} * N * 2;
-  const uint64_t piece = uint64_t{a.wo} * CT * op.epi_row_bytes;  // an output row's piece
-  // The largest block (fewest per sample), then the longest contraction group, that fit.
-  uint32_t R = 0, KG = 0;
+  // The largest row block (fewest per sample: the weights are read again for each), then the
+  // widest column group (groups of even size; a sample block's stage serves all its groups),
+  // then the longest contraction group (at most a tap's tiles), that fit.
+  uint32_t R = 0, CT = 0, KG = 0;
   for (uint32_t nb = 1; nb <= 16 && !R; ++nb) {
     const uint32_t r = (rs + nb - 1) / nb;
-    if (r < N + 1 || uint64_t{r} * CT > half) continue;
+    if (r < N + 1) break;
     const uint64_t stage = uint64_t{r + span} * a.px;
-    for (uint32_t kg = std::min(op.Kt, C / N); kg >= 1; --kg) {  // at most a tap's tiles
-      if (2 * piece + 2 * stage + 2 * kg * CT * tile + 512 > arena) continue;
-      R = r;
-      KG = kg;
-      break;
+    for (uint32_t ng = 1; ng <= op.Ct && !R; ++ng) {
+      const uint32_t ct = ceil_div(op.Ct, ng);
+      if (uint64_t{r} * ct > half) continue;
+      const uint64_t piece = uint64_t{a.wo} * ct * op.epi_row_bytes;  // an output row's piece
+      for (uint32_t kg = std::min(op.Kt, C / N); kg >= 1; --kg) {
+        if (2 * piece + 2 * stage + 2 * kg * ct * tile + 512 > arena) continue;
+        R = r;
+        CT = ct;
+        KG = kg;
+        break;
+      }
     }
   }
   if (!R) return "";
+  const uint64_t piece = uint64_t{a.wo} * CT * op.epi_row_bytes;
   UbArena ar(ub_lo, ub_hi, static_cast<int>(N), op.name);
   const uint32_t scratch[2] = {ar.take(piece), ar.take(piece)};
   const uint32_t stage[2] = {ar.take(uint64_t{R + span} * a.px), ar.take(uint64_t{R + span} * a.px)};
   const uint32_t wbuf[2] = {ar.take(KG * CT * tile), ar.take(KG * CT * tile)};
   const uint32_t KGN = KG * N, groups = ceil_div(op.Kt, KG);
 
+  // blocks: (sample, row block) x column group; a row block's stage (slot sb) is loaded with
+  // its first column group and read by all of them
   struct Blk {
-    uint32_t b, i0, rows, acc0;
+    uint32_t b, i0, rows, c0, ct, acc0, sb;
+    bool first;
   };
   std::vector<Blk> blocks;
+  uint32_t nsb = 0;
   for (uint32_t s = 0; s < a.batch; ++s)
-    for (uint32_t i0 = 0; i0 < rs; i0 += R)
-      blocks.push_back({s, i0, std::min(R, rs - i0),
-                        static_cast<uint32_t>(blocks.size() % 2) * half});
+    for (uint32_t i0 = 0; i0 < rs; i0 += R, ++nsb)
+      for (uint32_t c0 = 0; c0 < op.Ct; c0 += CT)
+        blocks.push_back({s, i0, std::min(R, rs - i0), c0, std::min(CT, op.Ct - c0),
+                          static_cast<uint32_t>(blocks.size() % 2) * half, nsb % 2, c0 == 0});
   uint32_t wslot = 0;
   // Direct staging of block bk into stage buffer `sb`: map pixels [i0, i0 + rows + span).
   // The frame's zeros stay in a buffer that held the same stretch last (every sample's j-th
@@ -351,21 +364,28 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
   using Steps = std::vector<std::function<void()>>;
   auto mm_steps = [&](size_t k) {
     auto slots = std::make_shared<std::vector<uint32_t>>();
-    auto load_w = [&, slots](uint32_t g) {
-      const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = wslot++ % 2;
+    auto load_w = [&, k, slots](uint32_t g) {
+      const Blk& bk = blocks[k];
+      const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = wslot++ % 2, ctn = bk.ct * N;
       slots->push_back(i);
-      b.dma_copy(hbm(op.w + uint64_t{g} * KGN * op.w_pitch, {{CT * N, 2}, {kgn, int32_t(op.w_pitch)}}),
-                 ub(wbuf[i], {{CT * N, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
+      if (op.w_by_column)  // W^T rows: each output column's row, the group's part of it
+        b.dma_copy(hbm(op.w + uint64_t{bk.c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
+                       {{kgn, 2}, {ctn, int32_t(op.w_pitch)}}),
+                   ub(wbuf[i], {{kgn, 2}, {ctn, int32_t(KGN * 2)}}), 2);
+      else
+        b.dma_copy(hbm(op.w + uint64_t{g} * KGN * op.w_pitch + uint64_t{bk.c0} * N * 2,
+                       {{ctn, 2}, {kgn, int32_t(op.w_pitch)}}),
+                   ub(wbuf[i], {{ctn, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
       b.signal(isa::Unit::kDma);
     };
     Steps steps{[&, k, load_w] {
       const Blk& bk = blocks[k];
-      if (a.direct)
-        stage_direct(bk, k % 2);
-      else
+      if (bk.first && a.direct)
+        stage_direct(bk, bk.sb);
+      else if (bk.first)
         b.dma_copy(hbm(a.addr + bk.b * a.sample + uint64_t{bk.i0} * a.px,
                        {{a.px / 4, 4}, {bk.rows + span, int32_t(a.px)}}),
-                   ub(stage[k % 2], {{a.px / 4, 4}, {bk.rows + span, int32_t(a.px)}}), 4);
+                   ub(stage[bk.sb], {{a.px / 4, 4}, {bk.rows + span, int32_t(a.px)}}), 4);
       load_w(0);
     }};
     for (uint32_t g = 0; g < groups; ++g)
@@ -376,9 +396,12 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
         for (uint32_t kt = 0; kt < kg; ++kt) {
           const uint32_t t = g * KG + kt;  // contraction tile: kernel row ky, byte (kx C + f) 2
           const uint32_t ky = t * N / kc, off = (t * N % kc) * 2;
-          for (uint32_t c = 0; c < CT; ++c) {
-            b.mxu_ldw(wb + (kt * N * CT * N + c * N) * 2, CT * N * 2);
-            b.mxu_mm(t > 0, stage[k % 2] + ky * a.w * a.px + off, a.px, bk.rows,
+          for (uint32_t c = 0; c < bk.ct; ++c) {
+            if (op.w_by_column)
+              b.mxu_ldw(wb + (c * N * KGN + kt * N) * 2, KGN * 2, true);
+            else
+              b.mxu_ldw(wb + (kt * N * CT * N + c * N) * 2, CT * N * 2);
+            b.mxu_mm(t > 0, stage[bk.sb] + ky * a.w * a.px + off, a.px, bk.rows,
                      bk.acc0 + c * R);
           }
         }
@@ -396,7 +419,7 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
       const uint32_t x0 = bk.i0 > oy * a.w ? bk.i0 - oy * a.w : 0;
       const uint32_t x1 = std::min(a.wo, bk.i0 + bk.rows - oy * a.w);
       if (x0 >= x1) continue;
-      pieces[k].push_back({bk.b * a.ho * a.wo + oy * a.wo + x0, x1 - x0, 0, CT, R,
+      pieces[k].push_back({bk.b * a.ho * a.wo + oy * a.wo + x0, x1 - x0, bk.c0, bk.ct, R,
                            scratch[np++ % 2], bk.acc0, oy * a.w + x0 - bk.i0});
     }
   }
@@ -424,7 +447,8 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
          "], implicit: the MXU streams the map staged in the UB (blocks of " + std::to_string(R) +
          " of a sample's " + std::to_string(rs) + " rows over " + std::to_string(a.w) +
          "-pixel map rows, " + std::to_string(uint64_t{R + span} * a.px) +
-         "-byte stages" + (a.direct ? ", staged from the unpadded map" : "") + "), contraction " + std::to_string(op.Kt) + " tiles in groups of " +
+         "-byte stages" + (a.direct ? ", staged from the unpadded map" : "") +
+         "), column groups of " + std::to_string(CT) + " tiles, contraction " + std::to_string(op.Kt) + " tiles in groups of " +
          std::to_string(KG) + "; epilogue pieces of an output row, 2 x " + std::to_string(piece) +
          " bytes of UB";
 }

@@ -160,9 +160,9 @@ TEST(DenseStackStep, StagedAndUnstagedTapGathersMatchTheReference) {
   }
 }
 
-// The conv input gradient by implicit GEMM (the MXU streaming a UB-staged map: straight from
-// the gradient at stride 1, from the padded, dilated map at stride 2) gives the same step bit
-// for bit as the patch gather: the weights, the optimizer state and the loss, for nets whose
+// Convolutions by implicit GEMM (the MXU streaming a UB-staged map: the input gradient's
+// straight from the gradient at stride 1, from the padded, dilated map at stride 2; the
+// forward's from its input map) give the same step bit for bit as the patch gathers: the weights, the optimizer state and the loss, for nets whose
 // plans show each path, at N = 16 and N = 4.
 TEST(DenseStackStep, ImplicitGemmInputGradientIsBitIdenticalToTheGather) {
   using Kind = compiler::FeatureLayerSpec::Kind;
@@ -195,10 +195,16 @@ TEST(DenseStackStep, ImplicitGemmInputGradientIsBitIdenticalToTheGather) {
     off.implicit_gemm = false;
     const StepRun on = run_step(a, sgd, c.n, 77, 0, {}, &plan_on);
     const StepRun gather = run_step(a, sgd, c.n, 77, 0, off, &plan_off);
-    std::string line;
-    for (const auto& l : plan_on)
+    std::string line, forward;
+    for (const auto& l : plan_on) {
       if (l.find("Conv2D input gradient") != std::string::npos) line = l;
+      if (l.find("Conv2D forward") != std::string::npos && l.find("implicit") != std::string::npos)
+        forward = l;
+    }
     EXPECT_NE(line.find(c.want), std::string::npos) << describe(a) << "\n" << line;
+    // the second convolution's forward (C a multiple of N, stride 1) too
+    if (c.n == 16 && c.features[1].stride == 1)
+      EXPECT_FALSE(forward.empty()) << describe(a);
     for (const auto& l : plan_off) EXPECT_EQ(l.find("implicit"), std::string::npos) << l;
     EXPECT_EQ(std::memcmp(&on.loss, &gather.loss, 4), 0) << describe(a);
     for (size_t l = 0; l < on.p1.kernel.size(); ++l) {
