@@ -689,7 +689,7 @@ void DenseStackStep::compile() {
          std::to_string(op.in.h) + " x " + std::to_string(op.in.w) + " x " +
          std::to_string(op.in.c) + " -> " + std::to_string(op.out.h) + " x " +
          std::to_string(op.out.w) + " x " + std::to_string(F) + "; operand " +
-         std::to_string(op.M) + " x " + std::to_string(op.Kpad) + " gathered from " +
+         std::to_string(op.M) + " x " + std::to_string(op.Kpad) + " read from " +
          (reads_in_place(op) ? std::string("the input map")
                              : id + ".padded (" + std::to_string(padded_rows(op)) + " x " +
                                    std::to_string(padded_cols(op)) + ")"));
@@ -1210,7 +1210,8 @@ void DenseStackStep::compile() {
         }
         if (how.empty()) {
           const PatchMap dmap = grad_source(i, g);
-          if (implicit && dmap.map.px == F * 2) {
+          // (at stride 1 the direct staging's search was this one's: no second try)
+          if (implicit && !ia.direct && dmap.map.px == F * 2) {
             ia.direct = false;
             ia.addr = dmap.map.addr;
             ia.sample = dmap.map.sample;

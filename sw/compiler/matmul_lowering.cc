@@ -257,14 +257,16 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
   const uint32_t N = b.n();
   const uint32_t C = a.px / 2, kc = a.k * C;
   if (C % N || op.Kt * N != a.k * kc || op.a_gather || !op.epi_row_bytes ||
-      uint64_t{a.batch} * a.ho * a.wo != op.M || a.wo + a.k - 1 > a.w)
+      uint64_t{a.batch} * a.ho * a.wo != op.M || a.wo + a.k - 1 > a.w ||
+      (!a.direct && a.sample < uint64_t{a.ho + a.k - 1} * a.w * a.px))
     throw std::logic_error("compiler: emit_matmul_implicit: not a stride-1 compact map");
   const uint32_t half = acc_rows / 2;
   const uint32_t rs = (a.ho - 1) * a.w + a.wo;  // flattened rows of a sample
   const uint32_t span = (a.k - 1) * (a.w + 1);  // pixels past a block's rows its taps read
   const uint64_t arena = ub_hi - ub_lo, tile = uint64_t{N} * N * 2;
   // The largest row block (fewest per sample: the weights are read again for each), then the
-  // widest column group (groups of even size; a sample block's stage serves all its groups),
+  // widest column group (Ct split into ceil(Ct / groups)-tile groups; a sample block's stage
+  // serves all its groups),
   // then the longest contraction group (at most a tap's tiles), that fit.
   uint32_t R = 0, CT = 0, KG = 0;
   for (uint32_t nb = 1; nb <= 16 && !R; ++nb) {
@@ -276,7 +278,19 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
       if (uint64_t{r} * ct > half) continue;
       const uint64_t piece = uint64_t{a.wo} * ct * op.epi_row_bytes;  // an output row's piece
       for (uint32_t kg = std::min(op.Kt, C / N); kg >= 1; --kg) {
-        if (2 * piece + 2 * stage + 2 * kg * ct * tile + 512 > arena) continue;
+        if (2 * piece + 2 * stage + 2 * kg * ct * tile > arena) continue;
+        // a trial allocation: the arena aligns every buffer
+        UbArena t(ub_lo, ub_hi, static_cast<int>(N), op.name);
+        bool fits = true;
+        for (uint64_t bytes : {piece, piece, stage, stage, uint64_t{kg} * ct * tile,
+                               uint64_t{kg} * ct * tile}) {
+          if (t.free() < bytes) {
+            fits = false;
+            break;
+          }
+          t.take(bytes);
+        }
+        if (!fits) continue;
         R = r;
         CT = ct;
         KG = kg;
@@ -307,8 +321,10 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
                           static_cast<uint32_t>(blocks.size() % 2) * half, nsb % 2, c0 == 0});
   uint32_t wslot = 0;
   // Direct staging of block bk into stage buffer `sb`: map pixels [i0, i0 + rows + span).
-  // The frame's zeros stay in a buffer that held the same stretch last (every sample's j-th
-  // block has the same frame), so a buffer is zeroed only when its stretch changes.
+  // The frame's zeros stay in a buffer that held the same stretch last (the j-th row block of
+  // every sample has the same frame), so a buffer is zeroed only when its stretch changes:
+  // never again with one or two row blocks a sample (the buffers alternate), before every
+  // block with more.
   uint32_t last_i0[2] = {~0u, ~0u}, last_rows[2] = {0, 0};
   auto stage_direct = [&](const Blk& bk, uint32_t sb) {
     const uint32_t n = bk.rows + span, p_lo = bk.i0, p_hi = bk.i0 + n;
@@ -479,7 +495,15 @@ bool emit_transpose_mxu(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint3
   UbArena t(ub_lo, ub_hi, N, "transpose");
   // rows a chunk: the ACC holds two chunks of CT tiles per N rows; two sets of UB buffers
   uint64_t rb = std::min<uint64_t>(rows, acc_rows / (2 * CT) / N * N);
-  while (rb >= N && 2 * (rb * read * 2 + rb * cols * 2) + 512 > t.free()) rb -= N;
+  auto fits = [&](uint64_t r) {  // a trial allocation: the arena aligns every buffer
+    UbArena u = t;
+    for (uint64_t bytes : {r * read * 2, r * cols * 2, r * read * 2, r * cols * 2}) {
+      if (u.free() < bytes) return false;
+      u.take(bytes);
+    }
+    return true;
+  };
+  while (rb >= N && !fits(rb)) rb -= N;
   if (rb < N) return false;
   const uint32_t RB = static_cast<uint32_t>(rb);
   uint32_t in[2], out[2];

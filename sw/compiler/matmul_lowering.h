@@ -76,8 +76,8 @@ struct Epilogue {
 std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,
                         uint32_t acc_rows, const Epilogue& epi);
 
-// A convolution's A operand as a compact map walked at stride 1 (the input gradient's padded,
-// dilated gradient map): operand row (b, oy, ox), k-tile t reads the N channels at pixel
+// A convolution's A operand as a compact map walked at stride 1 (a stride-1 forward's input
+// map, padded or not; the input gradient's padded, dilated gradient map): operand row (b, oy, ox), k-tile t reads the N channels at pixel
 // (oy + ky, ox + kx) of sample b, where t's contraction index t N lies in kernel row ky at
 // byte (kx C + f) 2 of the row's taps. With the map's rows `w` pixels long, the rows of one
 // tap and channel tile are one constant stride apart over the flattened index i = oy w + ox:
@@ -98,9 +98,10 @@ struct ImplicitA {
   uint32_t ub_zero = 0, zero_bytes = 0;
 };
 // The same matmul as emit_matmul for an A that ImplicitA describes (M = batch ho wo,
-// Kt N = k k C, plain weights w_by_column false, every column tile in one group): blocks of
-// flattened rows of one sample, each with its stretch of the map staged in the UB (two
-// stages, double-buffered), the weights loaded a contraction group at a time; the ACC sums
+// Kt N = k k C; weights either way, w_by_column): blocks of flattened rows of one sample times
+// groups of column tiles, each row block's stretch of the map staged in the UB once for its
+// column groups (two stages, double-buffered), the weights loaded a contraction group at a
+// time; the ACC sums
 // the contraction tiles in emit_matmul's order, so every output is bit for bit the same.
 // Epilogue pieces are the output rows' valid runs in a block. Returns the tiling as text, or
 // "" when no staging fits the UB (the caller gathers instead).

@@ -230,7 +230,7 @@ TEST_F(CompileCli, TwoConvModelDumpsItsFeatureLayers) {
            "bwd_conv3  Conv2D input gradient: [676 x 576]",
            "bwd_conv1  Conv2D weight gradient: [10 x 2704] x [2704 x 32]",
            "bwd_maxpool2  maxpool2: pooling gradient", "conv3.grad_map", "conv3.gradT",
-           "gathered from the input map", "phases: 0 setup 1 fwd_conv1 2 fwd_maxpool2",
+           "read from the input map", "phases: 0 setup 1 fwd_conv1 2 fwd_maxpool2",
            "== program: " + std::to_string(step.program().size()) + " instructions"})
     EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
   // the first convolution has no input gradient (its input is the images)
