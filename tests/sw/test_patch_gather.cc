@@ -11,6 +11,7 @@
 
 #include "sw/compiler/feature_lowering.h"
 #include "sw/compiler/lowering_util.h"
+#include "sw/compiler/matmul_lowering.h"
 #include "tessera/functional_model.h"
 
 namespace tessera {
@@ -200,6 +201,47 @@ TEST(PatchGather, PlacedMapWithItsFrameZeroedMatchesTheHost) {
           }
     for (size_t i = bytes / 2; i < got.size(); ++i) bad += got[i] != kGarbage;  // past the map
     EXPECT_EQ(bad, 0u) << "dilation " << cs.sy;
+  }
+}
+
+// The implicit GEMM's tiling search takes only tilings that the UB arena really holds, its
+// alignment included: over shapes and arena sizes at N = 128 (alignment 512 bytes, six
+// buffers) and N = 16 it returns a plan or "" (the caller gathers), never a tiling whose
+// allocation then throws.
+TEST(ImplicitGemm, TheTilingSearchFitsTheArenaItAllocates) {
+  for (int n : {16, 128}) {
+    int planned = 0;
+    for (uint32_t k = 1; k <= 3; ++k)
+      for (uint32_t wo = 5; wo <= 23; wo += 6)
+        for (uint32_t ho = 5; ho <= 35; ho += 10)
+          for (uint32_t ct = 1; ct <= 3; ++ct)
+            for (uint64_t arena = 16 * 1024; arena <= 256 * 1024; arena += 2560) {
+              const uint64_t ub = 256 * 1024;
+              ProgramBuilder b(n, ub, 1024);
+              lw::Matmul op;
+              op.name = "implicit";
+              op.M = ho * wo;
+              op.Kt = k * k;
+              op.Ct = ct;
+              op.w_pitch = k * k * n * 2;
+              op.w_by_column = true;
+              op.epi_row_bytes = 2 * n;
+              lw::ImplicitA a;
+              a.px = n * 2;
+              a.w = wo + k - 1;
+              a.k = k;
+              a.ho = ho;
+              a.wo = wo;
+              a.batch = 1;
+              a.sample = uint64_t{ho + k - 1} * a.w * a.px;
+              const lw::Epilogue epi{nullptr, [](const lw::Block&) {}};
+              std::string plan;
+              EXPECT_NO_THROW(plan = lw::emit_matmul_implicit(b, op, a, ub - arena, ub, 1024, epi))
+                  << "N " << n << " k " << k << " wo " << wo << " ho " << ho << " Ct " << ct
+                  << " arena " << arena;
+              planned += !plan.empty();
+            }
+    EXPECT_GT(planned, 0) << "N " << n;  // the search is exercised, not only refusing
   }
 }
 
