@@ -258,7 +258,8 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
   const uint32_t C = a.px / 2, kc = a.k * C;
   if (C % N || op.Kt * N != a.k * kc || op.a_gather || !op.epi_row_bytes ||
       uint64_t{a.batch} * a.ho * a.wo != op.M || a.wo + a.k - 1 > a.w ||
-      (!a.direct && a.sample < uint64_t{a.ho + a.k - 1} * a.w * a.px))
+      (!a.direct && a.sample < uint64_t{a.ho + a.k - 1} * a.w * a.px) ||
+      (a.direct && (a.h != a.ho + a.k - 1 || a.y0 + a.src_h > a.h || a.x0 + a.src_w > a.w)))
     throw std::logic_error("compiler: emit_matmul_implicit: not a stride-1 compact map");
   const uint32_t half = acc_rows / 2;
   const uint32_t rs = (a.ho - 1) * a.w + a.wo;  // flattened rows of a sample
