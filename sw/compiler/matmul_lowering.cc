@@ -494,14 +494,18 @@ bool emit_transpose_mxu(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint3
   const uint32_t N = b.n(), CT = ceil_div(cols, N);
   if (rows % N || read % N || read < CT * N) return false;
   UbArena t(ub_lo, ub_hi, N, "transpose");
-  // rows a chunk: the ACC holds two chunks of CT tiles per N rows; two sets of UB buffers
+  // rows a chunk: the ACC holds two chunks of CT tiles per N rows; two sets of UB buffers.
+  // The transposed chunk is written over its own input once the MXU has read it (read >=
+  // cols: it fits), so two buffers, not four: longer chunks, longer runs for the store.
+  const bool shared = read >= cols;
   uint64_t rb = std::min<uint64_t>(rows, acc_rows / (2 * CT) / N * N);
   auto fits = [&](uint64_t r) {  // a trial allocation: the arena aligns every buffer
     UbArena u = t;
-    for (uint64_t bytes : {r * read * 2, r * cols * 2, r * read * 2, r * cols * 2}) {
-      if (u.free() < bytes) return false;
-      u.take(bytes);
-    }
+    for (int i = 0; i < 2; ++i)
+      for (uint64_t bytes : {r * read * 2, shared ? 0 : r * cols * 2}) {
+        if (u.free() < bytes) return false;
+        if (bytes) u.take(bytes);
+      }
     return true;
   };
   while (rb >= N && !fits(rb)) rb -= N;
@@ -510,7 +514,7 @@ bool emit_transpose_mxu(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint3
   uint32_t in[2], out[2];
   for (int i = 0; i < 2; ++i) {
     in[i] = t.take(uint64_t{RB} * read * 2);
-    out[i] = t.take(uint64_t{RB} * cols * 2);
+    out[i] = shared ? in[i] : t.take(uint64_t{RB} * cols * 2);
   }
   // Software-pipelined: chunk k + 1's load is emitted before chunk k's VPU work and store, so
   // the in-order DMA reads the next chunk while the VPU empties the ACC (emitted after chunk
