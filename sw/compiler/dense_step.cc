@@ -943,7 +943,9 @@ void DenseStackStep::compile() {
         return ub(base, {{cn, e}, {k.rows, int32_t(cn * e)}});
       };
       // interleaved: the S tensors' runs of the piece's rows, as one
-      auto state = [&]() { return hbm(w + off * S * 4, {{S * cn, 4}, {k.rows, int32_t(pitch * S * 4)}}); };
+      auto state = [&]() {
+        return hbm(w + off * S * 4, {{S * cn, 4}, {k.rows, int32_t(pitch * S * 4)}});
+      };
       auto ustate = [&]() { return ub(uw, {{S * cn, 4}, {k.rows, int32_t(S * cn * 4)}}); };
       if (load) {
         if (S > 1) {
@@ -1263,7 +1265,8 @@ void DenseStackStep::compile() {
             const uint32_t elems = static_cast<uint32_t>(nb * xmap.map.sample / 2);
             b.dma_copy(hbm(xmap.map.addr + b0 * xmap.map.sample, {{elems, 2}}),
                        ub(stage_at, {{elems, 2}}), 2);
-            from.map.addr = stage_at - b0 * xmap.map.sample;  // wraps; the walks add b0's offset back
+            from.map.addr =
+                stage_at - b0 * xmap.map.sample;  // wraps; the walks add b0's offset back
             from.map.space = isa::Space::kUb;
           }
           if (taps)

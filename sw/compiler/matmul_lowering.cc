@@ -17,7 +17,56 @@ namespace tessera::compiler::lowering {
 // block). The contraction runs in groups of KG tiles, A and weight rows double-buffered in the
 // UB (the builder's sync lets the DMA load the next group while the MXU works). The epilogue
 // runs in pieces of rows through two to four (Matmul::epi_buffers) alternating scratch
-// buffers, so a piece's DMA overlaps the VPU work of the one before. Returns the tiling as text (for tessera compile --dump).
+// buffers, so a piece's DMA overlaps the VPU work of the one before. Returns the tiling as text
+// (for tessera compile --dump).
+namespace {
+// Zeroes `bytes` at `addr` in `space` with elements of `e` bytes, repeating the UB's zero
+// block (`zero_bytes` of zeros at `ub_zero`; the source walk steps 0).
+void emit_zero_fill(ProgramBuilder& b, uint32_t ub_zero, uint32_t zero_bytes, isa::Space space,
+                    uint64_t addr, uint64_t bytes, int e) {
+  const uint32_t run = zero_bytes / e;  // elements of one repetition
+  while (bytes) {
+    const uint64_t reps = std::min<uint64_t>(bytes / zero_bytes, 65535);
+    if (reps) {
+      b.dma_copy(ub(ub_zero, {{run, e}, {static_cast<uint32_t>(reps), 0}}),
+                 walk(space, addr, {{run, e}, {static_cast<uint32_t>(reps), int32_t(zero_bytes)}}),
+                 e);
+      addr += reps * zero_bytes;
+      bytes -= reps * zero_bytes;
+      continue;
+    }
+    const uint32_t tail = static_cast<uint32_t>(bytes / e);
+    b.dma_copy(ub(ub_zero, {{tail, e}}), walk(space, addr, {{tail, e}}), e);
+    bytes = 0;
+  }
+}
+
+// A contraction group of plain weights (group g: kgn of its KGN rows, column tiles c0 ..
+// c0 + ctn / N) into the UB buffer `wbuf` laid out as load_weight_tile reads it: W^T rows
+// (w_by_column) as [column][KGN], else [contraction row][CT N].
+void load_weight_group(ProgramBuilder& b, const Matmul& op, uint32_t g, uint32_t KGN,
+                       uint32_t kgn, uint32_t c0, uint32_t ctn, uint32_t CT, uint32_t wbuf) {
+  const uint32_t N = b.n();
+  if (op.w_by_column)
+    b.dma_copy(hbm(op.w + uint64_t{c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
+                   {{kgn, 2}, {ctn, int32_t(op.w_pitch)}}),
+               ub(wbuf, {{kgn, 2}, {ctn, int32_t(KGN * 2)}}), 2);
+  else
+    b.dma_copy(hbm(op.w + uint64_t{g} * KGN * op.w_pitch + uint64_t{c0} * N * 2,
+                   {{ctn, 2}, {kgn, int32_t(op.w_pitch)}}),
+               ub(wbuf, {{ctn, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
+}
+// MXU.LDW of tile (contraction tile kt of the group, column tile c) from such a buffer.
+void load_weight_tile(ProgramBuilder& b, const Matmul& op, uint32_t wbuf, uint32_t kt,
+                      uint32_t c, uint32_t KGN, uint32_t CT) {
+  const uint32_t N = b.n();
+  if (op.w_by_column)
+    b.mxu_ldw(wbuf + (c * N * KGN + kt * N) * 2, KGN * 2, true);
+  else
+    b.mxu_ldw(wbuf + (kt * N * CT * N + c * N) * 2, CT * N * 2);
+}
+}  // namespace
+
 std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uint64_t ub_hi,
                         uint32_t acc_rows, const Epilogue& epi) {
   const uint32_t N = b.n();
@@ -95,9 +144,9 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
           // runs: A a row's group in runs of a_run; the weights a row (of the group's or the
           // block's columns) at a time
           const uint64_t a_runs = uint64_t{op.M} * cgroups * groups * runs(kgn, a_run);
-          const uint64_t w_runs =
-              op.w_by_column ? rblocks * uint64_t{op.Ct} * N * groups
-                             : rblocks * cgroups * uint64_t{op.Kt} * N * runs(uint64_t{ct} * N, w_run);
+          const uint64_t w_runs = op.w_by_column ? rblocks * uint64_t{op.Ct} * N * groups
+                                                 : rblocks * cgroups * uint64_t{op.Kt} * N *
+                                                       runs(uint64_t{ct} * N, w_run);
           const uint64_t loads = rblocks * cgroups * groups;
           // the epilogue's copies (one out a piece), counted for the plain-operand model
           const uint64_t pieces = op.epi_row_bytes ? rblocks * cgroups * ceil_div(rr, p) : 0;
@@ -159,7 +208,8 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   using Steps = std::vector<std::function<void()>>;
   auto mm_steps = [&](const Blk& k) {
     const uint32_t ctn = k.ct * N;
-    auto slots = std::make_shared<std::vector<uint32_t>>();  // the buffer each group was loaded into
+    auto slots =
+        std::make_shared<std::vector<uint32_t>>();  // the buffer each group was loaded into
     auto load = [&, k, ctn, slots](uint32_t g) {
       const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = slot++ % 2;
       slots->push_back(i);
@@ -173,14 +223,8 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
       if (op.w_gather && !op.w_by_column)
         op.w_gather(uint64_t{g} * KGN, kgn, k.c0 * N, ctn, wbuf[i], CT * N * 2,
                     fresh(w_shape[i], {kgn, uint64_t{k.c0} * N, ctn}), kNoStage);
-      else if (op.w_by_column)
-        b.dma_copy(hbm(op.w + uint64_t{k.c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
-                       {{kgn, 2}, {ctn, int32_t(op.w_pitch)}}),
-                   ub(wbuf[i], {{kgn, 2}, {ctn, int32_t(KGN * 2)}}), 2);
       else
-        b.dma_copy(hbm(op.w + uint64_t{g} * KGN * op.w_pitch + uint64_t{k.c0} * N * 2,
-                       {{ctn, 2}, {kgn, int32_t(op.w_pitch)}}),
-                   ub(wbuf[i], {{ctn, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
+        load_weight_group(b, op, g, KGN, kgn, k.c0, ctn, CT, wbuf[i]);
       b.signal(isa::Unit::kDma);
     };
     Steps steps{[load] { load(0); }};
@@ -190,10 +234,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
         const uint32_t kg = std::min(KG, op.Kt - g * KG), i = (*slots)[g];
         for (uint32_t kt = 0; kt < kg; ++kt)
           for (uint32_t c = 0; c < k.ct; ++c) {
-            if (op.w_by_column)
-              b.mxu_ldw(wbuf[i] + (c * N * KGN + kt * N) * 2, KGN * 2, true);
-            else
-              b.mxu_ldw(wbuf[i] + (kt * N * CT * N + c * N) * 2, CT * N * 2);
+            load_weight_tile(b, op, wbuf[i], kt, c, KGN, CT);
             b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c * R);
           }
         b.signal(isa::Unit::kMxu);
@@ -303,7 +344,8 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
   const uint64_t piece = uint64_t{a.wo} * CT * op.epi_row_bytes;
   UbArena ar(ub_lo, ub_hi, static_cast<int>(N), op.name);
   const uint32_t scratch[2] = {ar.take(piece), ar.take(piece)};
-  const uint32_t stage[2] = {ar.take(uint64_t{R + span} * a.px), ar.take(uint64_t{R + span} * a.px)};
+  const uint32_t stage[2] = {ar.take(uint64_t{R + span} * a.px),
+                             ar.take(uint64_t{R + span} * a.px)};
   const uint32_t wbuf[2] = {ar.take(KG * CT * tile), ar.take(KG * CT * tile)};
   const uint32_t KGN = KG * N, groups = ceil_div(op.Kt, KG);
 
@@ -330,21 +372,8 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
   auto stage_direct = [&](const Blk& bk, uint32_t sb) {
     const uint32_t n = bk.rows + span, p_lo = bk.i0, p_hi = bk.i0 + n;
     if (last_i0[sb] != bk.i0 || last_rows[sb] != bk.rows) {
-      uint64_t left = uint64_t{n} * a.px, at = stage[sb];
-      const uint32_t run = a.zero_bytes / 4;
-      while (left) {
-        const uint32_t reps = static_cast<uint32_t>(std::min<uint64_t>(left / a.zero_bytes, 65535));
-        if (reps) {
-          b.dma_copy(ub(a.ub_zero, {{run, 4}, {reps, 0}}),
-                     ub(static_cast<uint32_t>(at), {{run, 4}, {reps, int32_t(a.zero_bytes)}}), 4);
-          at += uint64_t{reps} * a.zero_bytes;
-          left -= uint64_t{reps} * a.zero_bytes;
-          continue;
-        }
-        const uint32_t tail = static_cast<uint32_t>(left / 4);
-        b.dma_copy(ub(a.ub_zero, {{tail, 4}}), ub(static_cast<uint32_t>(at), {{tail, 4}}), 4);
-        left = 0;
-      }
+      emit_zero_fill(b, a.ub_zero, a.zero_bytes, isa::Space::kUb, stage[sb],
+                     uint64_t{n} * a.px, 4);
       last_i0[sb] = bk.i0;
       last_rows[sb] = bk.rows;
     }
@@ -385,14 +414,7 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
       const Blk& bk = blocks[k];
       const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = wslot++ % 2, ctn = bk.ct * N;
       slots->push_back(i);
-      if (op.w_by_column)  // W^T rows: each output column's row, the group's part of it
-        b.dma_copy(hbm(op.w + uint64_t{bk.c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
-                       {{kgn, 2}, {ctn, int32_t(op.w_pitch)}}),
-                   ub(wbuf[i], {{kgn, 2}, {ctn, int32_t(KGN * 2)}}), 2);
-      else
-        b.dma_copy(hbm(op.w + uint64_t{g} * KGN * op.w_pitch + uint64_t{bk.c0} * N * 2,
-                       {{ctn, 2}, {kgn, int32_t(op.w_pitch)}}),
-                   ub(wbuf[i], {{ctn, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
+      load_weight_group(b, op, g, KGN, kgn, bk.c0, ctn, CT, wbuf[i]);
       b.signal(isa::Unit::kDma);
     };
     Steps steps{[&, k, load_w] {
@@ -414,10 +436,7 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
           const uint32_t t = g * KG + kt;  // contraction tile: kernel row ky, byte (kx C + f) 2
           const uint32_t ky = t * N / kc, off = (t * N % kc) * 2;
           for (uint32_t c = 0; c < bk.ct; ++c) {
-            if (op.w_by_column)
-              b.mxu_ldw(wb + (c * N * KGN + kt * N) * 2, KGN * 2, true);
-            else
-              b.mxu_ldw(wb + (kt * N * CT * N + c * N) * 2, CT * N * 2);
+            load_weight_tile(b, op, wb, kt, c, KGN, CT);
             b.mxu_mm(t > 0, stage[bk.sb] + ky * a.w * a.px + off, a.px, bk.rows,
                      bk.acc0 + c * R);
           }
@@ -463,29 +482,16 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
          "] x [" + std::to_string(op.Kt * N) + " x " + std::to_string(op.Ct * N) +
          "], implicit: the MXU streams the map staged in the UB (blocks of " + std::to_string(R) +
          " of a sample's " + std::to_string(rs) + " rows over " + std::to_string(a.w) +
-         "-pixel map rows, " + std::to_string(uint64_t{R + span} * a.px) +
-         "-byte stages" + (a.direct ? ", staged from the unpadded map" : "") +
-         "), column groups of " + std::to_string(CT) + " tiles, contraction " + std::to_string(op.Kt) + " tiles in groups of " +
-         std::to_string(KG) + "; epilogue pieces of an output row, 2 x " + std::to_string(piece) +
-         " bytes of UB";
+         "-pixel map rows, " + std::to_string(uint64_t{R + span} * a.px) + "-byte stages" +
+         (a.direct ? ", staged from the unpadded map" : "") + "), column groups of " +
+         std::to_string(CT) + " tiles, contraction " + std::to_string(op.Kt) +
+         " tiles in groups of " + std::to_string(KG) + "; epilogue pieces of an output row, 2 x " +
+         std::to_string(piece) + " bytes of UB";
 }
 
 void emit_zero_hbm(ProgramBuilder& b, uint32_t ub_zero, uint32_t zero_bytes, uint64_t addr,
                    uint64_t bytes) {
-  const uint32_t run = zero_bytes / 2;  // elements of one repetition
-  while (bytes) {
-    const uint64_t reps = std::min<uint64_t>(bytes / 2 / run, 65535);
-    if (reps) {
-      b.dma_copy(ub(ub_zero, {{run, 2}, {static_cast<uint32_t>(reps), 0}}),
-                 hbm(addr, {{run, 2}, {static_cast<uint32_t>(reps), int32_t(zero_bytes)}}), 2);
-      addr += reps * zero_bytes;
-      bytes -= reps * zero_bytes;
-      continue;
-    }
-    const uint32_t tail = static_cast<uint32_t>(bytes / 2);
-    b.dma_copy(ub(ub_zero, {{tail, 2}}), hbm(addr, {{tail, 2}}), 2);
-    bytes = 0;
-  }
+  emit_zero_fill(b, ub_zero, zero_bytes, isa::Space::kHbm, addr, bytes, 2);
 }
 
 bool emit_transpose_mxu(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint32_t acc_rows,

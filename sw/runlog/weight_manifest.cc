@@ -31,12 +31,13 @@ ManifestTensor tensor(const Json& t, const std::string& name, const std::string&
       r.file.find_first_of(std::string("/\\\0", 3)) != std::string::npos)
     fail(name, where + ": file '" + r.file + "' is not a plain file name in the folder");
   const Json& shape = t["shape"];
-  if (shape.size() > 8) fail(name, where + ": shape has " + std::to_string(shape.size()) + " dimensions");
+  if (shape.size() > 8)
+    fail(name, where + ": shape has " + std::to_string(shape.size()) + " dimensions");
   for (size_t k = 0; k < shape.size(); ++k) {
     if (!shape[k].is_number_unsigned() || shape[k].get<uint64_t>() == 0 ||
         shape[k].get<uint64_t>() > (uint64_t{1} << 30))
-      fail(name, where + ": shape element " + std::to_string(k) +
-                     " is not an integer from 1 to 2^30");
+      fail(name,
+           where + ": shape element " + std::to_string(k) + " is not an integer from 1 to 2^30");
     r.shape.push_back(shape[k].get<uint64_t>());
   }
   if (r.shape != want)
@@ -94,12 +95,12 @@ std::vector<ManifestLayer> parse_weight_manifest(const std::string& text, const 
     const std::string where = "layers[" + std::to_string(i) + "] (" + cls + ")";
     const size_t j = out.size();
     if (j >= want.layers.size())
-      fail(name, where + ": more weighted layers than the model's " +
-                     std::to_string(want.layers.size()));
+      fail(name,
+           where + ": more weighted layers than the model's " + std::to_string(want.layers.size()));
     const ExpectedWeights::Layer& w = want.layers[j];
     if (cls != w.class_name)
-      fail(name, where + ": the model's weighted layer " + std::to_string(j) + " is a " +
-                     w.class_name);
+      fail(name,
+           where + ": the model's weighted layer " + std::to_string(j) + " is a " + w.class_name);
     const std::string act = string_or(l, "activation", "");
     if (act != w.activation)
       fail(name, where + ": activation '" + act + "', the model's is '" + w.activation + "'");

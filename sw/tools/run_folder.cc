@@ -30,11 +30,10 @@ bool RunFolderLock::acquire(const std::string& dir, std::string& message) {
     while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
     ::close(fd_);
     fd_ = -1;
-    message = e == EWOULDBLOCK
-                  ? "run folder " + dir + " is in use by another tessera train (pid " +
-                        (pid.empty() ? std::string("unknown") : pid) + " holds " + path +
-                        "); wait for it to end or choose another --out"
-                  : path + ": cannot lock: " + std::strerror(e);
+    message = e == EWOULDBLOCK ? "run folder " + dir + " is in use by another tessera train (pid " +
+                                     (pid.empty() ? std::string("unknown") : pid) + " holds " +
+                                     path + "); wait for it to end or choose another --out"
+                               : path + ": cannot lock: " + std::strerror(e);
     return false;
   }
   const std::string pid = std::to_string(::getpid()) + "\n";

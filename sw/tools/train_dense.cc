@@ -54,6 +54,15 @@ std::string f32_bytes(const std::vector<float>& v) {
   return s;
 }
 
+// The activation a layer's export, signature and manifest check name: a conv's relu or linear,
+// a Dense layer's relu or linear, the last one's softmax.
+const char* conv_activation(const compiler::FeatureLayerSpec& f) {
+  return f.relu ? "relu" : "linear";
+}
+const char* dense_activation(const compiler::DenseStackSpec& spec, size_t l) {
+  return l + 1 == spec.layers.size() ? "softmax" : spec.layers[l].relu ? "relu" : "linear";
+}
+
 // The export's "normalization" line (Keras's Normalization as the model's first layer), or
 // nothing.
 std::string normalization_json(const compiler::DenseStackSpec& spec) {
@@ -104,30 +113,32 @@ std::string short_float(float v) {
 std::string dense_signature(const compiler::DenseStackSpec& spec,
                             const compiler::OptimizerSpec& os, uint32_t batch) {
   std::ostringstream o;
-  if (spec.norm.on) o << "Normalization(" << short_float(spec.norm.mean) << "," << short_float(spec.norm.variance) << ")-";
+  if (spec.norm.on)
+    o << "Normalization(" << short_float(spec.norm.mean) << "," << short_float(spec.norm.variance)
+      << ")-";
   if (!spec.features.empty()) {
     const auto& is = spec.input_shape;
     o << "input=" << is.h << "x" << is.w << "x" << is.c << "-";
     for (const auto& f : spec.features)
       if (f.kind == compiler::FeatureLayerSpec::Kind::kConv)
         o << "Conv2D(" << f.filters << "," << f.kernel << ",s" << f.stride << ","
-          << (f.same ? "same" : "valid") << "," << (f.relu ? "relu" : "linear") << ")-";
+          << (f.same ? "same" : "valid") << "," << conv_activation(f) << ")-";
       else
-        o << (f.kind == compiler::FeatureLayerSpec::Kind::kMaxPool ? "MaxPool2D(" : "AveragePooling2D(")
+        o << (f.kind == compiler::FeatureLayerSpec::Kind::kMaxPool ? "MaxPool2D("
+                                                                   : "AveragePooling2D(")
           << f.pool << ")-";
   }
   o << "Flatten(" << spec.inputs << ")";
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     const auto& d = spec.layers[l];
-    o << "-Dense(" << d.units << ","
-      << (l + 1 == spec.layers.size() ? "softmax" : d.relu ? "relu" : "linear") << ")";
+    o << "-Dense(" << d.units << "," << dense_activation(spec, l) << ")";
     if (d.dropout > 0)
       o << "-Dropout(" << short_float(d.dropout) << ",seed=" << d.dropout_seed << ")";
   }
   o << "|";
   if (os.kind == compiler::OptimizerSpec::Kind::kAdam)
-    o << "Adam(lr=" << short_float(os.lr) << ",b1=" << short_float(os.beta1) << ",b2=" << short_float(os.beta2)
-      << ",eps=" << short_float(os.epsilon);
+    o << "Adam(lr=" << short_float(os.lr) << ",b1=" << short_float(os.beta1)
+      << ",b2=" << short_float(os.beta2) << ",eps=" << short_float(os.epsilon);
   else
     o << "SGD(lr=" << short_float(os.lr) << ",momentum=" << short_float(os.momentum);
   o << ",schedule=" << compiler::schedule_name(os.schedule);
@@ -309,7 +320,7 @@ void export_sequential_weights(const std::string& dir, const std::string& model_
       m << "    {\"class_name\": \"Conv2D\", \"filters\": " << f.filters
         << ", \"kernel_size\": " << f.kernel << ", \"strides\": " << f.stride
         << ", \"padding\": \"" << (f.same ? "same" : "valid") << "\", \"activation\": \""
-        << (f.relu ? "relu" : "linear") << "\"" << tensors("conv" + std::to_string(j), ks, f.filters)
+        << conv_activation(f) << "\"" << tensors("conv" + std::to_string(j), ks, f.filters)
         << "},\n";
       c = f.filters;
     } else {
@@ -324,7 +335,7 @@ void export_sequential_weights(const std::string& dir, const std::string& model_
     const auto& d = spec.layers[l];
     const bool last = l + 1 == spec.layers.size();
     m << "    {\"class_name\": \"Dense\", \"units\": " << d.units << ", \"activation\": \""
-      << (last ? "softmax" : d.relu ? "relu" : "linear") << "\""
+      << dense_activation(spec, l) << "\""
       << tensors("dense" + std::to_string(j), std::to_string(in) + ", " + std::to_string(d.units),
                  d.units)
       << "}" << (last && d.dropout == 0 ? "\n" : ",\n");
@@ -353,7 +364,7 @@ void export_dense_weights(const std::string& dir, const std::string& model_name,
     runlog::write_file_atomically(dir + "/" + b, f32_bytes(p.bias[l]));
     const bool last = l + 1 == spec.layers.size();
     m << "    {\"class_name\": \"Dense\", \"units\": " << d.units << ", \"activation\": \""
-      << (last ? "softmax" : d.relu ? "relu" : "linear") << "\", \"kernel\": {\"file\": \"" << k
+      << dense_activation(spec, l) << "\", \"kernel\": {\"file\": \"" << k
       << "\", \"shape\": [" << in << ", " << d.units << "]}, \"bias\": {\"file\": \"" << b
       << "\", \"shape\": [" << d.units << "]}}" << (last ? "\n" : ",\n");
     in = d.units;
@@ -396,11 +407,9 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     for (const auto& [set, name] : {std::pair<const data::Dataset*, const char*>{
                                         &train_ds, "train-images-idx3-ubyte"},
                                     {&test_ds, "t10k-images-idx3-ubyte"}}) {
-      if (set->rows == in[0] && set->cols == in[1]) continue;
-      std::string file = dir + "/" + name;
-      if (::access(file.c_str(), F_OK) != 0) file += ".gz";
-      err << "tessera train: dataset: " << file << ": offset 0x8: images are " << set->rows
-          << "x" << set->cols << ", the model takes " << in[0] << "x" << in[1] << "\n";
+      const std::string bad = image_size_error(dir, name, *set, in[0], in[1]);
+      if (bad.empty()) continue;
+      err << "tessera train: dataset: " << bad << "\n";
       return 2;
     }
     if (in[2] != 1)
@@ -679,17 +688,13 @@ compiler::DenseParams load_export(const std::string& dir, const compiler::DenseS
   for (size_t i = 0; i < spec.features.size(); ++i) {
     const auto& f = spec.features[i];
     if (f.kind != compiler::FeatureLayerSpec::Kind::kConv) continue;
-    want.layers.push_back({"Conv2D", f.relu ? "relu" : "linear",
+    want.layers.push_back({"Conv2D", conv_activation(f),
                            {f.kernel, f.kernel, fshapes[i].c, f.filters}});
   }
   uint32_t in = spec.inputs;
   for (size_t l = 0; l < spec.layers.size(); ++l) {
-    const auto& d = spec.layers[l];
-    want.layers.push_back({"Dense", l + 1 == spec.layers.size() ? "softmax"
-                                    : d.relu                    ? "relu"
-                                                                : "linear",
-                           {in, d.units}});
-    in = d.units;
+    want.layers.push_back({"Dense", dense_activation(spec, l), {in, spec.layers[l].units}});
+    in = spec.layers[l].units;
   }
   want.normalization = spec.norm.on;
   want.mean = spec.norm.mean;
@@ -710,16 +715,11 @@ compiler::DenseParams load_export(const std::string& dir, const compiler::DenseS
       throw std::invalid_argument(file + ": " + std::to_string(size) + " bytes, its shape [" +
                                   shape + "] needs " + std::to_string(t.count() * 4));
     }
-    std::ifstream f(file, std::ios::binary);
-    std::string bytes(size, '\0');
-    if (!f.read(&bytes[0], static_cast<std::streamsize>(size)))
-      throw std::invalid_argument(file + ": cannot read");
+    const std::string bytes = runlog::read_file(file);
+    if (bytes.size() != size) throw std::invalid_argument(file + ": changed while read");
     std::vector<float> v(t.count());
-    for (size_t i = 0; i < v.size(); ++i) {
-      uint32_t b = 0;
-      for (int k = 0; k < 4; ++k) b |= uint32_t(uint8_t(bytes[i * 4 + k])) << (8 * k);
-      v[i] = fp::f32(b);
-    }
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = fp::f32(static_cast<uint32_t>(runlog::get_le(bytes, i * 4, 4)));
     return v;
   };
   for (const auto& l : runlog::parse_weight_manifest(text, mpath, want)) {
@@ -769,27 +769,21 @@ int evaluate_dense(const EvaluateOptions& opt, std::ostream& out, std::ostream& 
     const std::string dir = opt.data.empty() ? data::default_data_dir() : opt.data;
     test_ds = data::load_mnist(dir, data::Split::kTest);
     const auto in = model.layers.front().input_shape;
-    if (test_ds.rows != in[0] || test_ds.cols != in[1]) {
-      std::string file = dir + "/t10k-images-idx3-ubyte";
-      if (::access(file.c_str(), F_OK) != 0) file += ".gz";
-      return refuse(file + ": offset 0x8: images are " + std::to_string(test_ds.rows) + "x" +
-                    std::to_string(test_ds.cols) + ", the model takes " + std::to_string(in[0]) +
-                    "x" + std::to_string(in[1]));
-    }
+    const std::string bad = image_size_error(dir, "t10k-images-idx3-ubyte", test_ds, in[0], in[1]);
+    if (!bad.empty()) return refuse(bad);
     if (in[2] != 1)
       return refuse(opt.model + ": input_shape " + std::to_string(in[0]) + "x" +
                     std::to_string(in[1]) + "x" + std::to_string(in[2]) +
                     ": the dataset's images have one channel");
     const uint32_t total_images =
-        opt.eval_samples ? static_cast<uint32_t>(std::min<uint64_t>(opt.eval_samples, test_ds.count))
-                         : test_ds.count;
+        opt.eval_samples
+            ? static_cast<uint32_t>(std::min<uint64_t>(opt.eval_samples, test_ds.count))
+            : test_ds.count;
     for (uint32_t i = 0; i < total_images; ++i)
       if (test_ds.labels[i] >= spec.classes()) {
-        std::string file = dir + "/t10k-labels-idx1-ubyte";
-        if (::access(file.c_str(), F_OK) != 0) file += ".gz";
-        return refuse(file + ": label " + std::to_string(test_ds.labels[i]) + " of image " +
-                      std::to_string(i) + ": the model has " + std::to_string(spec.classes()) +
-                      " classes");
+        return refuse(idx_path(dir, "t10k-labels-idx1-ubyte") + ": label " +
+                      std::to_string(test_ds.labels[i]) + " of image " + std::to_string(i) +
+                      ": the model has " + std::to_string(spec.classes()) + " classes");
       }
     driver::DeviceConfig dc = driver::chip_for_array(opt.array);
     dc.backend = driver::parse_backend(opt.backend);

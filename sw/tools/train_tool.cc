@@ -180,6 +180,19 @@ void maybe_die(uint64_t step) {
 
 }  // namespace
 
+std::string idx_path(const std::string& dir, const char* name) {
+  const std::string file = dir + "/" + name;
+  return ::access(file.c_str(), F_OK) == 0 ? file : file + ".gz";
+}
+
+std::string image_size_error(const std::string& dir, const char* name, const data::Dataset& set,
+                             uint32_t h, uint32_t w) {
+  if (set.rows == h && set.cols == w) return "";
+  return idx_path(dir, name) + ": offset 0x8: images are " + std::to_string(set.rows) + "x" +
+         std::to_string(set.cols) + ", the model takes " + std::to_string(h) + "x" +
+         std::to_string(w);
+}
+
 int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   // ---- under mpirun: one chip per rank; the same options everywhere; rank 0 reports ----
   const bool distributed = mpi::launched();
@@ -289,11 +302,9 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   for (const auto& [set, name] :
        {std::pair<const data::Dataset*, const char*>{&train_set, "train-images-idx3-ubyte"},
         {&test_set, "t10k-images-idx3-ubyte"}}) {
-    if (set->rows == in_shape[0] && set->cols == in_shape[1]) continue;
-    std::string file = data_dir + "/" + name;
-    if (::access(file.c_str(), F_OK) != 0) file += ".gz";
-    err << "tessera train: dataset: " << file << ": offset 0x8: images are " << set->rows << "x"
-        << set->cols << ", the model takes " << in_shape[0] << "x" << in_shape[1] << "\n";
+    const std::string bad = image_size_error(data_dir, name, *set, in_shape[0], in_shape[1]);
+    if (bad.empty()) continue;
+    err << "tessera train: dataset: " << bad << "\n";
     return 2;
   }
   if (opt.eval_samples && opt.eval_samples < test_set.count) {

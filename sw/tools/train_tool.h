@@ -11,6 +11,8 @@
 #include <iosfwd>
 #include <string>
 
+#include "tessera/data.h"
+
 namespace tessera::tools {
 
 struct TrainOptions {
@@ -50,6 +52,13 @@ struct TrainOptions {
 };
 
 int train(const TrainOptions& opt, std::ostream& out, std::ostream& err);
+
+// The IDX file NAME in DIR as the dataset loader opens it: NAME, else NAME.gz.
+std::string idx_path(const std::string& dir, const char* name);
+// "" when `set` (read from DIR's NAME) holds h x w images; else the file, the offset of its
+// dimensions, its size and the model's, for a refusal before any training.
+std::string image_size_error(const std::string& dir, const char* name, const data::Dataset& set,
+                             uint32_t h, uint32_t w);
 
 // tessera report RUN_DIR: prints a run folder's summary (summary.json) and its cycle report
 // (cycle_report.txt: per unit, per phase; timeline.json and roofline.png are beside it).

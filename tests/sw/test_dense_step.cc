@@ -36,6 +36,18 @@ struct StepRun {
   std::vector<uint8_t> labels;
 };
 
+// A conv net of `features` on `in` images, then `layers`, of `batch` samples.
+Arch conv_arch(compiler::Shape3 in, std::vector<compiler::FeatureLayerSpec> features,
+               std::vector<compiler::DenseLayerSpec> layers, uint32_t batch) {
+  Arch a;
+  a.spec.input_shape = in;
+  a.spec.features = std::move(features);
+  a.spec.inputs = static_cast<uint32_t>(compiler::feature_shapes(a.spec).back().size());
+  a.spec.layers = std::move(layers);
+  a.batch = batch;
+  return a;
+}
+
 // `step_lr` > 0: the step's learning rate written by the host (lr_image), not the compiled one.
 StepRun run_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint32_t seed,
                  float step_lr = 0, const compiler::DenseLoweringChoices& choices = {},
@@ -128,13 +140,11 @@ TEST(DenseStackStep, ConvKernelRowRunsMatchTheReference) {
   sgd.kind = compiler::OptimizerSpec::Kind::kSgd;
   sgd.lr = 0.5f;
   for (bool same : {false, true}) {
-    Arch a;
-    a.spec.input_shape = {9, 8, 2};
-    a.spec.features = {{Kind::kConv, 4, 3, 1, same, true}, {Kind::kConv, 8, 3, 1, !same, true},
-                       {Kind::kConv, 4, 2, 1, true, false}};
-    a.spec.inputs = static_cast<uint32_t>(compiler::feature_shapes(a.spec).back().size());
-    a.spec.layers = {{5, false}};
-    a.batch = 3;
+    const Arch a = conv_arch({9, 8, 2},
+                             {{Kind::kConv, 4, 3, 1, same, true},
+                              {Kind::kConv, 8, 3, 1, !same, true},
+                              {Kind::kConv, 4, 2, 1, true, false}},
+                             {{5, false}}, 3);
     const StepRun r = run_step(a, sgd, 4, same ? 41 : 42);
     expect_gradients(a, r, sgd.lr, 4);
   }
@@ -149,12 +159,8 @@ TEST(DenseStackStep, StagedAndUnstagedTapGathersMatchTheReference) {
   sgd.kind = compiler::OptimizerSpec::Kind::kSgd;
   sgd.lr = 0.5f;
   for (uint32_t side : {8u, 32u}) {
-    Arch a;
-    a.spec.input_shape = {side, side, 1};
-    a.spec.features = {{Kind::kConv, 4, 3, 1, false, true}};
-    a.spec.inputs = static_cast<uint32_t>(compiler::feature_shapes(a.spec).back().size());
-    a.spec.layers = {{3, false}};
-    a.batch = 3;
+    const Arch a =
+        conv_arch({side, side, 1}, {{Kind::kConv, 4, 3, 1, false, true}}, {{3, false}}, 3);
     const StepRun r = run_step(a, sgd, 4, 50 + side);
     expect_gradients(a, r, sgd.lr, 4);
   }
@@ -162,8 +168,8 @@ TEST(DenseStackStep, StagedAndUnstagedTapGathersMatchTheReference) {
 
 // Convolutions by implicit GEMM (the MXU streaming a UB-staged map: the input gradient's
 // straight from the gradient at stride 1, from the padded, dilated map at stride 2; the
-// forward's from its input map) give the same step bit for bit as the patch gathers: the weights, the optimizer state and the loss, for nets whose
-// plans show each path, at N = 16 and N = 4.
+// forward's from its input map) give the same step bit for bit as the patch gathers: the weights,
+// the optimizer state and the loss, for nets whose plans show each path, at N = 16 and N = 4.
 TEST(DenseStackStep, ImplicitGemmInputGradientIsBitIdenticalToTheGather) {
   using Kind = compiler::FeatureLayerSpec::Kind;
   compiler::OptimizerSpec sgd;
@@ -189,12 +195,7 @@ TEST(DenseStackStep, ImplicitGemmInputGradientIsBitIdenticalToTheGather) {
       {{{Kind::kConv, 16, 3, 1, false, true}, {Kind::kConv, 16, 2, 1, true, true}}, 16,
        "staged from the unpadded map"}};
   for (const Case& c : cases) {
-    Arch a;
-    a.spec.input_shape = {14, 14, 1};
-    a.spec.features = c.features;
-    a.spec.inputs = static_cast<uint32_t>(compiler::feature_shapes(a.spec).back().size());
-    a.spec.layers = {{24, true}, {10, false}};
-    a.batch = 6;
+    const Arch a = conv_arch({14, 14, 1}, c.features, {{24, true}, {10, false}}, 6);
     std::vector<std::string> plan_on, plan_off;
     compiler::DenseLoweringChoices off;
     off.implicit_gemm = false;
@@ -325,7 +326,8 @@ TEST(DenseStackStep, DropoutMaskKeepsOneMinusRate) {
   }
   auto mask = [](uint32_t seed, uint32_t step, uint32_t sample) {
     std::vector<bool> m;
-    for (uint32_t u = 0; u < 256; ++u) m.push_back(compiler::dropout_keep(seed, step, sample, u, 0.5f));
+    for (uint32_t u = 0; u < 256; ++u)
+      m.push_back(compiler::dropout_keep(seed, step, sample, u, 0.5f));
     return m;
   };
   EXPECT_NE(mask(7, 1, 0), mask(7, 2, 0));

@@ -1,9 +1,9 @@
 // The convolution operand patterns of sw/compiler/feature_lowering.h run as programs on the
 // functional model against a host im2col: emit_gather_patches and its transpose
 // emit_gather_patches_t (every window of rows and columns, past the operand's rows and the
-// kernel's columns, compact and padded-pixel maps, strides 1 and 2), emit_place_map (with the input gradient's dilation) and emit_zero_frame.
-// UB and HBM start as NaN garbage, so a byte the pattern should write and does not, or one it
-// should leave and writes, is seen.
+// kernel's columns, compact and padded-pixel maps, strides 1 and 2), emit_place_map (with the input
+// gradient's dilation) and emit_zero_frame. UB and HBM start as NaN garbage, so a byte the pattern
+// should write and does not, or one it should leave and writes, is seen.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -179,7 +179,8 @@ TEST(PatchGather, PlacedMapWithItsFrameZeroedMatchesTheHost) {
     m.hbm().write(dst, garbage.data(), garbage.size() * 2);
     const auto r = run(m, [&](ProgramBuilder& b) {
       if (cs.sy == 1)
-        lw::emit_zero_frame(b, kUbZero, kZeroElems, dst, batch, cs.dh, cs.dw, c, cs.y0, cs.x0, h, w);
+        lw::emit_zero_frame(b, kUbZero, kZeroElems, dst, batch, cs.dh, cs.dw, c, cs.y0, cs.x0, h,
+                            w);
       else
         lw::emit_zero_frame(b, kUbZero, kZeroElems, dst, batch, cs.dh, cs.dw, c, 0, 0, 0, 0);
       lw::emit_place_map(b, src, w, h, w, c, batch, dst, cs.dh, cs.dw, cs.y0, cs.x0, cs.sy, cs.sx);

@@ -819,7 +819,8 @@ TEST_F(TrainTool, EvaluateGivesTheTrainingRunsTestResults) {
       {"class_name": "Dense", "units": 12, "activation": "relu"},
       {"class_name": "Dense", "units": 10, "activation": "softmax"})");
   const std::string run = path("run");
-  const Result rt = train("--model " + model + " --array 4 --steps 3 --batch 8 --seed 5 --out " + run);
+  const Result rt =
+      train("--model " + model + " --array 4 --steps 3 --batch 8 --seed 5 --out " + run);
   ASSERT_EQ(rt.status, 0) << rt.err;
   const std::string want = test_line(rt.out);
   ASSERT_NE(want.find("(64 images)"), std::string::npos) << rt.out;
