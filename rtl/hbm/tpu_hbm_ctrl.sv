@@ -17,11 +17,16 @@
 // queue reaches WriteHigh, when there are no reads, or when a request waits on a write hazard;
 // reads resume at WriteLow (once a drain has issued a WR, with reads waiting and no request waiting
 // on a write) or when writes run out; writes that waited WriteMaxAge cycles in read mode force a
-// drain, so neither kind starves. Hazards are resolved at the front end: a request is not accepted
-// (req_ready_o low) while a queued write has its address, nor a write while a queued read has its
-// address, so every read returns the data of the last write accepted before it. Ordering: responses
-// of one id come back in request order (reads and writes each; the scheduler never issues a request
-// ahead of an older queued one of the same id); different ids may reorder. With OrderById = 0 ids
+// drain, so neither kind starves, and such a drain issues MinDrain WRs (or all there are) before
+// reads resume: its bus turnarounds are paid for many writes, not for one or two. Row
+// preparation: in a cycle with no command of the current mode, the oldest of the other queue's
+// first PrepDepth entries whose bank the current mode's queue does not use gets its ACT (closed
+// bank) or PRE (another row open), so a mode switch does not start with tRP + tRCD of silence.
+// Hazards are resolved at the front end: a request is not accepted (req_ready_o low) while a
+// queued write has its address, nor a write while a queued read has its address, so every read
+// returns the data of the last write accepted before it. Ordering: responses of one id come back
+// in request order (reads and writes each; the scheduler never issues a request ahead of an older
+// queued one of the same id); different ids may reorder. With OrderById = 0 ids
 // are unique tags (tpu_hbm restores order in its reorder buffer) and the scheduler reorders freely.
 // wr_done is returned when the WR is issued (its data is then ordered before any later RD). An RD
 // is issued only when the response FIFO (RespDepth) has room for its data, so rd_ready_i low stalls
@@ -57,6 +62,8 @@ module tpu_hbm_ctrl #(
   parameter int unsigned QueueDepth = 32,    // read queue and write queue, entries each
   parameter int unsigned WriteHigh  = 24,    // start draining writes at this many
   parameter int unsigned WriteLow   = 8,     // stop draining (if reads wait) at this many
+  parameter int unsigned PrepDepth  = 4,     // other-queue entries considered for row preparation
+  parameter int unsigned MinDrain   = 16,    // WRs before reads resume in a drain forced by age (1..255)
   parameter int unsigned RowHitCap  = 8,     // consecutive hits to a bank while the oldest misses
   parameter int unsigned WriteMaxAge = 512,  // cycles writes may wait in read mode (< 65536)
   parameter int unsigned RespDepth  = 16,    // read response FIFO, bursts
@@ -180,7 +187,8 @@ module tpu_hbm_ctrl #(
   logic [QW-1:0]             rq_cnt_q, rq_cnt_d, wq_cnt_q, wq_cnt_d;
   logic                      wmode_q, wmode_d;          // draining writes
   logic [15:0]               wage_q;                    // cycles writes waited in read mode
-  logic                      wdone1_q;                  // a WR issued in this write drain
+  logic                      aged_q, aged_d;            // this drain was forced by WriteMaxAge
+  logic [7:0]                wdrain_q;                  // WRs issued in this write drain (saturates)
   logic [NB-1:0]             open_q, open_d;
   // Per bank, as arrays written at the command's bank (a bank's entry is read by index; in the
   // verilated model a computed slice of a packed vector costs a wide-vector helper call).
@@ -267,6 +275,14 @@ module tpu_hbm_ctrl #(
   logic                     pre_ref_found;
   logic                     ref_late;
   logic [3:0]               pre_ref_bank;
+  logic                     prep_found, prep_act;       // a row command for the other queue
+  logic [EW-1:0]            prep_e;
+  logic [NB-1:0]            claimed;                    // banks an older prep candidate names
+
+  // Entry i of the other mode's queue (its oldest PrepDepth are looked at, for row preparation).
+  function automatic logic [EW-1:0] oq(input logic [QIW-1:0] i);
+    oq = wmode_q ? rq_q[i] : wq_q[i];
+  endfunction
 
   // Entry i of the current mode's queue (read where needed: no per-cycle copy of the queue).
   function automatic logic [EW-1:0] sq(input logic [QIW-1:0] i);
@@ -340,6 +356,33 @@ module tpu_hbm_ctrl #(
       row_is_act = act_v[row_idx];
     end
 
+    // Row preparation: the other queue's oldest entries, in banks this mode's queue does not use,
+    // may have their rows opened (or a conflicting row closed) in cycles this mode leaves idle,
+    // so a switch between reads and writes does not start with tRP + tRCD of bus silence.
+    // The oldest candidate wins; a bank an older candidate names is left to it (else a younger
+    // entry's PRE could close the row just opened for an older one, over and over).
+    prep_found = 1'b0;
+    prep_act   = 1'b0;
+    prep_e     = '0;
+    claimed    = '0;
+    for (int i = 0; i < PrepDepth; i++) begin
+      if (QW'(i) < (wmode_q ? rq_cnt_q : wq_cnt_q)) begin
+        e = oq(QIW'(i));
+        b = e[3:0];
+        if (!prep_found && !claimed[b] && in_bank[b] == '0) begin
+          if (act_rdy[b]) begin
+            prep_found = 1'b1;
+            prep_act   = 1'b1;
+            prep_e     = e;
+          end else if (pre_rdy[b] && orow_q[b] != e[22:9]) begin
+            prep_found = 1'b1;
+            prep_e     = e;
+          end
+        end
+        claimed[b] = 1'b1;
+      end
+    end
+
     pre_ref_found = 1'b0;
     pre_ref_bank  = '0;
     if (ref_pend_q) begin  // (used only then)
@@ -388,6 +431,10 @@ module tpu_hbm_ctrl #(
       issue_act = row_is_act;
       issue_pre = !row_is_act;
       sel       = sq(row_idx);
+    end else if (prep_found && !ref_pend_q) begin
+      issue_act = prep_act;
+      issue_pre = !prep_act;
+      sel       = prep_e;
     end
   end
 
@@ -438,13 +485,16 @@ module tpu_hbm_ctrl #(
 
     // mode
     wmode_d = wmode_q;
+    aged_d  = aged_q;
     if (!wmode_q) begin
       if (wq_cnt_d != '0 && (wq_cnt_d >= QW'(WriteHigh) || rq_cnt_d == '0 ||
                              (req_valid_i && hz_wq) || wage_q >= 16'(WriteMaxAge))) begin
         wmode_d = 1'b1;
       end
+      aged_d = wage_q >= 16'(WriteMaxAge);
     end else if (wq_cnt_d == '0 || (wq_cnt_d <= QW'(WriteLow) && rq_cnt_d != '0 &&
-                                    (wdone1_q || issue_wr) && !(req_valid_i && hz_wq))) begin
+                                    (9'(wdrain_q) + 9'(issue_wr) >= (aged_q ? 9'(MinDrain) : 9'(1))) &&
+                                    !(req_valid_i && hz_wq))) begin
       wmode_d = 1'b0;
     end
 
@@ -507,7 +557,8 @@ module tpu_hbm_ctrl #(
       wq_cnt_q   <= '0;
       wmode_q    <= 1'b0;
       wage_q     <= '0;
-      wdone1_q   <= 1'b0;
+      wdrain_q   <= '0;
+      aged_q     <= 1'b0;
       open_q     <= '0;
       act_cnt_q  <= '0;
       col_cnt_q  <= '0;
@@ -526,7 +577,8 @@ module tpu_hbm_ctrl #(
       rq_cnt_q   <= rq_cnt_d;
       wq_cnt_q   <= wq_cnt_d;
       wmode_q    <= wmode_d;
-      wdone1_q   <= wmode_q && (wdone1_q || issue_wr);
+      aged_q     <= aged_d;
+      wdrain_q   <= !wmode_q ? '0 : (issue_wr && wdrain_q != 8'hFF) ? wdrain_q + 8'(1) : wdrain_q;
       wage_q     <= (wmode_q || wq_cnt_q == '0) ? '0 :
                     (wage_q == 16'hFFFF) ? wage_q : wage_q + 16'(1);
       open_q     <= open_d;

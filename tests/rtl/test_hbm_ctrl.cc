@@ -124,7 +124,10 @@ class HbmCtrlBench : public ::testing::Test {
     for (int k = 0; k < hbm::kBeatBytes; ++k) {
       in.wdata[k] = static_cast<uint8_t>(get_elem<8>(m.wdata_o, k));
     }
-    if (in.cmd_valid) ++cmd_count_[m.cmd_o];
+    if (in.cmd_valid) {
+      ++cmd_count_[m.cmd_o];
+      cmds_.push_back({sim_.cycle(), in.cmd, in.bg, in.bank, in.row});
+    }
     if (in.cmd_valid && in.cmd == hbm::HbmCmd::kRef) ref_cycles_.push_back(sim_.cycle());
     const hbm::HbmPinsOut out = dev_.step(sim_.cycle(), in);  // throws on any violation
     m.rdata_valid_i = out.rdata_valid;
@@ -252,6 +255,48 @@ class HbmCtrlBench : public ::testing::Test {
     return fraction;
   }
 
+  // Appends `count` writes of random data in order over the bank groups and columns of `row`
+  // of `bank`.
+  void append_writes(std::vector<Req>& reqs, int count, int bank, uint32_t row) {
+    for (int i = 0; i < count; ++i) {
+      Req w;
+      w.write = true;
+      w.id = 4;
+      w.addr = addr_of(i % 4, bank, row, static_cast<uint32_t>(i / 4));
+      w.data = random_burst();
+      reqs.push_back(w);
+    }
+  }
+
+  // Presents `reqs` in order, one a cycle until accepted, then drains.
+  void run(const std::vector<Req>& reqs) {
+    size_t next = 0;
+    for (uint64_t c = 0; next < reqs.size(); ++c) {
+      ASSERT_LT(c, 100'000u) << "request " << next << " never accepted";
+      if (cycle(&reqs[next], true, true)) ++next;
+    }
+    drain();
+  }
+
+  // The column commands in issue order, as runs of one kind: {is_write, count}.
+  std::vector<std::pair<bool, int>> column_runs() const {
+    std::vector<std::pair<bool, int>> runs;
+    for (const Cmd& c : cmds_) {
+      if (c.cmd != hbm::HbmCmd::kRd && c.cmd != hbm::HbmCmd::kWr) continue;
+      const bool w = c.cmd == hbm::HbmCmd::kWr;
+      if (runs.empty() || runs.back().first != w) runs.push_back({w, 0});
+      ++runs.back().second;
+    }
+    return runs;
+  }
+
+  struct Cmd {
+    uint64_t cycle;
+    hbm::HbmCmd cmd;
+    int bg, bank;
+    uint32_t row;
+  };
+  std::vector<Cmd> cmds_;  // every command issued, in order
   struct Due {
     uint32_t addr;
     Burst data;
@@ -356,6 +401,71 @@ TEST_F(HbmCtrl, WriteNotStarvedByReads) {
   ASSERT_NE(done_cycle, 0u) << "write never completed while reads streamed";
   std::cout << "write completed " << done_cycle - write_cycle << " cycles after acceptance\n";
   EXPECT_LT(done_cycle - write_cycle, 1500u);
+}
+
+// A read stream: bursts in order over the four bank groups and 32 columns of `bank`, row after
+// row from `row0`.
+std::vector<Req> read_stream(int bank, uint32_t row0, int bursts) {
+  std::vector<Req> v;
+  for (int i = 0; i < bursts; ++i) {
+    Req r;
+    r.id = 1;
+    r.addr = addr_of(i % 4, bank, row0 + static_cast<uint32_t>(i / 128),
+                     static_cast<uint32_t>((i / 4) % 32));
+    v.push_back(r);
+  }
+  return v;
+}
+
+// A write drain forced by age (WriteMaxAge), with fewer writes queued than WriteHigh, issues
+// MinDrain (16) WRs or empties the queue before reads resume: one bus turnaround for all twelve
+// writes, not one for every few (at WriteLow with reads waiting, a drain ends after one WR).
+TEST_F(HbmCtrl, AgedWriteDrainIssuesAllItsWritesInOneRun) {
+  std::vector<Req> reqs = read_stream(0, 10, 200);
+  append_writes(reqs, 12, 2, 50);
+  const std::vector<Req> more = read_stream(0, 12, 1200);  // reads wait for the whole drain
+  reqs.insert(reqs.end(), more.begin(), more.end());
+  run(reqs);
+  const auto runs = column_runs();
+  std::vector<int> write_runs;
+  for (const auto& r : runs) {
+    if (r.first) write_runs.push_back(r.second);
+  }
+  std::cout << "write runs:";
+  for (int n : write_runs) std::cout << " " << n;
+  std::cout << " (of " << runs.size() << " runs)\n";
+  ASSERT_EQ(write_runs.size(), 1u) << "the writes were split over several drains";
+  EXPECT_EQ(write_runs[0], 12);
+  EXPECT_TRUE(runs.front().first == false && runs.back().first == false)
+      << "the drain came before the first read or after the last: not forced by age";
+}
+
+// Row preparation: writes queued for a closed bank that the read stream does not use get their
+// ACT in a cycle the reads leave free, so when the drain starts the first WR waits only for the
+// read data to leave the bus (CL + Burst - CWL after the last RD), not for tRCD as well.
+TEST_F(HbmCtrl, WriteRowOpenedWhileReadsStream) {
+  const hbm::HbmTiming& t = timing_;
+  std::vector<Req> reqs = read_stream(0, 10, 300);
+  append_writes(reqs, 24, 2, 50);  // WriteHigh: the drain starts when the last is queued
+  const std::vector<Req> more = read_stream(0, 13, 300);
+  reqs.insert(reqs.end(), more.begin(), more.end());
+  run(reqs);
+  size_t first_wr = 0;
+  while (first_wr < cmds_.size() && cmds_[first_wr].cmd != hbm::HbmCmd::kWr) ++first_wr;
+  ASSERT_LT(first_wr, cmds_.size());
+  size_t act = 0, last_rd = 0;
+  for (size_t i = 0; i < first_wr; ++i) {
+    if (cmds_[i].cmd == hbm::HbmCmd::kAct && cmds_[i].bank == 2 && cmds_[i].row == 50 && !act) {
+      act = i;
+    }
+    if (cmds_[i].cmd == hbm::HbmCmd::kRd) last_rd = i;
+  }
+  const uint64_t gap = cmds_[first_wr].cycle - cmds_[last_rd].cycle;
+  std::cout << "ACT for the writes at cycle " << cmds_[act].cycle << ", last RD at "
+            << cmds_[last_rd].cycle << ", first WR " << gap << " cycles after it\n";
+  ASSERT_NE(act, 0u) << "no ACT for the writes' row before the first WR";
+  EXPECT_LT(act, last_rd) << "the writes' row was opened only after the reads stopped";
+  EXPECT_LE(gap, static_cast<uint64_t>(t.cl + 2 - t.cwl + 2));
 }
 
 TEST_F(HbmCtrl, RefreshDuringTraffic) {
