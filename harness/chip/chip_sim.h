@@ -6,6 +6,7 @@
 // built on it.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -30,12 +31,20 @@ struct ChipRun {
   bool assertion_failed = false;
 };
 
+// What the HBM device pins carried since the doorbell (all pseudo-channels together): the
+// cycles the data bus held read or write data (a burst's cycles per RD or WR), the switches
+// between reads and writes (a column command of the other kind than the channel's last), REFs.
+struct HbmPinCounts {
+  uint64_t bus = 0, turns = 0, refs = 0;
+};
+
 // One timeline sample of a run (ChipSim::run with sampling).
 struct ChipSample {
   uint64_t cycle = 0;                // since the doorbell
   uint32_t pc = 0, unit_state = 0;   // CSR PC and UNIT_STATE
   std::array<uint64_t, 3> busy{};    // PERF[1..3], cumulative
   uint64_t macs = 0, hbm_bytes = 0;  // PERF[7], PERF[8] + PERF[9], cumulative
+  HbmPinCounts hbm;                  // the HBM device pins since the doorbell
 };
 
 template <class Model>
@@ -43,7 +52,8 @@ class ChipSim {
  public:
   ChipSim(int channels, const hbm::HbmTiming& timing = hbm::HbmTiming{},
           const std::string& wave_name = "")
-      : sim_(wave_name), dev_(channels, timing), map_(channels), trefi_(timing.trefi) {
+      : sim_(wave_name), dev_(channels, timing), burst_(timing.burst_cycles),
+        last_col_(static_cast<size_t>(channels), 0), map_(channels), trefi_(timing.trefi) {
     auto& m = sim_.top();
     m.csr_valid_i = 0;
     m.csr_write_i = 0;
@@ -240,7 +250,7 @@ class ChipSim {
               uint64_t sample_every = 0, std::vector<ChipSample>* samples = nullptr) {
     csr_write(isa::CSR_PROG_ADDR, prog_addr);
     if (align_refresh) idle_to_doorbell_phase();
-    acts_ = cols_ = 0;
+    reset_pin_counts();
     csr_write(isa::CSR_DOORBELL, 1);
     const uint64_t start = sim_.cycle();
     ChipRun r;
@@ -276,6 +286,13 @@ class ChipSim {
   // HBM commands seen on the pins since the last doorbell (for checking the counters).
   uint64_t acts_seen() const { return acts_; }
   uint64_t column_commands_seen() const { return cols_; }
+  const HbmPinCounts& pin_counts() const { return pins_; }
+  // Zeroes the pin counters (run() does at its doorbell; so does RingSim at each chip's).
+  void reset_pin_counts() {
+    acts_ = cols_ = 0;
+    pins_ = HbmPinCounts{};
+    std::fill(last_col_.begin(), last_col_.end(), 0);
+  }
 
   uint64_t perf(int counter) {
     const uint64_t lo = csr_read(isa::CSR_PERF_BASE + 8 * counter);
@@ -307,6 +324,7 @@ class ChipSim {
     for (int u = 0; u < 3; ++u) s.busy[u] = wide(1 + u);
     s.macs = wide(7);
     s.hbm_bytes = wide(8) + wide(9);
+    s.hbm = pins_;
     sim_.top().csr_addr_i = isa::CSR_STATUS;
     sim_.eval();
     return s;
@@ -338,10 +356,22 @@ class ChipSim {
   std::function<void()> gate_;
   uint64_t last_host_cycle_ = 0;
   uint64_t acts_ = 0, cols_ = 0;
-  std::function<void(int, const hbm::HbmPinsIn&)> counter_ = [this](int, const hbm::HbmPinsIn& in) {
+  int burst_;
+  std::vector<int8_t> last_col_;  // per pseudo-channel: 0 none yet, 1 RD, 2 WR
+  HbmPinCounts pins_;
+  std::function<void(int, const hbm::HbmPinsIn&)> counter_ = [this](int c,
+                                                                     const hbm::HbmPinsIn& in) {
     if (!in.cmd_valid) return;
     if (in.cmd == hbm::HbmCmd::kAct) ++acts_;
-    if (in.cmd == hbm::HbmCmd::kRd || in.cmd == hbm::HbmCmd::kWr) ++cols_;
+    if (in.cmd == hbm::HbmCmd::kRef) ++pins_.refs;
+    if (in.cmd == hbm::HbmCmd::kRd || in.cmd == hbm::HbmCmd::kWr) {
+      ++cols_;
+      pins_.bus += static_cast<uint64_t>(burst_);
+      const int8_t kind = in.cmd == hbm::HbmCmd::kRd ? 1 : 2;
+      int8_t& last = last_col_[static_cast<size_t>(c)];
+      if (last && last != kind) ++pins_.turns;
+      last = kind;
+    }
   };
   hbm::HbmAddressMap map_;
   int trefi_;

@@ -109,6 +109,7 @@ class RingSim {
       ChipSim<Model>& c = *chips_[r];
       c.csr_write(isa::CSR_PROG_ADDR, prog_addrs[prog_addrs.size() == 1 ? 0 : r]);
       if (align_refresh) c.idle_to_doorbell_phase();
+      c.reset_pin_counts();
       c.csr_write(isa::CSR_DOORBELL, 1);
       auto& m = c.top();
       m.csr_valid_i = 1;

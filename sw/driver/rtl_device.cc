@@ -57,6 +57,9 @@ std::vector<TraceSample> convert(const std::vector<chip::ChipSample>& samples) {
     t.busy = s.busy;
     t.macs = s.macs;
     t.hbm_bytes = s.hbm_bytes;
+    t.hbm_bus = s.hbm.bus;
+    t.hbm_turns = s.hbm.turns;
+    t.hbm_refs = s.hbm.refs;
     out.push_back(t);
   }
   return out;
@@ -75,6 +78,8 @@ class RtlDevice : public Device {
     RunReport rep;
     rep.cycles = cycles;
     for (int i = 0; i < kPerfCounters; ++i) rep.perf[i] = chip_.perf(i);
+    const chip::HbmPinCounts& p = chip_.pin_counts();
+    rep.hbm_pins = {p.bus, p.turns, p.refs};
     return rep;
   }
 

@@ -43,6 +43,9 @@ std::vector<PhaseTiming> phase_timings(const compiler::StepStats& stats, uint64_
   end.busy = {run.perf[1], run.perf[2], run.perf[3]};
   end.macs = run.perf[7];
   end.hbm_bytes = run.perf[8] + run.perf[9];
+  end.hbm_bus = run.hbm_pins[0];
+  end.hbm_turns = run.hbm_pins[1];
+  end.hbm_refs = run.hbm_pins[2];
   for (size_t p = 0; p < ph.size(); ++p) {
     const driver::TraceSample& a = first[p] < run.samples.size() ? run.samples[first[p]] : end;
     const driver::TraceSample& b =
@@ -52,14 +55,17 @@ std::vector<PhaseTiming> phase_timings(const compiler::StepStats& stats, uint64_
     for (int u = 0; u < 3; ++u) out[p].busy[u] = b.busy[u] - a.busy[u];
     out[p].macs = b.macs - a.macs;
     out[p].hbm_bytes = b.hbm_bytes - a.hbm_bytes;
+    out[p].hbm_bus = b.hbm_bus - a.hbm_bus;
+    out[p].hbm_turns = b.hbm_turns - a.hbm_turns;
+    out[p].hbm_refs = b.hbm_refs - a.hbm_refs;
   }
   return out;
 }
 
-std::string phase_report(const std::vector<PhaseTiming>& phases, int n) {
+std::string phase_report(const std::vector<PhaseTiming>& phases, int n, int channels) {
   std::ostringstream o;
   o << "phase        cycles      share  DMA busy  MXU busy  VPU busy  MXU util  MXU bound  "
-       "bound/cycles  bound/busy  MACs/HBM byte\n";
+       "bound/cycles  bound/busy  MACs/HBM byte  HBM bus  R/W turns  REFs\n";
   uint64_t total = 0;
   for (const auto& p : phases) total += p.end - p.begin;
   for (const auto& p : phases) {
@@ -77,7 +83,8 @@ std::string phase_report(const std::vector<PhaseTiming>& phases, int n) {
       << (c > 0 ? double(p.mxu_bound) / c : 0.0) << std::setw(12)
       << (p.busy[1] ? double(p.mxu_bound) / double(p.busy[1]) : 0.0) << std::setw(15)
       << std::setprecision(2) << (p.hbm_bytes ? double(p.macs) / double(p.hbm_bytes) : 0.0)
-      << std::defaultfloat << "\n";
+      << std::defaultfloat << std::setw(9) << pct(double(p.hbm_bus) / channels) << std::setw(11)
+      << p.hbm_turns << std::setw(6) << p.hbm_refs << "\n";
   }
   return o.str();
 }

@@ -20,7 +20,8 @@ struct PhaseTiming {
   uint64_t begin = 0, end = 0;  // cycles after the doorbell (decode entering / leaving)
   std::array<uint64_t, 3> busy{};
   uint64_t macs = 0, hbm_bytes = 0;
-  uint64_t mxu_bound = 0, vpu_ops = 0;  // from the compiler
+  uint64_t hbm_bus = 0, hbm_turns = 0, hbm_refs = 0;  // the HBM pins (driver::TraceSample)
+  uint64_t mxu_bound = 0, vpu_ops = 0;                // from the compiler
 };
 
 // Maps the run's samples to the step's phases (`prog_addr`: where the program is loaded).
@@ -29,8 +30,9 @@ std::vector<PhaseTiming> phase_timings(const compiler::CnnTrainStep& step, uint6
 // The same for any compiled step's phases (DenseStackStep's fwd_l / bwd_l).
 std::vector<PhaseTiming> phase_timings(const compiler::StepStats& stats, uint64_t prog_addr,
                                        const driver::RunReport& run);
-// The per-phase table (text).
-std::string phase_report(const std::vector<PhaseTiming>& phases, int n);
+// The per-phase table (text); `channels`: the chip's HBM pseudo-channels (the data bus's busy
+// share is over all of them).
+std::string phase_report(const std::vector<PhaseTiming>& phases, int n, int channels);
 // Chrome Trace Event JSON: program phases, and per unit its UNIT_STATE intervals (instructions
 // queued, busy, held by a WAIT, refused) at the sampling resolution. Cycles are shown as
 // nanoseconds (a nominal 1 GHz clock).

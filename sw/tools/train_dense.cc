@@ -580,7 +580,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
                                                   tr.step->vpu_bound_cycles() +
                                                   tr.step->dma_bound_cycles()))
           << "x of the step\n"
-          << phase_report(phases, dc.n) << "phase      MXU bound  VPU bound  DMA bound\n";
+          << phase_report(phases, dc.n, dc.channels) << "phase      MXU bound  VPU bound  DMA bound\n";
         for (const auto& p : st.phases)
           r << p.name << std::string(p.name.size() < 10 ? 10 - p.name.size() : 1, ' ')
             << p.mxu_bound << "  " << p.vpu << "  " << p.hbm_bytes / 16 << "\n";

@@ -656,8 +656,10 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
         report << "\nper phase (decode-PC samples every " << kSampleEvery
                << " cycles; unit busy and MXU utilization as % of the phase's cycles;\n"
                   "bound/cycles = the phase's MXU shape bound over its cycles, bound/busy over\n"
-                  "the MXU's busy cycles in it):\n"
-               << phase_report(phases, n)
+                  "the MXU's busy cycles in it; HBM bus = cycles the HBM data bus carried data,\n"
+                  "R/W turns = switches between reads and writes, REFs = refreshes, on the\n"
+                  "device pins):\n"
+               << phase_report(phases, n, opt.channels)
                << "timeline: timeline.json (Chrome trace: ui.perfetto.dev or chrome://tracing); "
                   "roofline.png\n";
     }

@@ -80,6 +80,14 @@ class Chip : public ::testing::Test {
       // HBM row counters against the commands on the device pins during the run
       EXPECT_EQ(chip_.perf(isa::PERF_ROW_MISSES), chip_.acts_seen());
       EXPECT_EQ(chip_.perf(isa::PERF_ROW_HITS), chip_.column_commands_seen() - chip_.acts_seen());
+      // the pins' data-bus cycles carried at least the DMA's bytes (16 a cycle), and a
+      // REF every tREFI of the run (the controller never postpones one), give or take one
+      const chip::HbmPinCounts& pins = chip_.pin_counts();
+      EXPECT_GE(pins.bus * 16, chip_.perf(isa::PERF_HBM_RD) + chip_.perf(isa::PERF_HBM_WR));
+      EXPECT_LE(pins.bus, c.cycles);
+      EXPECT_LE(pins.refs, c.cycles / hbm::HbmTiming{}.trefi + 1);
+      EXPECT_GE(pins.refs + 1, c.cycles / hbm::HbmTiming{}.trefi);
+      if (chip_.perf(isa::PERF_HBM_WR)) EXPECT_GE(pins.turns, 1u) << "writes after the fetch";
       EXPECT_GT(chip_.perf(isa::PERF_CYCLES), 0u);
       EXPECT_GT(chip_.perf(isa::PERF_HBM_RD), 0u);
       EXPECT_TRUE(f.undefined_reads.empty()) << "the program reads memory it never wrote";

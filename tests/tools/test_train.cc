@@ -730,6 +730,32 @@ TEST_F(TrainTool, ConvModelTrainsBitIdenticallyOnRtlAndExportsItsLayers) {
   for (const char* phase : {"fwd_conv1", "fwd_avgpool2", "fwd_conv3", "fwd_maxpool4",
                             "bwd_maxpool4", "bwd_conv3", "bwd_avgpool2", "bwd_conv1"})
     EXPECT_NE(report.find(phase), std::string::npos) << phase << "\n" << report;
+  // The HBM pin columns: the data bus busy at most every cycle, and the phases' REFs together
+  // one every tREFI (3,900 cycles, the JEDEC table) of the step, give or take one.
+  {
+    std::istringstream lines(report);
+    std::string line;
+    unsigned long long step_cycles = 0;
+    uint64_t refs = 0, phases = 0;
+    std::getline(lines, line);  // "step S: C cycles; ..."
+    ASSERT_EQ(std::sscanf(line.c_str(), "step %*u: %llu cycles", &step_cycles), 1) << line;
+    std::getline(lines, line);  // the header
+    ASSERT_NE(line.find("HBM bus  R/W turns  REFs"), std::string::npos) << line;
+    while (std::getline(lines, line) && line.rfind("phase", 0) != 0) {
+      std::istringstream f(line);
+      std::vector<std::string> t;
+      for (std::string w; f >> w;) t.push_back(w);
+      ASSERT_EQ(t.size(), 14u) << line;
+      const double bus = std::stod(t[11]);
+      EXPECT_GE(bus, 0.0) << line;
+      EXPECT_LE(bus, 100.0) << line;
+      refs += std::stoull(t[13]);
+      ++phases;
+    }
+    EXPECT_GE(phases, 8u);
+    EXPECT_LE(refs, step_cycles / 3900 + 1) << report;
+    EXPECT_GE(refs + 1, step_cycles / 3900) << report;
+  }
   const std::string manifest = read_file(path("cf/weights/manifest.json"));
   for (const char* want : {"tessera-sequential-weights-1", "\"input_shape\": [28, 28, 1]",
                            "\"shape\": [5, 5, 1, 4]", "\"padding\": \"same\"",

@@ -56,11 +56,16 @@ struct TraceSample {
   uint32_t pc = 0, unit_state = 0;
   std::array<uint64_t, 3> busy{};  // DMA, MXU, VPU busy cycles (PERF[1..3])
   uint64_t macs = 0, hbm_bytes = 0;
+  // The HBM device pins since the doorbell, all pseudo-channels: data-bus cycles (a burst's
+  // per RD or WR), read/write switches, REFs (the harness counts them; no CSR holds them).
+  uint64_t hbm_bus = 0, hbm_turns = 0, hbm_refs = 0;
 };
 struct RunReport {
   uint64_t cycles = 0;  // doorbell to HALT (rtl); 0 on the functional backend (untimed)
   std::array<uint64_t, kPerfCounters> perf{};
   std::vector<TraceSample> samples;  // rtl with sampling on; else empty
+  // rtl: the HBM pins over the whole run, as TraceSample's hbm_bus, hbm_turns, hbm_refs
+  std::array<uint64_t, 3> hbm_pins{};
 };
 
 class DeviceFault : public std::runtime_error {
