@@ -285,11 +285,11 @@ class ChipSim {
 
   // HBM commands seen on the pins since the last doorbell (for checking the counters).
   uint64_t acts_seen() const { return acts_; }
-  uint64_t column_commands_seen() const { return cols_; }
+  uint64_t column_commands_seen() const { return pins_.bus / static_cast<uint64_t>(burst_); }
   const HbmPinCounts& pin_counts() const { return pins_; }
   // Zeroes the pin counters (run() does at its doorbell; so does RingSim at each chip's).
   void reset_pin_counts() {
-    acts_ = cols_ = 0;
+    acts_ = 0;
     pins_ = HbmPinCounts{};
     std::fill(last_col_.begin(), last_col_.end(), 0);
   }
@@ -355,7 +355,7 @@ class ChipSim {
   hbm::HbmDevice dev_;
   std::function<void()> gate_;
   uint64_t last_host_cycle_ = 0;
-  uint64_t acts_ = 0, cols_ = 0;
+  uint64_t acts_ = 0;
   int burst_;
   std::vector<int8_t> last_col_;  // per pseudo-channel: 0 none yet, 1 RD, 2 WR
   HbmPinCounts pins_;
@@ -365,7 +365,6 @@ class ChipSim {
     if (in.cmd == hbm::HbmCmd::kAct) ++acts_;
     if (in.cmd == hbm::HbmCmd::kRef) ++pins_.refs;
     if (in.cmd == hbm::HbmCmd::kRd || in.cmd == hbm::HbmCmd::kWr) {
-      ++cols_;
       pins_.bus += static_cast<uint64_t>(burst_);
       const int8_t kind = in.cmd == hbm::HbmCmd::kRd ? 1 : 2;
       int8_t& last = last_col_[static_cast<size_t>(c)];
