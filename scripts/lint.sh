@@ -17,6 +17,7 @@ tops=(
   "tpu_hbm_ctrl"
   "tpu_hbm_ctrl -GQueueDepth=12 -GRespDepth=5 -GRowHitCap=3 -GCL=17 -GCWL=5 -GTCCD_S=3"
   "tpu_hbm_ctrl -GIdW=9 -GOrderById=0"
+  "tpu_hbm_ctrl -GRefPerBank=0 -GTREFI=200 -GTRFC=37"
   "tpu_seq"
   "tpu_csr"
   "tpu_top -GN=4 -GUbBytes=8192 -GAccRows=64"

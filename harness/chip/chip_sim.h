@@ -33,7 +33,8 @@ struct ChipRun {
 
 // What the HBM device pins carried since the doorbell (all pseudo-channels together): the
 // cycles the data bus held read or write data (a burst's cycles per RD or WR), the switches
-// between reads and writes (a column command of the other kind than the channel's last), REFs.
+// between reads and writes (a column command of the other kind than the channel's last), the
+// refresh commands (REF of all banks and REFSB of one: the controller issues REFSBs, 16 a tREFI).
 struct HbmPinCounts {
   uint64_t bus = 0, turns = 0, refs = 0;
 };
@@ -363,7 +364,7 @@ class ChipSim {
                                                                      const hbm::HbmPinsIn& in) {
     if (!in.cmd_valid) return;
     if (in.cmd == hbm::HbmCmd::kAct) ++acts_;
-    if (in.cmd == hbm::HbmCmd::kRef) ++pins_.refs;
+    if (in.cmd == hbm::HbmCmd::kRef || in.cmd == hbm::HbmCmd::kRefSb) ++pins_.refs;
     if (in.cmd == hbm::HbmCmd::kRd || in.cmd == hbm::HbmCmd::kWr) {
       pins_.bus += static_cast<uint64_t>(burst_);
       const int8_t kind = in.cmd == hbm::HbmCmd::kRd ? 1 : 2;

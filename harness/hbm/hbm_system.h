@@ -74,6 +74,7 @@ class HbmAddressMap {
 // Per-channel command statistics, counted from the pins.
 struct HbmChannelStats {
   uint64_t act = 0, rd = 0, wr = 0, pre = 0, ref = 0;
+  uint64_t refsb = 0;           // single-bank refreshes
   uint64_t refresh_cycles = 0;  // cycles from a REF until tRFC has passed
   // Column commands (RD/WR) to a row that an earlier column command had already used since its
   // ACT: the exact row hits. The first column command after an ACT is the miss that needed it.
@@ -260,6 +261,7 @@ class HbmSystem {
         ++s.ref;
         refresh_left_[c] = timing_.trfc;
         break;
+      case HbmCmd::kRefSb: ++s.refsb; break;
     }
   }
 

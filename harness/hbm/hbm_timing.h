@@ -38,6 +38,11 @@ struct HbmTiming {
   int twtr_l = 8;    // end of write data to RD, same bank group
   int trefi = 3900;  // average refresh interval
   int trfc = 260;    // REF to ACT or REF
+  // Single-bank refresh (REFSB, JESD235 HBM2; values of Ramulator 2's HBM2_2Gbps preset): the
+  // bank refreshed is busy tRFCSB, the others keep serving; a pseudo-channel takes banks()
+  // REFSBs in the time of one REF, each bank once in every set of banks() REFSBs.
+  int trfcsb = 160;  // REFSB to ACT or REFSB, same bank; REFSB to REF
+  int trrefd = 8;    // REFSB to REFSB or ACT, any bank
   // JEDEC lets a controller postpone at most 8 REFs: two REFs (and cycle 0 and the first REF)
   // are never more than (max_postponed_refs + 1) x tREFI apart.
   int max_postponed_refs = 8;
@@ -47,7 +52,7 @@ struct HbmTiming {
   int columns_per_row() const { return row_bytes / burst_bytes(); }
   // Cycles from a WR to the end of its data on the bus (where tWR and tWTR start).
   int write_data_end() const { return cwl + burst_cycles; }
-  // The longest legal gap between two REFs: 9 x tREFI.
+  // The longest legal gap between two refreshes of a bank (REF, or REFSB of that bank): 9 x tREFI.
   uint64_t max_refresh_gap() const {
     return static_cast<uint64_t>(max_postponed_refs + 1) * static_cast<uint64_t>(trefi);
   }
@@ -89,15 +94,19 @@ struct HbmTiming {
     at_least("twtr_l", twtr_l, 0);
     at_least("trefi", trefi, 1);
     at_least("trfc", trfc, 0);
+    at_least("trfcsb", trfcsb, 0);
+    at_least("trrefd", trrefd, 0);
     at_least("max_postponed_refs", max_postponed_refs, 0);
   }
 };
 
-enum class HbmCmd { kAct, kRd, kWr, kPre, kRef };
-constexpr int kHbmCmdCount = 5;
+// kRef refreshes every bank (all closed); kRefSb one closed bank, named by bg and bank.
+enum class HbmCmd { kAct, kRd, kWr, kPre, kRef, kRefSb };
+constexpr int kHbmCmdCount = 6;
 
 // One command on a pseudo-channel's command bus. Fields a command does not carry (row of RD,
-// WR and PRE; col of ACT and PRE; bg, bank, row and col of the all-bank REF) are ignored.
+// WR, PRE and REFSB; col of ACT, PRE and REFSB; bg, bank, row and col of the all-bank REF) are
+// ignored.
 struct HbmCommand {
   uint64_t cycle = 0;
   HbmCmd cmd = HbmCmd::kAct;
@@ -124,6 +133,8 @@ inline std::string to_string(HbmCmd c) {
       return "PRE";
     case HbmCmd::kRef:
       return "REF";
+    case HbmCmd::kRefSb:
+      return "REFSB";
   }
   return "?";
 }

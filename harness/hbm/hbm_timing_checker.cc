@@ -66,16 +66,24 @@ const std::vector<HbmSpacingRule>& HbmTimingChecker::spacing_rules() {
       {"tRC", L::kBank, C::kAct, C::kAct, [](T t) { return t.trc; }, 1},
       {"tWR", L::kBank, C::kWr, C::kPre, [](T t) { return t.write_data_end() + t.twr; }, 1},
       {"tRTP", L::kBank, C::kRd, C::kPre, [](T t) { return t.trtp; }, 1},
+      // A REFSB opens rows of its (closed) bank inside the device: like an ACT there, tRP after
+      // its PRE and tRC after its last ACT; the bank is busy tRFCSB.
+      {"tRP", L::kBank, C::kPre, C::kRefSb, [](T t) { return t.trp; }, 1},
+      {"tRC", L::kBank, C::kAct, C::kRefSb, [](T t) { return t.trc; }, 1},
+      {"tRFCSB", L::kBank, C::kRefSb, C::kAct, [](T t) { return t.trfcsb; }, 1},
+      {"tRFCSB", L::kBank, C::kRefSb, C::kRefSb, [](T t) { return t.trfcsb; }, 1},
       // Bank group: the same bank group, any bank.
       {"tCCD_L", L::kBankGroup, C::kRd, C::kRd, [](T t) { return t.tccd_l; }, 1},
       {"tCCD_L", L::kBankGroup, C::kWr, C::kWr, [](T t) { return t.tccd_l; }, 1},
       {"tRRD_L", L::kBankGroup, C::kAct, C::kAct, [](T t) { return t.trrd_l; }, 1},
+      {"tRRD_L", L::kBankGroup, C::kAct, C::kRefSb, [](T t) { return t.trrd_l; }, 1},
       {"tWTR_L", L::kBankGroup, C::kWr, C::kRd, [](T t) { return t.write_data_end() + t.twtr_l; },
        1},
       // Pseudo-channel, between different bank groups.
       {"tCCD_S", L::kOtherBankGroups, C::kRd, C::kRd, [](T t) { return t.tccd_s; }, 1},
       {"tCCD_S", L::kOtherBankGroups, C::kWr, C::kWr, [](T t) { return t.tccd_s; }, 1},
       {"tRRD_S", L::kOtherBankGroups, C::kAct, C::kAct, [](T t) { return t.trrd_s; }, 1},
+      {"tRRD_S", L::kOtherBankGroups, C::kAct, C::kRefSb, [](T t) { return t.trrd_s; }, 1},
       {"tWTR_S", L::kOtherBankGroups, C::kWr, C::kRd,
        [](T t) { return t.write_data_end() + t.twtr_s; }, 1},
       // Pseudo-channel, any bank.
@@ -84,6 +92,10 @@ const std::vector<HbmSpacingRule>& HbmTimingChecker::spacing_rules() {
       {"tRFC", L::kPseudoChannel, C::kRef, C::kRef, [](T t) { return t.trfc; }, 1},
       // REF needs every bank idle: tRP after the last PRE of any bank.
       {"tRP", L::kPseudoChannel, C::kPre, C::kRef, [](T t) { return t.trp; }, 1},
+      {"tRFC", L::kPseudoChannel, C::kRef, C::kRefSb, [](T t) { return t.trfc; }, 1},
+      {"tRFCSB", L::kPseudoChannel, C::kRefSb, C::kRef, [](T t) { return t.trfcsb; }, 1},
+      {"tRREFD", L::kPseudoChannel, C::kRefSb, C::kRefSb, [](T t) { return t.trrefd; }, 1},
+      {"tRREFD", L::kPseudoChannel, C::kRefSb, C::kAct, [](T t) { return t.trrefd; }, 1},
   };
   return kRules;
 }
@@ -104,7 +116,8 @@ HbmTimingChecker::HbmTimingChecker(const HbmTiming& timing, int pc)
       pc_(pc),
       banks_(timing.banks()),
       bank_history_(timing.banks()),
-      group_history_(timing.bank_groups) {
+      group_history_(timing.bank_groups),
+      refreshed_(timing.banks()) {
   timing_.validate();
   for (const HbmSpacingRule& r : spacing_rules()) {
     if (r.nth < 1 || r.nth > kHistoryDepth) {
@@ -152,25 +165,37 @@ void HbmTimingChecker::check_address(const HbmCommand& cmd) const {
 
 void HbmTimingChecker::check_refresh_interval(uint64_t cycle, const HbmCommand* cmd,
                                               std::vector<Violation>* out) const {
-  const History& refs = pc_history_[cmd_index(HbmCmd::kRef)];
-  const HbmCommand* last_ref = refs.nth(1);
-  const uint64_t since = last_ref ? last_ref->cycle : 0;
-  const uint64_t gap = cycle - since;
+  // The bank refreshed longest ago (the lowest index among equals: after a REF, bank 0).
+  size_t oldest = 0;
+  for (size_t b = 1; b < refreshed_.size(); ++b) {
+    if (refreshed_[b].cycle() < refreshed_[oldest].cycle()) oldest = b;
+  }
+  const Refresh& last = refreshed_[oldest];
+  const uint64_t gap = cycle - last.cycle();
   const uint64_t limit = timing_.max_refresh_gap();
   if (gap <= limit) return;
+  const int bg = static_cast<int>(oldest) / timing_.banks_per_group;
+  const int bank = static_cast<int>(oldest) % timing_.banks_per_group;
   std::string text = "tREFI violated: ";
   text += cmd ? describe(*cmd) : "end of run at cycle " + std::to_string(cycle);
   text += " is " + std::to_string(gap) + " cycles after ";
-  text += last_ref ? describe(*last_ref) : "cycle 0 with no REF yet";
+  if (!last.by) {
+    text += "cycle 0 with no REF yet";
+  } else {
+    text += describe(*last.by);
+  }
+  if (!last.by || last.by->cmd == HbmCmd::kRefSb) {
+    text += ", the last refresh of bg " + std::to_string(bg) + " bank " + std::to_string(bank);
+  }
   text += ", needs at most " + std::to_string(limit) + " (" +
           std::to_string(timing_.max_postponed_refs + 1) + " x tREFI: at most " +
           std::to_string(timing_.max_postponed_refs) + " REFs postponed)";
-  if (last_ref && cmd) {
-    text += both(*last_ref, *cmd);
+  if (last.by && cmd) {
+    text += both(*last.by, *cmd);
   } else if (cmd) {
     text += " (this: \"" + to_string(*cmd) + "\")";
-  } else if (last_ref) {
-    text += " (earlier: \"" + to_string(*last_ref) + "\")";
+  } else if (last.by) {
+    text += " (earlier: \"" + to_string(*last.by) + "\")";
   }
   out->push_back({"tREFI", text});
 }
@@ -209,6 +234,26 @@ void HbmTimingChecker::check_state(const HbmCommand& cmd, std::vector<Violation>
                             std::to_string(b.act.bg) + " bank " + std::to_string(b.act.bank) +
                             " is open since " + describe(b.act) + both(b.act, cmd)});
         break;  // the first open bank is enough to say why
+      }
+      break;
+    }
+    case HbmCmd::kRefSb: {
+      const size_t i = static_cast<size_t>(bank_index(cmd.bg, cmd.bank));
+      const BankState& b = banks_[i];
+      if (b.open) {
+        out->push_back({"REFSB to open bank", "REFSB to open bank: " + describe(cmd) +
+                                                  " while row " + hbm_hex(b.act.row) +
+                                                  " is open since " + describe(b.act) +
+                                                  both(b.act, cmd)});
+      }
+      if (refreshed_[i].in_set) {
+        const int left = timing_.banks() - set_size_;
+        out->push_back(
+            {"REFSB set", "REFSB set: " + describe(cmd) + " refreshes a bank this set of " +
+                              std::to_string(timing_.banks()) + " REFSBs has refreshed, by " +
+                              describe(*refreshed_[i].by) + ", while " + std::to_string(left) +
+                              " bank(s) wait for theirs; each bank takes one REFSB a set" +
+                              both(*refreshed_[i].by, cmd)});
       }
       break;
     }
@@ -274,8 +319,10 @@ void HbmTimingChecker::record(const HbmCommand& cmd) {
   last_ = cmd;
   ++commands_issued_;
   const int type = cmd_index(cmd.cmd);
-  if (!has_bank(cmd.cmd)) {
+  if (!has_bank(cmd.cmd)) {  // REF: every bank refreshed, a new set of REFSBs begins
     pc_history_[type].push(cmd);
+    for (Refresh& r : refreshed_) r = Refresh{cmd, false};
+    set_size_ = 0;
     return;
   }
   BankState& b = banks_[bank_index(cmd.bg, cmd.bank)];
@@ -290,6 +337,12 @@ void HbmTimingChecker::record(const HbmCommand& cmd) {
     b.open = false;
     b.precharged_once = true;
     b.pre = cmd;
+  } else if (cmd.cmd == HbmCmd::kRefSb) {
+    refreshed_[static_cast<size_t>(bank_index(cmd.bg, cmd.bank))] = Refresh{cmd, true};
+    if (++set_size_ == timing_.banks()) {  // the set is complete: the next one begins
+      for (Refresh& r : refreshed_) r.in_set = false;
+      set_size_ = 0;
+    }
   }
 }
 

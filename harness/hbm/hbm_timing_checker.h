@@ -3,16 +3,19 @@
 // command that breaks any of them. The minimum spacings are one table (spacing_rules()): each
 // rule is {name, level, from-command, to-command, minimum as a function of HbmTiming} and is
 // checked against the latest earlier from-command at its level (tFAW: the 4th latest ACT). The
-// refresh interval (at most 9 x tREFI between REFs, and from cycle 0 to the first REF) is a
-// maximum and is checked on every command and at finish(). State rules: no ACT to an open bank,
-// no RD/WR to a closed bank, no REF while a bank is open, commands in cycle order and at most one
-// per cycle (the command bus carries one). A PRE of a closed bank is a no-op: allowed, and it
-// starts no tRP. A command that throws is not recorded, so the checker stays usable.
+// refresh interval (at most 9 x tREFI between two refreshes of a bank — a REF refreshes all, a
+// REFSB the one it names — and from cycle 0 to the first) is a maximum and is checked on every
+// command and at finish(). State rules: no ACT to an open bank, no RD/WR to a closed bank, no REF
+// while a bank is open, no REFSB to an open bank, each bank one REFSB in every set of banks()
+// REFSBs (a REF starts a new set), commands in cycle order and at most one per cycle (the
+// command bus carries one). A PRE of a closed bank is a no-op: allowed, and it starts no tRP. A
+// command that throws is not recorded, so the checker stays usable.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -39,7 +42,7 @@ enum class HbmRuleLevel {
   kBank,             // the same bank
   kBankGroup,        // the same bank group, any bank in it
   kOtherBankGroups,  // any bank of a different bank group (the _S rules)
-  kPseudoChannel,    // anywhere in the pseudo-channel (tFAW, tRFC, REF)
+  kPseudoChannel,    // anywhere in the pseudo-channel (tFAW, tRFC, tRREFD, REF)
 };
 
 std::string to_string(HbmRuleLevel level);
@@ -100,6 +103,13 @@ class HbmTimingChecker {
     std::string rule;
     std::string text;
   };
+  // A bank's last refresh: the REF or REFSB (none: cycle 0), and whether a REFSB of the current
+  // set gave it.
+  struct Refresh {
+    std::optional<HbmCommand> by;
+    bool in_set = false;
+    uint64_t cycle() const { return by ? by->cycle : 0; }
+  };
 
   int bank_index(int bg, int bank) const { return bg * timing_.banks_per_group + bank; }
   void check_address(const HbmCommand& cmd) const;
@@ -118,6 +128,8 @@ class HbmTimingChecker {
   std::vector<ByCmd> bank_history_;
   std::vector<ByCmd> group_history_;
   ByCmd pc_history_;
+  std::vector<Refresh> refreshed_;  // per bank
+  int set_size_ = 0;                // REFSBs in the current set
   bool has_last_ = false;
   HbmCommand last_;  // the last command recorded (any type, no-op PREs included)
   uint64_t commands_issued_ = 0;

@@ -42,6 +42,9 @@ module tpu_hbm #(
   parameter int unsigned TWTR_L     = 8,
   parameter int unsigned TREFI      = 3900,
   parameter int unsigned TRFC       = 260,
+  parameter int unsigned TRFCSB     = 160,
+  parameter int unsigned TRREFD     = 8,
+  parameter bit          RefPerBank = 1'b1,  // single-bank refresh (tpu_hbm_ctrl)
   parameter int unsigned QueueDepth = 32,    // per controller: read and write queue entries
   parameter int unsigned WriteHigh  = 24,
   parameter int unsigned WriteLow   = 8,
@@ -396,6 +399,7 @@ module tpu_hbm #(
       .CL(CL), .CWL(CWL), .TRCD(TRCD), .TRP(TRP), .TRAS(TRAS), .TRC(TRC), .TWR(TWR),
       .TRTP(TRTP), .TCCD_S(TCCD_S), .TCCD_L(TCCD_L), .TRRD_S(TRRD_S), .TRRD_L(TRRD_L),
       .TFAW(TFAW), .TWTR_S(TWTR_S), .TWTR_L(TWTR_L), .TREFI(TREFI), .TRFC(TRFC),
+      .TRFCSB(TRFCSB), .TRREFD(TRREFD), .RefPerBank(RefPerBank),
       .QueueDepth(QueueDepth), .WriteHigh(WriteHigh), .WriteLow(WriteLow),
       .RowHitCap(RowHitCap), .RespDepth(RespDepth), .IdW(TagW), .OrderById(1'b0)
     ) u_ctrl (

@@ -30,7 +30,15 @@
 // are unique tags (tpu_hbm restores order in its reorder buffer) and the scheduler reorders freely.
 // wr_done is returned when the WR is issued (its data is then ordered before any later RD). An RD
 // is issued only when the response FIFO (RespDepth) has room for its data, so rd_ready_i low stalls
-// reads and never loses data. Refresh: an all-bank REF every TREFI cycles, never skipped: when due,
+// reads and never loses data. Refresh (RefPerBank = 1): single-bank refreshes (REFSB), 16 owed
+// every TREFI, each bank once a set of 16: one bank at a time is chosen — not yet refreshed in
+// this set, in a group of four banks (one bank address, the four bank groups: a stream uses all
+// four at once) with no request queued (reads or writes), the one most recently given a RD/WR
+// (to 32 cycles: a stream just left it) — then precharged and given its REFSB; it is busy
+// tRFCSB while the other banks serve. The next choice waits RefSpacing cycles after a REFSB.
+// With RefUrgent or more owed the choice ignores queued requests. The chosen bank takes no ACT
+// or RD/WR until its REFSB.
+// RefPerBank = 0: an all-bank REF every TREFI cycles, never skipped: when due,
 // no new ACT; for 2 * 16 cycles each open bank may take one more RD/WR (column commands first), and
 // a bank is precharged when legal once it has had it, has no queued hit, or that window has passed;
 // REF issued, then tRFC blocks ACTs (so a stream keeps the bus busy while the banks close).
@@ -58,6 +66,11 @@ module tpu_hbm_ctrl #(
   parameter int unsigned TWTR_L     = 8,
   parameter int unsigned TREFI      = 3900,  // < 65536
   parameter int unsigned TRFC       = 260,
+  parameter int unsigned TRFCSB     = 160,   // REFSB to ACT, same bank
+  parameter int unsigned TRREFD     = 8,     // REFSB to REFSB or ACT, any bank
+  parameter bit          RefPerBank = 1'b1,  // 1: REFSBs (16 a TREFI); 0: an all-bank REF a TREFI
+  parameter int unsigned RefSpacing = 8,     // cycles from a REFSB to the next (not behind)
+  parameter int unsigned RefUrgent  = 32,    // REFSBs owed from which queued requests wait
   parameter int unsigned Burst      = 2,     // data-bus cycles of one 32-byte burst
   parameter int unsigned QueueDepth = 32,    // read queue and write queue, entries each
   parameter int unsigned WriteHigh  = 24,    // start draining writes at this many
@@ -92,8 +105,8 @@ module tpu_hbm_ctrl #(
   output logic [IdW-1:0] wr_done_id_o,
   // device pins (one command per cycle)
   output logic         cmd_valid_o,       // a command this cycle
-  output logic [2:0]   cmd_o,             // 0 ACT, 1 RD, 2 WR, 3 PRE, 4 REF
-  output logic [1:0]   bg_o,              // bank group (not REF)
+  output logic [2:0]   cmd_o,             // 0 ACT, 1 RD, 2 WR, 3 PRE, 4 REF, 5 REFSB
+  output logic [1:0]   bg_o,              // bank group (not REF; REFSB: the bank refreshed)
   output logic [1:0]   bank_o,            // bank in the group (not REF)
   output logic [13:0]  row_o,             // ACT
   output logic [4:0]   col_o,             // RD, WR
@@ -124,6 +137,7 @@ module tpu_hbm_ctrl #(
   localparam logic [2:0] CmdWr  = 3'd2;
   localparam logic [2:0] CmdPre = 3'd3;
   localparam logic [2:0] CmdRef = 3'd4;
+  localparam logic [2:0] CmdRefSb = 3'd5;
 
   // Minimum spacings (cycles from one command to the next legal one).
   localparam int unsigned CcdS   = (TCCD_S > Burst) ? TCCD_S : Burst;
@@ -144,6 +158,9 @@ module tpu_hbm_ctrl #(
   localparam logic [TW-1:0] GapWtrL = TW'(CWL + Burst + TWTR_L);
   localparam logic [TW-1:0] GapRdWr = TW'(RdToWr);
   localparam logic [TW-1:0] GapRfc  = TW'(TRFC);
+  localparam logic [TW-1:0] GapRfcsb = TW'(TRFCSB);
+  localparam logic [TW-1:0] GapRrefd = TW'(TRREFD);
+  localparam logic [TW-1:0] GapSbNext = TW'(RefSpacing);
 
   // A counter after this cycle: one less, but at least gap - 1 when a command sets it now.
   function automatic logic [TW-1:0] bump(logic [TW-1:0] cur, logic [TW-1:0] gap);
@@ -207,6 +224,15 @@ module tpu_hbm_ctrl #(
   logic                      ref_pend_q;                // a REF is due
   logic [NB-1:0]             ref_col_q;                 // banks given a RD/WR while REF due
   logic [5:0]                ref_wait_q;                // cycles the REF has been due
+  // Single-bank refresh (RefPerBank).
+  logic [7:0]                sb_owed_q;                 // REFSBs owed (saturates)
+  logic [NB-1:0]             sb_done_q;                 // banks refreshed in this set
+  logic                      sb_tgt_v_q;                // a bank is chosen for the next REFSB
+  logic [3:0]                sb_tgt_q;                  // {bank, bank group}
+  logic [TW-1:0]             sb_next_q;                 // until the next bank may be chosen
+  logic [TW-1:0]             rrefd_q;                   // until ACT or REFSB legal (tRREFD)
+  logic [6:0]                qcnt_q [NB];               // requests queued per bank (both queues)
+  logic [3:0]                age_q [NB];                // 32-cycle ticks since the bank's last RD/WR
 
   // ---------------------------------------------------------------- front end
   logic [22:0] req_burst;
@@ -396,19 +422,55 @@ module tpu_hbm_ctrl #(
     end
   end
 
+  // Single-bank refresh: the next bank to refresh (a cycle later it is the target), and
+  // whether the target's PRE or REFSB is legal now.
+  logic          sb_urgent, sb_pick_v, sb_pre, sb_ref;
+  logic [3:0]    sb_pick;
+  logic [NB-1:0] sb_tgt_m;                                // the target bank, as a mask
+  assign sb_urgent = sb_owed_q >= 8'(RefUrgent);
+  assign sb_tgt_m  = sb_tgt_v_q ? NB'(1) << sb_tgt_q : '0;
+  // A group of the four banks that share a bank address (a stream uses all four at once): no
+  // request queued for any of them.
+  logic [3:0] grp_idle;
+  for (genvar g = 0; g < 4; g++) begin : g_grp_idle
+    assign grp_idle[g] = qcnt_q[4*g] == '0 && qcnt_q[4*g+1] == '0 && qcnt_q[4*g+2] == '0 &&
+                         qcnt_q[4*g+3] == '0;
+  end
+  always_comb begin
+    logic [3:0] best;
+    sb_pick_v = 1'b0;
+    sb_pick   = '0;
+    best      = '1;
+    if (RefPerBank && !sb_tgt_v_q && sb_owed_q != '0 && (sb_next_q == '0 || sb_urgent)) begin
+      // The candidate used most recently (the lowest index among equals).
+      for (int k = NB - 1; k >= 0; k--) begin
+        if (!sb_done_q[k] && (sb_urgent || grp_idle[k / 4]) &&
+            (!sb_pick_v || age_q[k] <= best)) begin
+          sb_pick   = 4'(k);
+          best      = age_q[k];
+          sb_pick_v = 1'b1;
+        end
+      end
+    end
+  end
+  assign sb_pre = sb_tgt_v_q && open_q[sb_tgt_q] && pre_cnt_q[TW*sb_tgt_q +: TW] == '0;
+  assign sb_ref = sb_tgt_v_q && !open_q[sb_tgt_q] && act_cnt_q[TW*sb_tgt_q +: TW] == '0 &&
+                  rrd_cnt_q[TW*sb_tgt_q[1:0] +: TW] == '0 && rrefd_q == '0;
+
   // What each bank allows now (timing, refresh, the data bus), constant slices per bank.
   for (genvar k = 0; k < NB; k++) begin : g_bank_rdy
-    assign col_rdy[k] = col_cnt_q[TW*k +: TW] == '0 &&
+    assign col_rdy[k] = col_cnt_q[TW*k +: TW] == '0 && !sb_tgt_m[k] &&
                         !(ref_pend_q && (ref_late || ref_col_q[k])) &&
                         (wmode_q ? (wr_cnt_q[TW*(k % 4) +: TW] == '0 && wr_room)
                                  : (rd_cnt_q[TW*(k % 4) +: TW] == '0 && rd_credit));
-    assign act_rdy[k] = !open_q[k] && act_cnt_q[TW*k +: TW] == '0 &&
-                        rrd_cnt_q[TW*(k % 4) +: TW] == '0 && faw_ok && gact_cnt_q == '0;
+    assign act_rdy[k] = !open_q[k] && act_cnt_q[TW*k +: TW] == '0 && !sb_tgt_m[k] &&
+                        rrd_cnt_q[TW*(k % 4) +: TW] == '0 && faw_ok && gact_cnt_q == '0 &&
+                        rrefd_q == '0;
     assign pre_rdy[k] = open_q[k] && pre_cnt_q[TW*k +: TW] == '0;
   end
 
   // The command of this cycle.
-  logic          issue_rd, issue_wr, issue_act, issue_pre, issue_ref;
+  logic          issue_rd, issue_wr, issue_act, issue_pre, issue_ref, issue_refsb;
   logic [EW-1:0] sel;
   logic [3:0]    cmd_bank;                                // {bank, bank group}
 
@@ -418,6 +480,7 @@ module tpu_hbm_ctrl #(
     issue_act = 1'b0;
     issue_pre = 1'b0;
     issue_ref = 1'b0;
+    issue_refsb = 1'b0;
     sel       = '0;
     if (ref_pend_q && !col_found) begin
       if (pre_ref_found) issue_pre = 1'b1;
@@ -427,6 +490,10 @@ module tpu_hbm_ctrl #(
       issue_rd = !wmode_q;
       issue_wr = wmode_q;
       sel      = sq(col_idx);
+    end else if (sb_pre || sb_ref) begin
+      issue_pre   = sb_pre;
+      issue_refsb = sb_ref;
+      sel[3:0]    = sb_tgt_q;
     end else if (row_found && !ref_pend_q) begin
       issue_act = row_is_act;
       issue_pre = !row_is_act;
@@ -439,9 +506,9 @@ module tpu_hbm_ctrl #(
   end
 
   assign cmd_bank    = sel[3:0];
-  assign cmd_valid_o = issue_rd || issue_wr || issue_act || issue_pre || issue_ref;
+  assign cmd_valid_o = issue_rd || issue_wr || issue_act || issue_pre || issue_ref || issue_refsb;
   assign cmd_o       = issue_act ? CmdAct : issue_rd ? CmdRd : issue_wr ? CmdWr :
-                       issue_pre ? CmdPre : issue_ref ? CmdRef : CmdAct;
+                       issue_pre ? CmdPre : issue_ref ? CmdRef : issue_refsb ? CmdRefSb : CmdAct;
   assign bg_o        = sel[1:0];
   assign bank_o      = sel[3:2];
   assign row_o       = sel[22:9];
@@ -520,7 +587,8 @@ module tpu_hbm_ctrl #(
     logic here;                                           // this cycle's command is for bank k
     assign here = cmd_bank == 4'(k);
     assign act_cnt_d[TW*k +: TW] = bump(act_cnt_q[TW*k +: TW],
-                                        !here ? '0 : issue_act ? GapRc : issue_pre ? GapRp : '0);
+                                        !here ? '0 : issue_act ? GapRc : issue_pre ? GapRp :
+                                        issue_refsb ? GapRfcsb : '0);
     assign col_cnt_d[TW*k +: TW] = bump(col_cnt_q[TW*k +: TW], (here && issue_act) ? GapRcd : '0);
     assign pre_cnt_d[TW*k +: TW] = bump(pre_cnt_q[TW*k +: TW],
                                         !here ? '0 : issue_act ? GapRas : issue_rd ? GapRtp :
@@ -537,6 +605,54 @@ module tpu_hbm_ctrl #(
     assign wr_cnt_d[TW*k +: TW]  = bump(wr_cnt_q[TW*k +: TW],
                                         issue_wr ? (same ? GapCcdL : GapCcdS) :
                                         issue_rd ? GapRdWr : '0);
+  end
+
+  // Requests queued per bank, both queues: a request accepted adds one, its RD/WR takes it off.
+  for (genvar k = 0; k < NB; k++) begin : g_qcnt
+    logic add, sub;
+    assign add = req_fire && req_burst[3:0] == 4'(k);
+    assign sub = (issue_rd || issue_wr) && cmd_bank == 4'(k);
+    always_ff @(posedge clk_i or negedge rst_ni) begin
+      if (!rst_ni) qcnt_q[k] <= '0;
+      else if (add != sub) qcnt_q[k] <= add ? qcnt_q[k] + 7'(1) : qcnt_q[k] - 7'(1);
+    end
+  end
+
+  // Each bank's age: 32-cycle ticks (saturating at 15) since its last RD/WR. The ticks follow
+  // the refresh timer (every 32nd cycle of the interval), so the controller's state at a given
+  // phase of the interval depends only on the traffic (ChipSim rings doorbells at that phase).
+  logic age_tick;
+  assign age_tick = refi_q[4:0] == 5'd31;
+  for (genvar k = 0; k < NB; k++) begin : g_age
+    always_ff @(posedge clk_i or negedge rst_ni) begin
+      if (!rst_ni) age_q[k] <= '1;
+      else if ((issue_rd || issue_wr) && cmd_bank == 4'(k)) age_q[k] <= '0;
+      else if (age_tick && age_q[k] != '1) age_q[k] <= age_q[k] + 4'(1);
+    end
+  end
+
+  // Single-bank refresh state: 16 REFSBs owed each TREFI; a REFSB pays one, marks its bank done
+  // (a full set starts the next) and frees the choice of the next bank after RefSpacing.
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      sb_owed_q  <= '0;
+      sb_done_q  <= '0;
+      sb_tgt_v_q <= 1'b0;
+      sb_tgt_q   <= '0;
+      sb_next_q  <= '0;
+      rrefd_q    <= '0;
+    end else if (RefPerBank) begin
+      logic [8:0]    owed;
+      logic [NB-1:0] done;
+      owed = 9'(sb_owed_q) + ((refi_q == 16'(TREFI - 1)) ? 9'(NB) : 9'd0) - 9'(issue_refsb);
+      sb_owed_q <= owed > 9'd255 ? 8'd255 : owed[7:0];
+      done = sb_done_q | (issue_refsb ? sb_tgt_m : '0);
+      sb_done_q  <= (done == '1) ? '0 : done;
+      sb_tgt_v_q <= issue_refsb ? 1'b0 : (sb_tgt_v_q || sb_pick_v);
+      if (sb_pick_v) sb_tgt_q <= sb_pick;
+      sb_next_q  <= bump(sb_next_q, issue_refsb ? GapSbNext : '0);
+      rrefd_q    <= bump(rrefd_q, issue_refsb ? GapRrefd : '0);
+    end
   end
 
   // Per-bank row state at the command's bank: an ACT opens a row and restarts its hit count,
@@ -592,7 +708,7 @@ module tpu_hbm_ctrl #(
       ref_cnt_q  <= ref_cnt_d;
       gact_cnt_q <= gact_cnt_d;
       refi_q     <= (refi_q == 16'(TREFI - 1)) ? '0 : refi_q + 16'(1);
-      if (refi_q == 16'(TREFI - 1)) ref_pend_q <= 1'b1;
+      if (refi_q == 16'(TREFI - 1) && !RefPerBank) ref_pend_q <= 1'b1;
       else if (issue_ref) ref_pend_q <= 1'b0;
       ref_col_q  <= ref_pend_q ? (ref_col_q | (NB'(issue_rd || issue_wr) << cmd_bank)) : '0;
       ref_wait_q <= (!ref_pend_q || ref_late) ? ref_wait_q & {6{ref_pend_q}} :
@@ -706,4 +822,6 @@ module tpu_hbm_ctrl #(
   `TPU_ASSERT_IMPLIES(NoCommandToOpenBankAct, issue_act, !open_q[cmd_bank])
   `TPU_ASSERT_IMPLIES(ColumnOnlyToOpenBank, (issue_rd || issue_wr), open_q[cmd_bank])
   `TPU_ASSERT_IMPLIES(RefOnlyWithAllClosed, issue_ref, open_q == '0)
+  `TPU_ASSERT_IMPLIES(RefSbOnlyToClosedBank, issue_refsb, !open_q[cmd_bank])
+  `TPU_ASSERT_IMPLIES(NoActDuringRefSb, issue_act, !sb_tgt_m[cmd_bank])
 endmodule

@@ -119,7 +119,10 @@ int simulate(const std::vector<HbmTraceRequest>& reqs, const HbmReplayOptions& o
     rep.acts += s.act;
     rep.column_commands += s.rd + s.wr;
     rep.row_hits += s.row_hits;
-    rep.refresh_cycles += s.refresh_cycles;
+    // A REFSB holds one bank of banks() for tRFCSB: its share of the pseudo-channel's time.
+    const hbm::HbmTiming timing;  // the system's (the brief's baseline)
+    rep.refresh_cycles += s.refresh_cycles + s.refsb * static_cast<uint64_t>(timing.trfcsb) /
+                                                 static_cast<uint64_t>(timing.banks());
   }
   rep.row_hit_rate =
       rep.column_commands ? static_cast<double>(rep.row_hits) / rep.column_commands : 0.0;

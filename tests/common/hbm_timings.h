@@ -28,6 +28,8 @@ inline hbm::HbmTiming distinct_hbm_timing() {
   t.twtr_l = 10;
   t.trefi = 200;
   t.trfc = 37;
+  t.trfcsb = 31;
+  t.trrefd = 12;
   return t;
 }
 

@@ -39,6 +39,25 @@ HbmCommand pre(uint64_t cycle, int bg, int bank) {
   return make(HbmCmd::kPre, cycle, bg, bank, 0, 0);
 }
 HbmCommand ref(uint64_t cycle) { return make(HbmCmd::kRef, cycle, 0, 0, 0, 0); }
+HbmCommand refsb(uint64_t cycle, int bg, int bank) {
+  return make(HbmCmd::kRefSb, cycle, bg, bank, 0, 0);
+}
+
+// REFSBs from `first`, tRREFD apart, to every bank but (bg, bank), which comes last: a whole set.
+std::vector<HbmCommand> refsb_set_ending_with(const HbmTiming& t, uint64_t first, int bg,
+                                              int bank) {
+  std::vector<HbmCommand> v;
+  uint64_t at = first;
+  for (int g = 0; g < t.bank_groups; ++g) {
+    for (int b = 0; b < t.banks_per_group; ++b) {
+      if (g == bg && b == bank) continue;
+      v.push_back(refsb(at, g, b));
+      at += static_cast<uint64_t>(t.trrefd);
+    }
+  }
+  v.push_back(refsb(at, bg, bank));
+  return v;
+}
 
 struct NamedTiming {
   const char* label;
@@ -182,6 +201,55 @@ std::vector<RuleCase> rule_cases() {
        [](T, uint64_t gap) {
          return Sequence{{ref(0), ref(gap)}};
        }},
+      // Single-bank refresh (REFSB).
+      {"tRPRefSb", "tRP", C::kPre, C::kRefSb, false, [](T t) -> uint64_t { return t.trp; },
+       [](T t, uint64_t gap) {
+         const uint64_t p = clear_of(t.tras, t.trc, t.trp);
+         return Sequence{
+             {act(0, kBgA, kBankA), pre(p, kBgA, kBankA), refsb(p + gap, kBgA, kBankA)}};
+       }},
+      {"tRCRefSb", "tRC", C::kAct, C::kRefSb, false, [](T t) -> uint64_t { return t.trc; },
+       [](T t, uint64_t gap) {
+         return Sequence{
+             {act(0, kBgA, kBankA), pre(t.tras, kBgA, kBankA), refsb(gap, kBgA, kBankA)}};
+       }},
+      {"tRFCSBAct", "tRFCSB", C::kRefSb, C::kAct, false, [](T t) -> uint64_t { return t.trfcsb; },
+       [](T, uint64_t gap) {
+         return Sequence{{refsb(0, kBgA, kBankA), act(gap, kBgA, kBankA)}};
+       }},
+      // The same bank again, first in the next set.
+      {"tRFCSBRefSb", "tRFCSB", C::kRefSb, C::kRefSb, false,
+       [](T t) -> uint64_t { return t.trfcsb; },
+       [](T t, uint64_t gap) {
+         Sequence s{refsb_set_ending_with(t, 0, kBgA, kBankA)};
+         s.commands.push_back(refsb(s.commands.back().cycle + gap, kBgA, kBankA));
+         return s;
+       }},
+      {"tRFCSBRef", "tRFCSB", C::kRefSb, C::kRef, false, [](T t) -> uint64_t { return t.trfcsb; },
+       [](T, uint64_t gap) {
+         return Sequence{{refsb(0, kBgA, kBankA), ref(gap)}};
+       }},
+      {"tRFCRefSb", "tRFC", C::kRef, C::kRefSb, false, [](T t) -> uint64_t { return t.trfc; },
+       [](T, uint64_t gap) {
+         return Sequence{{ref(0), refsb(gap, kBgA, kBankA)}};
+       }},
+      {"tRREFDRefSb", "tRREFD", C::kRefSb, C::kRefSb, false,
+       [](T t) -> uint64_t { return t.trrefd; },
+       [](T, uint64_t gap) {
+         return Sequence{{refsb(0, kBgA, kBankA), refsb(gap, kBgC, kBankC)}};
+       }},
+      {"tRREFDAct", "tRREFD", C::kRefSb, C::kAct, false, [](T t) -> uint64_t { return t.trrefd; },
+       [](T, uint64_t gap) {
+         return Sequence{{refsb(0, kBgA, kBankA), act(gap, kBgC, kBankC)}};
+       }},
+      {"tRRDLRefSb", "tRRD_L", C::kAct, C::kRefSb, false, [](T t) -> uint64_t { return t.trrd_l; },
+       [](T, uint64_t gap) {
+         return Sequence{{act(0, kBgA, kBankA), refsb(gap, kBgB, kBankB)}};
+       }},
+      {"tRRDSRefSb", "tRRD_S", C::kAct, C::kRefSb, false, [](T t) -> uint64_t { return t.trrd_s; },
+       [](T, uint64_t gap) {
+         return Sequence{{act(0, kBgA, kBankA), refsb(gap, kBgC, kBankC)}};
+       }},
       // The refresh interval: at most 9 x tREFI, from cycle 0 to the first REF and between REFs,
       // checked when a command arrives and at finish().
       {"tREFIFirst", "tREFI", C::kRef, C::kRef, true, [](T t) { return t.max_refresh_gap(); },
@@ -206,6 +274,23 @@ std::vector<RuleCase> rule_cases() {
        [](T t) { return t.max_refresh_gap(); },
        [](T, uint64_t gap) {
          return Sequence{{}, gap};
+       }},
+      // With REFSBs each bank keeps its own interval: a whole set from tREFI, bank A first; the
+      // run ends `gap` after bank A's REFSB.
+      {"tREFIPerBank", "tREFI", C::kRefSb, C::kRefSb, true,
+       [](T t) { return t.max_refresh_gap(); },
+       [](T t, uint64_t gap) {
+         std::vector<HbmCommand> set = refsb_set_ending_with(t, t.trefi, kBgB, kBankB);
+         // bank A first: swap it with the first command's bank
+         for (HbmCommand& c : set) {
+           if (c.bg == kBgA && c.bank == kBankA) {
+             c.bg = set.front().bg;
+             c.bank = set.front().bank;
+           }
+         }
+         set.front().bg = kBgA;
+         set.front().bank = kBankA;
+         return Sequence{set, t.trefi + gap};
        }},
   };
 }
@@ -325,6 +410,8 @@ TEST(HbmTimingChecker, BaselineIsTheDesignBrief) {
   EXPECT_EQ(t.twtr_l, 8);
   EXPECT_EQ(t.trefi, 3900);
   EXPECT_EQ(t.trfc, 260);
+  EXPECT_EQ(t.trfcsb, 160);
+  EXPECT_EQ(t.trrefd, 8);
   EXPECT_EQ(t.burst_cycles, 2);
   EXPECT_EQ(t.burst_bytes(), 32);
   EXPECT_EQ(t.banks(), 16);
@@ -425,6 +512,31 @@ TEST(HbmTimingChecker, RefreshWithOpenBankIsCaught) {
   EXPECT_TRUE(contains(what, "while bg 2 bank 3 is open since ACT at cycle 0")) << what;
 }
 
+TEST(HbmTimingChecker, SingleBankRefreshOfOpenBankIsCaught) {
+  HbmTimingChecker checker;
+  checker.issue(act(0, 2, 3, 0x7));
+  const std::string what = expect_only(checker, refsb(500, 2, 3), "REFSB to open bank");
+  EXPECT_TRUE(contains(what, "row 0x7 is open since ACT at cycle 0 (bg 2 bank 3)")) << what;
+  EXPECT_NO_THROW(checker.issue(refsb(510, 1, 3)));  // another bank, closed: legal
+}
+
+// Each bank takes one REFSB a set of 16; the set after a full one, or after a REF, starts anew.
+TEST(HbmTimingChecker, SecondSingleBankRefreshInASetIsCaught) {
+  const HbmTiming t;
+  HbmTimingChecker checker(t);
+  checker.issue(refsb(0, 1, 2));
+  checker.issue(refsb(100, 3, 0));
+  const std::string what = expect_only(checker, refsb(200, 1, 2), "REFSB set");
+  EXPECT_TRUE(contains(what, "by REFSB at cycle 0 (bg 1 bank 2)")) << what;
+  EXPECT_TRUE(contains(what, "while 14 bank(s) wait")) << what;
+  checker.issue(ref(400));  // all banks refreshed: a new set
+  EXPECT_NO_THROW(checker.issue(refsb(400 + t.trfc, 1, 2)));
+  HbmTimingChecker full(t);
+  for (const HbmCommand& c : refsb_set_ending_with(t, 0, 1, 2)) full.issue(c);
+  EXPECT_NO_THROW(full.issue(refsb(1000, 1, 2)));  // first of the next set
+  expect_only(full, refsb(1000 + t.trfcsb, 1, 2), "REFSB set");
+}
+
 TEST(HbmTimingChecker, CommandsOutOfOrderAreCaught) {
   HbmTimingChecker checker;
   checker.issue(act(10, 0, 1));
@@ -461,6 +573,7 @@ TEST(HbmTimingChecker, TraceHasOneLinePerCommand) {
   EXPECT_EQ(to_string(wr(140, 3, 0, 0)), "140 WR 0 3 0 - 0x0");
   EXPECT_EQ(to_string(pre(160, 1, 2)), "160 PRE 0 1 2 - -");
   EXPECT_EQ(to_string(ref(400)), "400 REF 0 - - - -");
+  EXPECT_EQ(to_string(refsb(410, 1, 2)), "410 REFSB 0 1 2 - -");
 
   HbmTimingChecker checker(HbmTiming{}, 3);
   std::ostringstream trace;
@@ -482,14 +595,17 @@ TEST(HbmTimingChecker, TraceHasOneLinePerCommand) {
 
 // A scheduler written apart from the checker's table: the rules as JEDEC states them pairwise,
 // plus tFAW and tRFC, each command placed at the earliest cycle they allow. Random banks, rows
-// and commands; REFs postponed by a random 1..7 tREFI, the open banks precharged first. It
+// and commands; REFs postponed by a random 1..7 tREFI, the open banks precharged first; REFSBs
+// to random banks not yet refreshed in their set (an open one precharged first), sometimes
+// straight after a REF, before one, or to the same bank again first in the next set. It
 // counts, per rule, the commands it placed exactly at that rule's minimum.
 class LegalScheduler {
  public:
   LegalScheduler(const HbmTiming& t, uint64_t seed) : t_(t), rng_(seed), open_(t.banks(), false) {
     const int wde = t.cwl + t.burst_cycles;
     window_ = std::max({t.trcd, t.tras, t.trc, t.trp, wde + t.twr, t.trtp, t.tccd_s, t.tccd_l,
-                        t.trrd_s, t.trrd_l, wde + t.twtr_s, wde + t.twtr_l, t.tfaw}) +
+                        t.trrd_s, t.trrd_l, wde + t.twtr_s, wde + t.twtr_l, t.tfaw, t.trfcsb,
+                        t.trrefd}) +
               1;
     plan_refresh(0);
   }
@@ -503,7 +619,19 @@ class LegalScheduler {
     if (c.cmd == HbmCmd::kRef) {
       last_ref_ = c;
       plan_refresh(c.cycle);
-      pull_in_ref_ = rng_() % 4 == 0;  // sometimes a second REF straight after
+      const int r = static_cast<int>(rng_() % 8);
+      pull_in_ref_ = r < 2;      // sometimes a second REF straight after
+      refsb_after_ref_ = r == 2;  // or a REFSB
+      in_set_ = 0;
+      set_size_ = 0;
+    }
+    if (c.cmd == HbmCmd::kRefSb) {
+      in_set_ |= 1u << index(c);
+      if (++set_size_ == t_.banks()) {
+        in_set_ = 0;
+        set_size_ = 0;
+        if (rng_() % 2 == 0) again_ = index(c);  // the same bank first in the next set
+      }
     }
     history_.push_back(c);
     return c;
@@ -524,17 +652,52 @@ class LegalScheduler {
     refresh_due_ = from + (1 + rng_() % 7) * static_cast<uint64_t>(t_.trefi);
   }
 
+  // A REFSB to bank i (a PRE first if it is open; the REFSB follows it).
+  HbmCommand refresh_bank(int i) {
+    const int bg = i / t_.banks_per_group, bank = i % t_.banks_per_group;
+    if (open_[i]) {
+      refsb_next_ = i;
+      return pre(0, bg, bank);
+    }
+    return refsb(0, bg, bank);
+  }
+  // A random bank this set has not refreshed.
+  int unrefreshed_bank() {
+    int i = static_cast<int>(rng_() % t_.banks());
+    while (in_set_ & (1u << i)) i = (i + 1) % t_.banks();
+    return i;
+  }
+
   HbmCommand choose() {
     if (pull_in_ref_) {
       pull_in_ref_ = false;
       return ref(0);
     }
+    if (refsb_next_ >= 0) {
+      const int i = refsb_next_;
+      refsb_next_ = -1;
+      return refresh_bank(i);
+    }
+    if (again_ >= 0) {
+      const int i = again_;
+      again_ = -1;
+      return refresh_bank(i);
+    }
+    if (refsb_after_ref_) {
+      refsb_after_ref_ = false;
+      return refresh_bank(unrefreshed_bank());
+    }
     if (!history_.empty() && history_.back().cycle >= refresh_due_) {
       for (int i = 0; i < t_.banks(); ++i) {
         if (open_[i]) return pre(0, i / t_.banks_per_group, i % t_.banks_per_group);
       }
+      // Sometimes a REFSB just before the REF.
+      if (history_.back().cmd != HbmCmd::kRefSb && rng_() % 2 == 0) {
+        return refresh_bank(unrefreshed_bank());
+      }
       return ref(0);
     }
+    if (rng_() % 100 < 5) return refresh_bank(unrefreshed_bank());
     const int i = static_cast<int>(rng_() % t_.banks());
     const int bg = i / t_.banks_per_group, bank = i % t_.banks_per_group;
     const uint32_t col = static_cast<uint32_t>(rng_() % t_.columns_per_row());
@@ -553,16 +716,29 @@ class LegalScheduler {
           {std::string(rule) + " " + to_string(p.cmd) + "->" + to_string(n.cmd), p.cycle + gap});
     };
     if (p.cmd == K::kRef) {
-      if (n.cmd == K::kAct || n.cmd == K::kRef) add("tRFC", t_.trfc);
+      if (n.cmd == K::kAct || n.cmd == K::kRef || n.cmd == K::kRefSb) add("tRFC", t_.trfc);
       return;
     }
     if (n.cmd == K::kRef) {
       if (p.cmd == K::kPre) add("tRP", t_.trp);
+      if (p.cmd == K::kRefSb) add("tRFCSB", t_.trfcsb);
       return;
     }
     const bool same_bg = p.bg == n.bg;
     const bool same_bank = same_bg && p.bank == n.bank;
     const int wde = t_.cwl + t_.burst_cycles;
+    // A REFSB: the refreshed bank is busy tRFCSB; any bank waits tRREFD for ACT or REFSB.
+    if (p.cmd == K::kRefSb && (n.cmd == K::kAct || n.cmd == K::kRefSb)) {
+      add("tRREFD", t_.trrefd);
+      if (same_bank) add("tRFCSB", t_.trfcsb);
+    }
+    // Before a REFSB: its bank precharged (tRP) and tRC after its last ACT; tRRD after any ACT.
+    if (n.cmd == K::kRefSb) {
+      if (same_bank && p.cmd == K::kPre) add("tRP", t_.trp);
+      if (same_bank && p.cmd == K::kAct) add("tRC", t_.trc);
+      if (p.cmd == K::kAct) same_bg ? add("tRRD_L", t_.trrd_l) : add("tRRD_S", t_.trrd_s);
+      return;
+    }
     if (same_bank) {
       if (p.cmd == K::kAct && (n.cmd == K::kRd || n.cmd == K::kWr)) add("tRCD", t_.trcd);
       if (p.cmd == K::kAct && n.cmd == K::kPre) add("tRAS", t_.tras);
@@ -609,6 +785,11 @@ class LegalScheduler {
   uint64_t refresh_due_ = 0;
   int window_ = 0;
   bool pull_in_ref_ = false;
+  bool refsb_after_ref_ = false;
+  int refsb_next_ = -1;  // a bank just precharged for its REFSB
+  int again_ = -1;       // the last bank of a set, to refresh first in the next
+  uint32_t in_set_ = 0;  // banks this set of REFSBs has refreshed
+  int set_size_ = 0;
   std::map<std::string, int> at_minimum_;
 };
 

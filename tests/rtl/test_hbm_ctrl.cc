@@ -3,8 +3,9 @@
 // through the timing checker and the data-timing rules, so any protocol bug throws and fails the
 // test. A scoreboard checks that every read returns the data of the last write accepted before
 // it and that responses of one id come back in request order; random traffic from several
-// masters (ids), with and without back-pressure and request gaps; a run over several refresh
-// intervals counts REFs; a sequential read stream reports its bandwidth as a fraction of peak.
+// masters (ids), with and without back-pressure and request gaps; runs over several refresh
+// intervals count the refreshes (single-bank at the defaults, all-bank under the distinct
+// timing); a sequential read stream reports its bandwidth as a fraction of peak.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -129,6 +130,9 @@ class HbmCtrlBench : public ::testing::Test {
       cmds_.push_back({sim_.cycle(), in.cmd, in.bg, in.bank, in.row});
     }
     if (in.cmd_valid && in.cmd == hbm::HbmCmd::kRef) ref_cycles_.push_back(sim_.cycle());
+    if (in.cmd_valid && in.cmd == hbm::HbmCmd::kRefSb) {
+      refsb_.push_back({sim_.cycle(), in.bg * timing_.banks_per_group + in.bank});
+    }
     const hbm::HbmPinsOut out = dev_.step(sim_.cycle(), in);  // throws on any violation
     m.rdata_valid_i = out.rdata_valid;
     for (int k = 0; k < hbm::kBeatBytes; ++k) put_elem<8>(m.rdata_i, k, out.rdata[k]);
@@ -251,7 +255,8 @@ class HbmCtrlBench : public ::testing::Test {
     std::cout << "streaming read: " << bursts << " bursts in " << (last - first)
               << " cycles = " << bytes / static_cast<double>(last - first)
               << " B/cycle, fraction of peak (16 B/cycle) = " << fraction << " (ACT "
-              << cmd_count_[0] << ", PRE " << cmd_count_[3] << ", REF " << cmd_count_[4] << ")\n";
+              << cmd_count_[0] << ", PRE " << cmd_count_[3] << ", REF " << cmd_count_[4]
+              << ", REFSB " << cmd_count_[5] << ")\n";
     return fraction;
   }
 
@@ -314,6 +319,11 @@ class HbmCtrlBench : public ::testing::Test {
   uint64_t cmd_count_[8] = {};
   uint64_t stalled_ = 0;  // cycles a presented request was not accepted
   std::vector<uint64_t> ref_cycles_;
+  struct RefSb {
+    uint64_t cycle;
+    int bank;  // bg * banks_per_group + bank
+  };
+  std::vector<RefSb> refsb_;
 };
 
 // The controller at its defaults (the brief's timing).
@@ -468,16 +478,55 @@ TEST_F(HbmCtrl, WriteRowOpenedWhileReadsStream) {
   EXPECT_LE(gap, static_cast<uint64_t>(t.cl + 2 - t.cwl + 2));
 }
 
-TEST_F(HbmCtrl, RefreshDuringTraffic) {
+// At the defaults the controller refreshes one bank at a time: 16 REFSBs owed every tREFI,
+// each bank once a set (the device's checker enforces the set and tRFCSB/tRREFD). Under random
+// traffic over every bank, banks with queued requests wait until RefUrgent (32) REFSBs are owed,
+// so the REFSBs may lag the timer by up to two sets, never more: each bank's refreshes stay
+// within 4 x tREFI of each other (two sets plus the lag), well inside the 9 x tREFI limit.
+TEST_F(HbmCtrl, SingleBankRefreshDuringTraffic) {
+  const hbm::HbmTiming& t = timing_;
+  random_traffic(5 * t.trefi + 1000, 4, 90, 90);
+  const uint64_t end = sim_.cycle();
+  const uint64_t owed = 16 * ((end - 1) / t.trefi);  // the timer's wraps up to the end
+  std::cout << refsb_.size() << " REFSBs of " << owed << " owed by cycle " << end << ", "
+            << ref_cycles_.size() << " REFs\n";
+  EXPECT_TRUE(ref_cycles_.empty()) << "an all-bank REF with single-bank refresh";
+  EXPECT_LE(refsb_.size(), owed);
+  EXPECT_GE(refsb_.size() + 32, owed);
+  std::vector<uint64_t> last(16, 0);
+  for (const RefSb& r : refsb_) {
+    EXPECT_LE(r.cycle - last[static_cast<size_t>(r.bank)], 4u * t.trefi)
+        << "bank " << r.bank << " at cycle " << r.cycle;
+    last[static_cast<size_t>(r.bank)] = r.cycle;
+  }
+}
+
+// The distinct timing's build refreshes all banks at once (RefPerBank = 0): a REF every tREFI,
+// never postponed beyond the REF's own wait for the banks to close.
+TEST_F(HbmCtrlAlt, RefreshDuringTraffic) {
   const hbm::HbmTiming& t = timing_;
   random_traffic(3 * t.trefi + 1000, 4, 90, 90);
   std::cout << "REF at cycles:";
   for (uint64_t c : ref_cycles_) std::cout << " " << c;
   std::cout << "\n";
+  EXPECT_TRUE(refsb_.empty());
   EXPECT_GE(ref_cycles_.size(), 3u);
   for (size_t i = 1; i < ref_cycles_.size(); ++i) {
     EXPECT_LE(ref_cycles_[i] - ref_cycles_[i - 1], static_cast<uint64_t>(t.trefi + t.trfc));
   }
+}
+
+// A sequential stream over many refresh intervals: an all-bank REF every tREFI stops the data
+// bus for at least tRFC (then the banks reopen), so with REFs a stream could reach at most
+// 1 - tRFC / tREFI of the peak (0.933). Refreshing the banks the stream is not using, one at a
+// time, keeps it above that ceiling.
+TEST_F(HbmCtrl, SingleBankRefreshKeepsAStreamAboveTheAllBankCeiling) {
+  const hbm::HbmTiming& t = timing_;
+  const double fraction = stream_reads(40000);
+  const double ceiling = 1.0 - static_cast<double>(t.trfc) / t.trefi;
+  std::cout << "all-bank refresh ceiling " << ceiling << "\n";
+  EXPECT_GE(refsb_.size(), 16u * (sim_.cycle() / t.trefi) - 32);
+  EXPECT_GT(fraction, ceiling);
 }
 
 // Two ids each read a sequence that alternates between two rows of one bank (a row-hit

@@ -753,8 +753,9 @@ TEST_F(TrainTool, ConvModelTrainsBitIdenticallyOnRtlAndExportsItsLayers) {
       ++phases;
     }
     EXPECT_GE(phases, 8u);
-    EXPECT_LE(refs, step_cycles / 3900 + 1) << report;
-    EXPECT_GE(refs + 1, step_cycles / 3900) << report;
+    // 16 single-bank refreshes a tREFI (a set owed at the doorbell), at most 32 behind
+    EXPECT_LE(refs, 16 * (step_cycles / 3900 + 1)) << report;
+    EXPECT_GE(refs + 32, 16 * (step_cycles / 3900)) << report;
   }
   const std::string manifest = read_file(path("cf/weights/manifest.json"));
   for (const char* want : {"tessera-sequential-weights-1", "\"input_shape\": [28, 28, 1]",
