@@ -223,11 +223,12 @@ module tpu_seq #(
           rows      = N;
           too_many  = tiles_q != '0;                    // one tile may wait for its MXU.MM
         end else begin
-          illegal  = w0[31:9] != '0 || w3[15:0] == '0;
+          // w0[23:16]: acc_stride - 1 (output row t to ACC row acc_row + t acc_stride)
+          illegal  = w0[31:24] != '0 || w0[15:9] != '0 || w3[15:0] == '0;
           rows     = {16'd0, w3[15:0]};
           acc_row  = {16'd0, w3[31:16]};
           no_tiles = tiles_q == '0;
-          acc_bad  = acc_row + rows > AccRows;
+          acc_bad  = acc_row + (rows - 32'd1) * (32'(w0[23:16]) + 32'd1) + 32'd1 > AccRows;
           acc_bad_row = (acc_row >= AccRows) ? acc_row : AccRows;
         end
         // rows at w1 + t * w2 (w2 signed), each 2N bytes, 2N-aligned, inside the UB

@@ -56,7 +56,8 @@ module tpu_mxu_unit #(
   // activity
   output logic                     mac_row_o          // a row entered the array: N*N MACs
 );
-  localparam int unsigned TagW = AccAddrW + 1;       // activation rows: {acc_mode, acc_row}
+  // activation rows: {acc_stride - 1, acc_mode, acc_row}
+  localparam int unsigned TagW = 8 + AccAddrW + 1;
 
   // ---------------------------------------------------------------- decode
   logic [7:0]  opc;
@@ -116,7 +117,7 @@ module tpu_mxu_unit #(
     .cmd_addr_i   (w1[UbAddrW-1:0]),
     .cmd_stride_i (w2[UbAddrW-1:0]),
     .cmd_rows_i   (w3[15:0]),
-    .cmd_tag_i    ({w0[8], w3[16 +: AccAddrW]}),
+    .cmd_tag_i    ({w0[23:16], w0[8], w3[16 +: AccAddrW]}),
     .rd_req_o     (a_req),
     .rd_addr_o    (a_addr),
     .rd_gnt_i     (a_gnt),
@@ -213,7 +214,9 @@ module tpu_mxu_unit #(
   logic                mxu_busy, a_fire;
   logic [AccAddrW-1:0] a_acc_addr;
 
-  assign a_acc_addr = a_row_tag[AccAddrW-1:0] + AccAddrW'(a_row_idx);
+  // row t of an MXU.MM goes to ACC row acc_row + t acc_stride (the sequencer checked the range)
+  assign a_acc_addr = a_row_tag[AccAddrW-1:0] +
+                      AccAddrW'(a_row_idx * (16'(a_row_tag[AccAddrW+1 +: 8]) + 16'd1));
   assign a_fire     = a_row_valid && a_row_ready;
   assign mac_row_o  = a_fire;
 
@@ -248,7 +251,7 @@ module tpu_mxu_unit #(
   // bits (zero), the high address/stride bits (the sequencer checked the range), the weight
   // reader's row index and tag.
   logic unused_fields;
-  assign unused_fields = ^{w0[31:9], w1[31:UbAddrW], w2[31:UbAddrW], w3[31:16+AccAddrW],
+  assign unused_fields = ^{w0[31:24], w0[15:9], w1[31:UbAddrW], w2[31:UbAddrW], w3[31:16+AccAddrW],
                            w_row_idx[15:RowIdxW]};
 
   `TPU_ASSERT_IMPLIES(OnlyMxuInstructions, instr_valid_i, (is_ldw || is_mm))

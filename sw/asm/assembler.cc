@@ -164,7 +164,7 @@ const std::vector<MnemonicSpec>& mnemonics() {
       {"dma.loop", Opcode::kDmaLoop, 6, 6, "walk, pair, c0, s0, c1, s1"},
       {"dma.copy", Opcode::kDmaCopy, 5, 6, "src_space, dst_space, e, src, dst [, next|prev]"},
       {"mxu.ldw", Opcode::kMxuLdw, 2, 3, "addr, stride [, t]"},
-      {"mxu.mm", Opcode::kMxuMm, 5, 5, "acc_mode, addr, stride, rows, acc_row"},
+      {"mxu.mm", Opcode::kMxuMm, 5, 6, "acc_mode, addr, stride, rows, acc_row [, acc_stride]"},
       {"vpu.ld", Opcode::kVpuLd, 3, 4, "kind, vd, addr [, step]"},
       {"vpu.st", Opcode::kVpuSt, 3, 4, "kind, vs, addr [, step]"},
       {"vpu.op", Opcode::kVpuOp, 5, 6, "funct, vd, va, vb, vc [, imm]"},
@@ -304,6 +304,8 @@ void assemble_line(const std::string& raw, int line_no, const AsmOptions& opt,
       i.stride = p.s32(ops[2], "stride");
       i.rows = static_cast<uint16_t>(p.number(ops[3], 1, 65535, "rows"));
       i.acc_row = static_cast<uint16_t>(p.number(ops[4], 0, 65535, "acc_row"));
+      if (ops.size() == 6)
+        i.acc_stride = static_cast<uint16_t>(p.number(ops[5], 1, 256, "acc_stride"));
       break;
     case Opcode::kVpuLd:
     case Opcode::kVpuSt: {
@@ -442,7 +444,8 @@ std::string disassemble(const Instruction& i) {
       return m + " " + hex(i.addr) + ", " + dec(i.stride) + (i.transpose ? ", t" : "");
     case Opcode::kMxuMm:
       return m + " " + kAccModes[static_cast<int>(i.acc_mode)] + ", " + hex(i.addr) + ", " +
-             dec(i.stride) + ", " + dec(i.rows) + ", " + dec(i.acc_row);
+             dec(i.stride) + ", " + dec(i.rows) + ", " + dec(i.acc_row) +
+             (i.acc_stride != 1 ? ", " + dec(i.acc_stride) : std::string());
     case Opcode::kVpuLd:
     case Opcode::kVpuSt:
       return m + " " + kKinds[static_cast<int>(i.kind)] + ", " +

@@ -75,7 +75,7 @@ void emit_bias_relu(ProgramBuilder& b, const Block& k, uint32_t ub_bias, bool re
   for (uint32_t c = 0; c < k.ct; ++c) {
     b.vpu_ld(kF32, 4, ub_bias + (k.c0 + c) * row4n);
     for (uint32_t r = 0; r < k.rows; ++r) {
-      b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
+      b.vpu_ld(kAcc, 3, k.acc(r, c));
       b.vpu_op(Fn::kAdd, 3, 3, 4);
       if (relu) b.vpu_op(Fn::kMax, 3, 3, 0);
       b.vpu_st(kBf16, 3, k.scratch + r * pitch + c * row2n);
@@ -767,7 +767,7 @@ void DenseStackStep::compile() {
                  b.vpu_op(Fn::kIAdd, 5, 5, 7);
                  emit_hash(b, 5, 7, 9);
                  for (uint32_t c = 0; c < k.ct; ++c) {
-                   b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
+                   b.vpu_ld(kAcc, 3, k.acc(r, c));
                    b.vpu_ld(kF32, 4, ub_bias + (k.c0 + c) * row4n);
                    b.vpu_op(Fn::kAdd, 3, 3, 4);
                    b.vpu_op(Fn::kMax, 3, 3, 0);
@@ -829,7 +829,7 @@ void DenseStackStep::compile() {
              }
              // z = acc + b, masked to -inf beyond the classes; running max in V3
              for (uint32_t c = 0; c < Cc; ++c) {
-               b.vpu_ld(kAcc, 7, k.acc0 + c * k.R + k.ar0 + r);
+               b.vpu_ld(kAcc, 7, k.acc(r, c));
                b.vpu_ld(kF32, 8, ub_bias + c * row4n);
                b.vpu_op(Fn::kAdd, 7, 7, 8);
                b.vpu_ld(kF32, 8, ub_consts + (Cc + c) * row4n);
@@ -958,16 +958,20 @@ void DenseStackStep::compile() {
         b.signal(isa::Unit::kDma);
         return;
       }
-      if (adam) {  // vector j = (r, c) column by column: r = j % rows, c = j / rows (the
-                   // ACC and UB addresses step evenly down a column: one REPEAT each)
-        auto elem = [&](uint32_t j) { return (j % k.rows) * cn + (j / k.rows) * N; };
+      if (adam) {  // vector j = (r, c): with the ACC's tiles interleaved row by row (r = j / ct,
+                   // c = j % ct: the ACC, UB and bf16 addresses all step evenly through the
+                   // piece, one REPEAT), else column by column (r = j % rows, c = j / rows:
+                   // they step evenly down a column, one REPEAT each)
+        auto row = [&](uint32_t j) { return k.interleaved ? j / k.ct : j % k.rows; };
+        auto col = [&](uint32_t j) { return k.interleaved ? j % k.ct : j / k.rows; };
+        auto elem = [&](uint32_t j) { return row(j) * cn + col(j) * N; };
         auto at = [&](uint32_t j) {  // byte offset of vector j's w (m, v: um, uv instead of uw)
-          return S > 1 ? ((j % k.rows) * k.ct + j / k.rows) * S * row4n : elem(j) * 4;
+          return S > 1 ? (row(j) * k.ct + col(j)) * S * row4n : elem(j) * 4;
         };
         emit_adam_pipelined(
             b, ar, k.rows * k.ct,
             [&](uint32_t j, int g, int m, int v) {
-              b.vpu_ld(kAcc, g, k.acc0 + (j / k.rows) * k.R + k.ar0 + j % k.rows);
+              b.vpu_ld(kAcc, g, k.acc(row(j), col(j)));
               b.vpu_ld(kF32, m, um + at(j));
               b.vpu_ld(kF32, v, uv + at(j));
             },
@@ -984,7 +988,7 @@ void DenseStackStep::compile() {
       for (uint32_t r = 0; !adam && r < k.rows; ++r)
         for (uint32_t c = 0; c < k.ct; ++c) {
           const uint32_t e = r * cn + c * N, at = S > 1 ? (r * k.ct + c) * S * row4n : e * 4;
-          b.vpu_ld(kAcc, ar.g, k.acc0 + c * k.R + k.ar0 + r);
+          b.vpu_ld(kAcc, ar.g, k.acc(r, c));
           b.vpu_ld(kF32, ar.w, uw + at);
           b.vpu_ld(kF32, ar.m, um + at);
           // SGD: m (velocity) = mu m - lr g; w += velocity
@@ -1048,7 +1052,7 @@ void DenseStackStep::compile() {
           const uint64_t off = uint64_t{k.r0} * P[l - 1] + k.c0 * N;
           for (uint32_t r = 0; r < k.rows; ++r)
             for (uint32_t c = 0; c < k.ct; ++c) {
-              b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
+              b.vpu_ld(kAcc, 3, k.acc(r, c));
               if (relu) {
                 b.vpu_ld(kBf16, 4, xs + r * pitch + c * row2n);
                 b.vpu_op(Fn::kCmpLt, 4, 0, 4);
@@ -1087,6 +1091,7 @@ void DenseStackStep::compile() {
       dw.epi_row_bytes = upd_bytes;
       dw.epi_buffers = 2;
       dw.interleave = true;
+      dw.acc_interleave = true;
       note(emit_matmul(
           b, dw, arena_lo, arena_hi, chip_.acc_rows,
           {[&](const Block& k) { update(true, k, R, P[l - 1]); },
@@ -1170,7 +1175,7 @@ void DenseStackStep::compile() {
           const uint32_t valid = std::min(k.ct * N, C - k.c0 * N);
           for (uint32_t r = 0; r < k.rows; ++r)
             for (uint32_t c = 0; c < k.ct; ++c) {
-              b.vpu_ld(kAcc, 3, k.acc0 + c * k.R + k.ar0 + r);
+              b.vpu_ld(kAcc, 3, k.acc(r, c));
               if (prev_relu) {
                 b.vpu_ld(kBf16, 4, xs + r * pitch + c * row2n);
                 b.vpu_op(Fn::kCmpLt, 4, 0, 4);
@@ -1239,6 +1244,7 @@ void DenseStackStep::compile() {
       dw.Kt = op.Mpad / N;
       dw.w_by_column = false;
       dw.epi_row_bytes = upd_bytes;
+      dw.acc_interleave = true;
       const uint32_t K = xmap.cols();
       if (by_taps) {  // [d W; d b] = [patches(x) ones]^T dz: rows the taps and a ones row
         dw.M = K + 1;

@@ -235,7 +235,10 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
         for (uint32_t kt = 0; kt < kg; ++kt)
           for (uint32_t c = 0; c < k.ct; ++c) {
             load_weight_tile(b, op, wbuf[i], kt, c, KGN, CT);
-            b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c * R);
+            if (op.acc_interleave)
+              b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c, k.ct);
+            else
+              b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c * R);
           }
         b.signal(isa::Unit::kMxu);
       });
@@ -257,7 +260,8 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
     for (size_t k = 0; k < blocks.size(); ++k)
       for (uint32_t p0 = 0; p0 < blocks[k].rows; p0 += PR, ++piece)
         pieces[k].push_back({blocks[k].r0 + p0, std::min(PR, blocks[k].rows - p0), blocks[k].c0,
-                             blocks[k].ct, R, scratch[piece % nbuf], blocks[k].acc0, p0});
+                             blocks[k].ct, R, scratch[piece % nbuf], blocks[k].acc0, p0,
+                             op.acc_interleave});
   }
   // the stream's loads in order: (block, piece), issued `nbuf - 1` pieces ahead of the runs
   size_t lk = 0, li = 0;

@@ -32,6 +32,11 @@ struct Matmul {
   // Spread the next row block's matmul between this block's epilogue pieces instead of emitting
   // it whole before them (for epilogues heavy on the DMA and VPU: the optimizer's)
   bool interleave = false;
+  // The block's column tiles interleaved in the ACC: tile c's row r at acc0 + r ct + c (MXU.MM
+  // acc_stride ct), so an epilogue walking the piece row by row, tile by tile, reads
+  // consecutive ACC rows, as its UB rows (one REPEAT a piece: the optimizer's); else tile c's
+  // rows are consecutive at acc0 + c R.
+  bool acc_interleave = false;
   // An operand gathered by the caller instead of read from HBM rows (a convolution's, from
   // its map): fills the UB rows `pitch` bytes apart with operand[r0 + r][c0 + j], r < rows,
   // j < cols. A's operand is A; the weights' (w_by_column false) has a row per contraction
@@ -48,12 +53,16 @@ struct Matmul {
   uint32_t a_run = 0, w_run = 0;
 };
 // The epilogue of a piece of one (row block, column group): rows r0 .. r0 + rows of the output
-// (ar0 .. ar0 + rows of the block); the ACC row of (piece row r, tile c) is
-// acc0 + c * R + ar0 + r.
+// (ar0 .. ar0 + rows of the block); the ACC row of (piece row r, tile c) is acc(r, c):
+// acc0 + c * R + ar0 + r, or with the tiles interleaved acc0 + (ar0 + r) * ct + c.
 struct Block {
   uint32_t r0, rows, c0, ct, R;
   uint32_t scratch;  // UB: epi_row_bytes x rows x ct bytes (pieces alternate two buffers)
   uint32_t acc0, ar0;
+  bool interleaved = false;  // Matmul::acc_interleave
+  uint32_t acc(uint32_t r, uint32_t c) const {
+    return interleaved ? acc0 + (ar0 + r) * ct + c : acc0 + c * R + ar0 + r;
+  }
 };
 // An epilogue in two parts, software-pipelined by emit_matmul: `load` (DMA into the piece's
 // scratch; may be empty) is emitted Matmul::epi_buffers - 1 pieces ahead of `run` (VPU from

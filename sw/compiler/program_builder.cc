@@ -190,17 +190,21 @@ void ProgramBuilder::mxu_ldw(uint32_t addr, int32_t stride, bool transpose) {
 }
 
 void ProgramBuilder::mxu_mm(bool accumulate, uint32_t addr, int32_t stride, uint32_t rows,
-                            uint32_t acc_row) {
+                            uint32_t acc_row, uint32_t acc_stride) {
   const uint64_t row = 2ull * n_;
   Footprint a{
       Footprint::Space::kUb, addr,
       static_cast<uint64_t>(static_cast<int64_t>(addr) + int64_t{stride} * (rows - 1)) + row,
       false};
   check_ub(a.lo, a.hi, "MXU.MM");
-  if (acc_row + rows > acc_rows_) throw std::logic_error("compiler: MXU.MM ACC rows out of range");
-  Footprint acc{Footprint::Space::kAcc, acc_row, acc_row + rows, true};
+  if (acc_stride < 1 || acc_stride > 256)
+    throw std::logic_error("compiler: MXU.MM acc_stride outside 1..256");
+  // the rows written: acc_row + t acc_stride (the footprint covers the rows between as well)
+  const uint64_t acc_end = uint64_t{acc_row} + uint64_t{rows - 1} * acc_stride + 1;
+  if (acc_end > acc_rows_) throw std::logic_error("compiler: MXU.MM ACC rows out of range");
+  Footprint acc{Footprint::Space::kAcc, acc_row, acc_end, true};
   std::vector<Footprint> fp{a, acc};
-  if (accumulate) fp.push_back({Footprint::Space::kAcc, acc_row, acc_row + rows, false});
+  if (accumulate) fp.push_back({Footprint::Space::kAcc, acc_row, acc_end, false});
   Instruction i;
   i.op = isa::Opcode::kMxuMm;
   stats_.mxu_rows += rows;
@@ -209,6 +213,7 @@ void ProgramBuilder::mxu_mm(bool accumulate, uint32_t addr, int32_t stride, uint
   i.stride = stride;
   i.rows = static_cast<uint16_t>(rows);
   i.acc_row = static_cast<uint16_t>(acc_row);
+  i.acc_stride = static_cast<uint16_t>(acc_stride);
   emit(i, Unit::kMxu, fp);
 }
 

@@ -61,7 +61,9 @@ class ProgramBuilder {
   void dma_copy(const DmaWalk& src, const DmaWalk& dst, int e);
   // MXU
   void mxu_ldw(uint32_t addr, int32_t stride, bool transpose = false);  // transpose: W = rows^T
-  void mxu_mm(bool accumulate, uint32_t addr, int32_t stride, uint32_t rows, uint32_t acc_row);
+  // Output row t to ACC row acc_row + t acc_stride (1: consecutive rows).
+  void mxu_mm(bool accumulate, uint32_t addr, int32_t stride, uint32_t rows, uint32_t acc_row,
+              uint32_t acc_stride = 1);
   // VPU
   void vpu_ld(isa::Kind kind, int vd, uint32_t addr);
   void vpu_st(isa::Kind kind, int vs, uint32_t addr);

@@ -602,7 +602,9 @@ bool FunctionalModel::exec_mxu(uint64_t pc, const Instruction& i, const isa::Wor
     tiles_.push_back(std::move(tile));
     return false;
   }
-  if (static_cast<uint64_t>(i.acc_row) + i.rows > config_.acc_rows) {
+  // the last row's ACC row: acc_row + (rows - 1) acc_stride
+  if (static_cast<uint64_t>(i.acc_row) + uint64_t{i.rows - 1u} * i.acc_stride + 1 >
+      config_.acc_rows) {
     fault_ = {isa::FAULT_ACC_RANGE, std::max<uint64_t>(i.acc_row, config_.acc_rows), 0};
     return true;
   }
@@ -619,7 +621,7 @@ bool FunctionalModel::exec_mxu(uint64_t pc, const Instruction& i, const isa::Wor
   mxu_tile_matmul(n, i.rows, a.data(), w.data(), c.data());
   bool noted = false;
   for (uint32_t t = 0; t < i.rows; ++t) {
-    const uint32_t row = i.acc_row + t;
+    const uint32_t row = i.acc_row + t * i.acc_stride;
     uint32_t* dst = &acc_[static_cast<size_t>(row) * n];
     if (i.acc_mode == isa::AccMode::kAcc) note_acc_read(pc, row, r, noted);
     for (int col = 0; col < n; ++col) {

@@ -50,7 +50,7 @@ FieldMasks field_masks(Opcode op) {
     case Opcode::kMxuLdw:
       return {{0x1FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
     case Opcode::kMxuMm:
-      return {{0x1FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}};
+      return {{0xFF01FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}};
     case Opcode::kVpuLd:
       return {{0xF03FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
     case Opcode::kVpuSt:
@@ -173,9 +173,9 @@ bool Instruction::operator==(const Instruction& o) const {
          src_space == o.src_space && dst_space == o.dst_space && elem_bytes == o.elem_bytes &&
          src == o.src && dst == o.dst && acc_mode == o.acc_mode && transpose == o.transpose &&
          addr == o.addr && stride == o.stride && rows == o.rows && acc_row == o.acc_row &&
-         kind == o.kind && funct == o.funct && vd == o.vd && vs == o.vs && va == o.va &&
-         vb == o.vb && vc == o.vc && imm == o.imm && remote == o.remote && link == o.link &&
-         count == o.count && len == o.len && step == o.step;
+         acc_stride == o.acc_stride && kind == o.kind && funct == o.funct && vd == o.vd &&
+         vs == o.vs && va == o.va && vb == o.vb && vc == o.vc && imm == o.imm &&
+         remote == o.remote && link == o.link && count == o.count && len == o.len && step == o.step;
 }
 
 Words encode(const Instruction& i) {
@@ -222,7 +222,8 @@ Words encode(const Instruction& i) {
       w[2] = static_cast<uint32_t>(i.stride);
       break;
     case Opcode::kMxuMm:
-      w[0] |= (static_cast<uint32_t>(i.acc_mode) & 1u) << 8;
+      w[0] |= (static_cast<uint32_t>(i.acc_mode) & 1u) << 8 |
+              ((static_cast<uint32_t>(i.acc_stride) - 1u) & 0xFFu) << 16;
       w[1] = i.addr;
       w[2] = static_cast<uint32_t>(i.stride);
       w[3] = static_cast<uint32_t>(i.rows) | static_cast<uint32_t>(i.acc_row) << 16;
@@ -356,6 +357,7 @@ Decoded decode(const Words& w, uint32_t n) {
       i.stride = static_cast<int32_t>(w[2]);
       i.rows = static_cast<uint16_t>(bits(w[3], 15, 0));
       i.acc_row = static_cast<uint16_t>(bits(w[3], 31, 16));
+      i.acc_stride = static_cast<uint16_t>(bits(w[0], 23, 16) + 1);
       if (i.rows == 0) return range("rows is 0 (1..65535)");
       break;
     case Opcode::kVpuLd:

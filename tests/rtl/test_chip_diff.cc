@@ -205,6 +205,11 @@ class ProgramGen {
             i.rows = static_cast<uint16_t>(2 + rng_() % 10);
             i.acc_row =
                 static_cast<uint16_t>(kAccRows - 1 - rng_() % (i.rows - 1) + rng_() % 2 * 8);
+            if (rng_() % 2) {  // strided: the last row, acc_row + (rows - 1) acc_stride, is out
+              i.acc_stride = static_cast<uint16_t>(2 + rng_() % 3);
+              i.acc_row = static_cast<uint16_t>(kAccRows - (i.rows - 1) * i.acc_stride +
+                                                rng_() % (i.rows - 1) * i.acc_stride);
+            }
             break;
         }
         emit(i);
@@ -612,6 +617,8 @@ class ProgramGen {
   bool mxu_mm(bool finish) {
     for (int attempt = 0; attempt < 30; ++attempt) {
       int64_t rows = 1 + rng_() % 12, stride = 8 * (static_cast<int64_t>(rng_() % 5) - 1);
+      // A quarter of the MMs write every 2nd to 4th ACC row (acc_stride).
+      int64_t astride = rng_() % 4 == 0 ? 2 + static_cast<int64_t>(rng_() % 3) : 1;
       // Half the time onto a run of written ACC rows (so that accumulating is allowed).
       int64_t acc_start = -1;
       if (acc_written_.any() && rng_() % 2) {
@@ -621,8 +628,13 @@ class ProgramGen {
         while (acc_start + run < acc_hi_ && acc_written_[acc_start + run]) ++run;
         rows = 1 + rng_() % std::min<int64_t>(12, run);
       }
+      if (acc_start >= 0) {
+        rows = std::min<int64_t>(rows, (acc_hi_ - 1 - acc_start) / astride + 1);
+      } else {
+        rows = std::min<int64_t>(rows, (acc_hi_ - 1) / astride + 1);
+      }
       int64_t first = near_written(8) - static_cast<int64_t>(rng_() % rows) * stride;
-      if (finish && attempt > 20) rows = 1, stride = 8, first = tile_addr_;
+      if (finish && attempt > 20) rows = 1, stride = 8, first = tile_addr_, astride = 1;
       Footprint f;
       bool ok = true;
       for (int64_t t = 0; t < rows && ok; ++t) {
@@ -631,13 +643,13 @@ class ProgramGen {
         for (int b = 0; ok && b < 2 * kN; ++b) f.ubr[a + b] = true;
       }
       if (!ok) continue;
-      const uint32_t acc_row = acc_start >= 0
-                                   ? static_cast<uint32_t>(acc_start)
-                                   : static_cast<uint32_t>(rng_() % (acc_hi_ - rows + 1));
+      const uint32_t acc_row =
+          acc_start >= 0 ? static_cast<uint32_t>(acc_start)
+                         : static_cast<uint32_t>(rng_() % (acc_hi_ - (rows - 1) * astride));
       bool all_written = true;
       for (int64_t t = 0; t < rows; ++t) {
-        all_written = all_written && acc_written_[acc_row + t];
-        f.accw[acc_row + t] = true;
+        all_written = all_written && acc_written_[acc_row + t * astride];
+        f.accw[acc_row + t * astride] = true;
       }
       const bool acc = all_written && rng_() % 2;
       if (acc) f.accr = f.accw;
@@ -648,6 +660,7 @@ class ProgramGen {
       i.stride = static_cast<int32_t>(stride);
       i.rows = static_cast<uint16_t>(rows);
       i.acc_row = static_cast<uint16_t>(acc_row);
+      i.acc_stride = static_cast<uint16_t>(astride);
       emit(i);
       tile_loaded_ = false;
       ++body_;

@@ -521,20 +521,36 @@ TEST(FunctionalModel, MxuMatmulMatchesFloat64OnExactInputs) {
   }
 }
 
+// Random bf16 activations (rows x n) and two weight tiles, with the oracle's products; the
+// second tile is written to HBM 0x30000 (the programs below load it after the first MM).
+struct MmOperands {
+  std::vector<uint16_t> a, w, w2;
+  std::vector<uint32_t> ref, ref2;  // a x w, a x w2
+};
+MmOperands mm_operands(FunctionalModel& m, int n, int rows, uint64_t seed) {
+  test::Bf16Gen gen(seed);
+  MmOperands o{std::vector<uint16_t>(rows * n),
+               std::vector<uint16_t>(n * n),
+               std::vector<uint16_t>(n * n),
+               {},
+               {}};
+  for (auto* v : {&o.a, &o.w, &o.w2})
+    for (auto& x : *v) x = gen();
+  o.ref = mxu::reference_matmul(n, rows, n, n, o.a, o.w);
+  o.ref2 = mxu::reference_matmul(n, rows, n, n, o.a, o.w2);
+  write_bf16(m, 0x30000, o.w2);
+  return o;
+}
+
 TEST(FunctionalModel, MxuMatmulMatchesMxuRefOnRandomBf16AndAccumulates) {
   for (const int n : {4, 16}) {
     ChipConfig c;
     c.n = n;
     FunctionalModel m(c);
-    test::Bf16Gen gen(test::test_seed() + n);
     const int rows = 37;
-    std::vector<uint16_t> a(rows * n), w(n * n), w2(n * n);
-    for (auto& x : a) x = gen();
-    for (auto& x : w) x = gen();
-    for (auto& x : w2) x = gen();
-    const std::vector<uint32_t> ref = mxu::reference_matmul(n, rows, n, n, a, w);
-    const std::vector<uint32_t> ref2 = mxu::reference_matmul(n, rows, n, n, a, w2);
-    write_bf16(m, 0x30000, w2);
+    const MmOperands o = mm_operands(m, n, rows, test::test_seed() + n);
+    const std::vector<uint16_t>&a = o.a, &w = o.w;
+    const std::vector<uint32_t>&ref = o.ref, &ref2 = o.ref2;
     // The first MM uses w; the second tile (w2) is loaded after it (one tile may wait for its
     // MM: docs/isa.md, MXU_TILES) and the second MM accumulates with it.
     const std::string ld2 =
@@ -555,6 +571,31 @@ TEST(FunctionalModel, MxuMatmulMatchesMxuRefOnRandomBf16AndAccumulates) {
       }
     }
   }
+}
+
+// MXU.MM's acc_stride: output row t goes to ACC row acc_row + t acc_stride, the rows between
+// untouched; accumulating onto strided rows adds to exactly those (the oracle's sums).
+TEST(FunctionalModel, MxuMatmulWithAccStrideWritesEveryStrideRow) {
+  const int n = 16, rows = 7, s = 3;
+  FunctionalModel m;
+  const MmOperands o = mm_operands(m, n, rows, test::test_seed());
+  const std::string mm =
+      "vpu.li v1, 0x7f7f7f7f\nvpu.st acc, v1, 41\nmxu.mm set, 0x0, 32, 7, 40, 3\n"
+      "dma.copy hbm, ub, 2, 0x30000, 0x9000\nsignal dma, sc1\nwait mxu, sc1, 1\n"
+      "mxu.ldw 0x9000, 32\nmxu.mm acc, 0x0, 32, 7, 40, 3\n";
+  const RunResult r = mxu_program(m, o.a, o.w, rows, mm);
+  ASSERT_EQ(r.status, RunStatus::kHalted) << r.describe();
+  EXPECT_TRUE(r.undefined_reads.empty());
+  for (int t = 0; t < rows; ++t)
+    for (int col = 0; col < n; ++col) {
+      const size_t k = static_cast<size_t>(t) * n + col;
+      ASSERT_EQ(m.acc(40 + s * t, col), fp::add(o.ref[k], o.ref2[k]))
+          << "row " << t << " col " << col;
+    }
+  for (int col = 0; col < n; ++col) EXPECT_EQ(m.acc(41, col), 0x7f7f7f7fu);  // between: as set
+  // The last row, 40 + 6 x 3 = 58, must be inside the ACC: 1000 + 6 x 4 = 1024 is not.
+  const RunResult bad = run(m, "mxu.mm set, 0x0, 32, 7, 1000, 4\nhalt\n");
+  expect_fault(bad, isa::FAULT_ACC_RANGE, kProg, 1024, 0);
 }
 
 // The functional model's host-float MXU kernel against the oracle (harness/mxu_ref, which

@@ -81,6 +81,7 @@ Instruction random_legal(Opcode op, std::mt19937_64& g, uint32_t n = 16) {
       i.stride = static_cast<int32_t>(u32());
       i.rows = u16nz();
       i.acc_row = static_cast<uint16_t>(g());
+      i.acc_stride = static_cast<uint16_t>(1 + g() % 256);
       break;
     case Opcode::kVpuLd:
       i.kind = static_cast<isa::Kind>(g() % 3);
@@ -270,6 +271,7 @@ TEST(Assembler, EveryMnemonicAssemblesToItsFields) {
       "mxu.ldw 0x4000, -32\n"
       "mxu.ldw 0x4000, -32, t\n"
       "mxu.mm acc, 0x0, 32, 676, 12\n"
+      "mxu.mm acc, 0x0, 32, 676, 12, 4\n"
       "vpu.ld bf16, v3, 0x40\n"
       "vpu.st acc, v15, 1023\n"
       "vpu.op sel, v1, v2, v3, v4\n"
@@ -326,6 +328,8 @@ TEST(Assembler, EveryMnemonicAssemblesToItsFields) {
   i.stride = 32;
   i.rows = 676;
   i.acc_row = 12;
+  want.push_back(i);
+  i.acc_stride = 4;
   want.push_back(i);
   i = make(Opcode::kVpuLd);
   i.kind = isa::Kind::kUbBf16;
@@ -495,6 +499,8 @@ TEST(Assembler, ErrorsNameLineAndColumn) {
       {"mxu.ldw -16, 32", 9, "addr must be in 0..4294967295, got '-16'"},
       {"mxu.mm set, 0x0, 32, 0, 0", 22, "rows must be in 1..65535, got '0'"},
       {"mxu.mm add, 0x0, 32, 1, 0", 8, "expected an acc_mode set|acc, got 'add'"},
+      {"mxu.mm set, 0x0, 32, 1, 0, 0", 28, "acc_stride must be in 1..256, got '0'"},
+      {"mxu.mm set, 0x0, 32, 1, 0, 257", 28, "acc_stride must be in 1..256, got '257'"},
       {"mxu.ldw 0x0, 32, x", 18, "expected a transpose flag t, got 'x'"},
       {"vpu.ld f16, v1, 0", 8, "expected a kind f32|bf16|acc, got 'f16'"},
       {"vpu.op sqrt, v1, v2, v3, v0", 22, "vpu.op sqrt does not use vb: write v0"},

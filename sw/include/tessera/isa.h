@@ -122,6 +122,9 @@ struct Instruction {
   int32_t stride = 0;    // signed byte stride between UB rows
   uint16_t rows = 0;     // MXU.MM: 1..65535
   uint16_t acc_row = 0;  // MXU.MM
+  // MXU.MM: output row t goes to ACC row acc_row + t * acc_stride (1..256; w0[23:16] holds
+  // acc_stride - 1, so 0 there is the consecutive rows of a plain MXU.MM)
+  uint16_t acc_stride = 1;
   // VPU
   Kind kind = Kind::kUbF32;
   Funct funct = Funct::kAdd;
