@@ -33,8 +33,8 @@
 // reads and never loses data. Refresh (RefPerBank = 1): single-bank refreshes (REFSB), 16 owed
 // every TREFI, each bank once a set of 16: one bank at a time is chosen — not yet refreshed in
 // this set, in a group of four banks (one bank address, the four bank groups: a stream uses all
-// four at once) with no request queued (reads or writes), the one most recently given a RD/WR
-// (to 32 cycles: a stream just left it) — then precharged and given its REFSB; it is busy
+// four at once) with no request queued (reads or writes), of the group most recently given a
+// RD/WR (to 32 cycles: a stream just left it) — then precharged and given its REFSB; it is busy
 // tRFCSB while the other banks serve. The next choice waits RefSpacing cycles after a REFSB.
 // With RefUrgent or more owed the choice ignores queued requests. The chosen bank takes no ACT
 // or RD/WR until its REFSB.
@@ -231,8 +231,9 @@ module tpu_hbm_ctrl #(
   logic [3:0]                sb_tgt_q;                  // {bank, bank group}
   logic [TW-1:0]             sb_next_q;                 // until the next bank may be chosen
   logic [TW-1:0]             rrefd_q;                   // until ACT or REFSB legal (tRREFD)
-  logic [6:0]                qcnt_q [NB];               // requests queued per bank (both queues)
-  logic [3:0]                age_q [NB];                // 32-cycle ticks since the bank's last RD/WR
+  // Per group of four banks (one bank address, the four bank groups: {bank, bg}[3:2]).
+  logic [4*7-1:0]            gq_q;                      // requests queued (both queues)
+  logic [4*4-1:0]            gage_q;                    // 32-cycle ticks since its last RD/WR
 
   // ---------------------------------------------------------------- front end
   logic [22:0] req_burst;
@@ -425,6 +426,7 @@ module tpu_hbm_ctrl #(
   // Single-bank refresh: the next bank to refresh (a cycle later it is the target), and
   // whether the target's PRE or REFSB is legal now.
   logic          sb_urgent, sb_pick_v, sb_pre, sb_ref;
+  logic [NB-1:0] sb_ok;                                   // per bank: closed, REFSB timing met
   logic [3:0]    sb_pick;
   logic [NB-1:0] sb_tgt_m;                                // the target bank, as a mask
   assign sb_urgent = sb_owed_q >= 8'(RefUrgent);
@@ -433,8 +435,7 @@ module tpu_hbm_ctrl #(
   // request queued for any of them.
   logic [3:0] grp_idle;
   for (genvar g = 0; g < 4; g++) begin : g_grp_idle
-    assign grp_idle[g] = qcnt_q[4*g] == '0 && qcnt_q[4*g+1] == '0 && qcnt_q[4*g+2] == '0 &&
-                         qcnt_q[4*g+3] == '0;
+    assign grp_idle[g] = gq_q[7*g +: 7] == '0;
   end
   always_comb begin
     logic [3:0] best;
@@ -445,17 +446,16 @@ module tpu_hbm_ctrl #(
       // The candidate used most recently (the lowest index among equals).
       for (int k = NB - 1; k >= 0; k--) begin
         if (!sb_done_q[k] && (sb_urgent || grp_idle[k / 4]) &&
-            (!sb_pick_v || age_q[k] <= best)) begin
+            (!sb_pick_v || gage_q[4*(k/4) +: 4] <= best)) begin
           sb_pick   = 4'(k);
-          best      = age_q[k];
+          best      = gage_q[4*(k/4) +: 4];
           sb_pick_v = 1'b1;
         end
       end
     end
   end
-  assign sb_pre = sb_tgt_v_q && open_q[sb_tgt_q] && pre_cnt_q[TW*sb_tgt_q +: TW] == '0;
-  assign sb_ref = sb_tgt_v_q && !open_q[sb_tgt_q] && act_cnt_q[TW*sb_tgt_q +: TW] == '0 &&
-                  rrd_cnt_q[TW*sb_tgt_q[1:0] +: TW] == '0 && rrefd_q == '0;
+  assign sb_pre = sb_tgt_v_q && pre_rdy[sb_tgt_q];
+  assign sb_ref = sb_tgt_v_q && sb_ok[sb_tgt_q] && rrefd_q == '0;
 
   // What each bank allows now (timing, refresh, the data bus), constant slices per bank.
   for (genvar k = 0; k < NB; k++) begin : g_bank_rdy
@@ -467,6 +467,8 @@ module tpu_hbm_ctrl #(
                         rrd_cnt_q[TW*(k % 4) +: TW] == '0 && faw_ok && gact_cnt_q == '0 &&
                         rrefd_q == '0;
     assign pre_rdy[k] = open_q[k] && pre_cnt_q[TW*k +: TW] == '0;
+    assign sb_ok[k]   = !open_q[k] && act_cnt_q[TW*k +: TW] == '0 &&
+                        rrd_cnt_q[TW*(k % 4) +: TW] == '0;
   end
 
   // The command of this cycle.
@@ -607,27 +609,26 @@ module tpu_hbm_ctrl #(
                                         issue_rd ? GapRdWr : '0);
   end
 
-  // Requests queued per bank, both queues: a request accepted adds one, its RD/WR takes it off.
-  for (genvar k = 0; k < NB; k++) begin : g_qcnt
-    logic add, sub;
-    assign add = req_fire && req_burst[3:0] == 4'(k);
-    assign sub = (issue_rd || issue_wr) && cmd_bank == 4'(k);
-    always_ff @(posedge clk_i or negedge rst_ni) begin
-      if (!rst_ni) qcnt_q[k] <= '0;
-      else if (add != sub) qcnt_q[k] <= add ? qcnt_q[k] + 7'(1) : qcnt_q[k] - 7'(1);
-    end
-  end
-
-  // Each bank's age: 32-cycle ticks (saturating at 15) since its last RD/WR. The ticks follow
+  // Per group: requests queued, both queues (a request accepted adds one, its RD/WR takes it
+  // off), and its age: 32-cycle ticks (saturating at 15) since its last RD/WR. The ticks follow
   // the refresh timer (every 32nd cycle of the interval), so the controller's state at a given
   // phase of the interval depends only on the traffic (ChipSim rings doorbells at that phase).
   logic age_tick;
   assign age_tick = refi_q[4:0] == 5'd31;
-  for (genvar k = 0; k < NB; k++) begin : g_age
-    always_ff @(posedge clk_i or negedge rst_ni) begin
-      if (!rst_ni) age_q[k] <= '1;
-      else if ((issue_rd || issue_wr) && cmd_bank == 4'(k)) age_q[k] <= '0;
-      else if (age_tick && age_q[k] != '1) age_q[k] <= age_q[k] + 4'(1);
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      gq_q   <= '0;
+      gage_q <= '1;
+    end else begin
+      for (int g = 0; g < 4; g++) begin
+        logic add, sub;
+        add = req_fire && req_burst[3:2] == 2'(g);
+        sub = (issue_rd || issue_wr) && cmd_bank[3:2] == 2'(g);
+        if (add && !sub) gq_q[7*g +: 7] <= gq_q[7*g +: 7] + 7'd1;
+        else if (sub && !add) gq_q[7*g +: 7] <= gq_q[7*g +: 7] - 7'd1;
+        if (sub) gage_q[4*g +: 4] <= '0;
+        else if (age_tick && gage_q[4*g +: 4] != '1) gage_q[4*g +: 4] <= gage_q[4*g +: 4] + 4'd1;
+      end
     end
   end
 
