@@ -223,8 +223,9 @@ class ChipSim {
   }
 
   // Idles to the cycle a doorbell is rung at when its timing must be reproducible: at least one
-  // whole refresh interval (plus the REF's own time) after the last host-port access — so a REF
-  // has closed every row the host left open and every timing constraint has expired — and at a
+  // whole refresh interval (plus the refreshes' own time) after the last host-port access — so a
+  // set of single-bank refreshes has closed every row the host left open and every timing
+  // constraint has expired — and at a
   // multiple of tREFI, a fixed phase of the controller's free-running refresh timer. From there
   // a program's cycle count and every counter depend only on the program and its data
   // addresses, not on what the host did before or how long it took (the SystemC platform's

@@ -188,6 +188,10 @@ module tpu_hbm_ctrl #(
   if (QueueDepth > 32) begin : g_queue_too_deep
     $error("tpu_hbm_ctrl: QueueDepth %0d > 32 (lowest_set searches 32 entries)", QueueDepth);
   end
+  if (RefPerBank && (RefUrgent < 1 || RefUrgent > 255 || RefSpacing < 1)) begin : g_bad_refresh
+    $error("tpu_hbm_ctrl: RefUrgent %0d (1..255) or RefSpacing %0d (>= 1) out of range",
+           RefUrgent, RefSpacing);
+  end
 
   // ---------------------------------------------------------------- state
   logic [EW-1:0]             rq_q [QueueDepth];         // entry i older than entry i + 1

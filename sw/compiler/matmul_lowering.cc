@@ -174,6 +174,8 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   Tiling best = search(stage_bytes);
   if (!best.CT && stage_bytes) best = search(stage_bytes = 0);
   const uint32_t R = best.R, CT = best.CT, PR = best.PR, KG = best.KG;
+  // MXU.MM's acc_stride reaches 256: wider column groups keep their tiles one after the other
+  const bool acc_inter = op.acc_interleave && CT <= 256;
   UbArena a(ub_lo, ub_hi, static_cast<int>(N), op.name);
   if (!CT) a.take(arena + 1);  // throws, naming the op: does not fit
   uint32_t scratch[4] = {0, 0, 0, 0};
@@ -235,7 +237,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
         for (uint32_t kt = 0; kt < kg; ++kt)
           for (uint32_t c = 0; c < k.ct; ++c) {
             load_weight_tile(b, op, wbuf[i], kt, c, KGN, CT);
-            if (op.acc_interleave)
+            if (acc_inter)
               b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c, k.ct);
             else
               b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c * R);
@@ -261,7 +263,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
       for (uint32_t p0 = 0; p0 < blocks[k].rows; p0 += PR, ++piece)
         pieces[k].push_back({blocks[k].r0 + p0, std::min(PR, blocks[k].rows - p0), blocks[k].c0,
                              blocks[k].ct, R, scratch[piece % nbuf], blocks[k].acc0, p0,
-                             op.acc_interleave});
+                             acc_inter});
   }
   // the stream's loads in order: (block, piece), issued `nbuf - 1` pieces ahead of the runs
   size_t lk = 0, li = 0;

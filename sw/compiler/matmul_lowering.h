@@ -35,7 +35,8 @@ struct Matmul {
   // The block's column tiles interleaved in the ACC: tile c's row r at acc0 + r ct + c (MXU.MM
   // acc_stride ct), so an epilogue walking the piece row by row, tile by tile, reads
   // consecutive ACC rows, as its UB rows (one REPEAT a piece: the optimizer's); else tile c's
-  // rows are consecutive at acc0 + c R.
+  // rows are consecutive at acc0 + c R (also when a column group has more than 256 tiles, the
+  // longest acc_stride).
   bool acc_interleave = false;
   // An operand gathered by the caller instead of read from HBM rows (a convolution's, from
   // its map): fills the UB rows `pitch` bytes apart with operand[r0 + r][c0 + j], r < rows,
