@@ -165,11 +165,7 @@ void HbmTimingChecker::check_address(const HbmCommand& cmd) const {
 
 void HbmTimingChecker::check_refresh_interval(uint64_t cycle, const HbmCommand* cmd,
                                               std::vector<Violation>* out) const {
-  // The bank refreshed longest ago (the lowest index among equals: after a REF, bank 0).
-  size_t oldest = 0;
-  for (size_t b = 1; b < refreshed_.size(); ++b) {
-    if (refreshed_[b].cycle() < refreshed_[oldest].cycle()) oldest = b;
-  }
+  const size_t oldest = oldest_;
   const Refresh& last = refreshed_[oldest];
   const uint64_t gap = cycle - last.cycle();
   const uint64_t limit = timing_.max_refresh_gap();
@@ -323,6 +319,7 @@ void HbmTimingChecker::record(const HbmCommand& cmd) {
     pc_history_[type].push(cmd);
     for (Refresh& r : refreshed_) r = Refresh{cmd, false};
     set_size_ = 0;
+    oldest_ = 0;
     return;
   }
   BankState& b = banks_[bank_index(cmd.bg, cmd.bank)];
@@ -342,6 +339,11 @@ void HbmTimingChecker::record(const HbmCommand& cmd) {
     if (++set_size_ == timing_.banks()) {  // the set is complete: the next one begins
       for (Refresh& r : refreshed_) r.in_set = false;
       set_size_ = 0;
+    }
+    // only a refresh moves the oldest: found here, not on every command
+    oldest_ = 0;
+    for (size_t i = 1; i < refreshed_.size(); ++i) {
+      if (refreshed_[i].cycle() < refreshed_[oldest_].cycle()) oldest_ = i;
     }
   }
 }

@@ -129,6 +129,7 @@ class HbmTimingChecker {
   std::vector<ByCmd> group_history_;
   ByCmd pc_history_;
   std::vector<Refresh> refreshed_;  // per bank
+  size_t oldest_ = 0;               // the bank refreshed longest ago (lowest index among equals)
   int set_size_ = 0;                // REFSBs in the current set
   bool has_last_ = false;
   HbmCommand last_;  // the last command recorded (any type, no-op PREs included)

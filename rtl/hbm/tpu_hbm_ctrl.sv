@@ -223,7 +223,8 @@ module tpu_hbm_ctrl #(
   logic [4*TW-1:0]           wr_cnt_q, wr_cnt_d;        //                 WR
   logic [4*TW-1:0]           faw_q, faw_d;              // tFAW window of the last 4 ACTs
   logic [TW-1:0]             ref_cnt_q, ref_cnt_d;      // until REF legal (tRP, tRFC)
-  logic [TW-1:0]             gact_cnt_q, gact_cnt_d;    // until any ACT legal (tRFC)
+  logic [TW-1:0]             gact_cnt_q, gact_cnt_d;    // until any ACT or REFSB legal
+                                                        // (tRFC after REF, tRREFD after REFSB)
   logic [15:0]               refi_q;                    // cycles into the refresh interval
   logic                      ref_pend_q;                // a REF is due
   logic [NB-1:0]             ref_col_q;                 // banks given a RD/WR while REF due
@@ -234,7 +235,6 @@ module tpu_hbm_ctrl #(
   logic                      sb_tgt_v_q;                // a bank is chosen for the next REFSB
   logic [3:0]                sb_tgt_q;                  // {bank, bank group}
   logic [TW-1:0]             sb_next_q;                 // until the next bank may be chosen
-  logic [TW-1:0]             rrefd_q;                   // until ACT or REFSB legal (tRREFD)
   // Per group of four banks (one bank address, the four bank groups: {bank, bg}[3:2]).
   logic [4*7-1:0]            gq_q;                      // requests queued (both queues)
   logic [4*4-1:0]            gage_q;                    // 32-cycle ticks since its last RD/WR
@@ -459,7 +459,7 @@ module tpu_hbm_ctrl #(
     end
   end
   assign sb_pre = sb_tgt_v_q && pre_rdy[sb_tgt_q];
-  assign sb_ref = sb_tgt_v_q && sb_ok[sb_tgt_q] && rrefd_q == '0;
+  assign sb_ref = sb_tgt_v_q && sb_ok[sb_tgt_q] && gact_cnt_q == '0;
 
   // What each bank allows now (timing, refresh, the data bus), constant slices per bank.
   for (genvar k = 0; k < NB; k++) begin : g_bank_rdy
@@ -468,8 +468,7 @@ module tpu_hbm_ctrl #(
                         (wmode_q ? (wr_cnt_q[TW*(k % 4) +: TW] == '0 && wr_room)
                                  : (rd_cnt_q[TW*(k % 4) +: TW] == '0 && rd_credit));
     assign act_rdy[k] = !open_q[k] && act_cnt_q[TW*k +: TW] == '0 && !sb_tgt_m[k] &&
-                        rrd_cnt_q[TW*(k % 4) +: TW] == '0 && faw_ok && gact_cnt_q == '0 &&
-                        rrefd_q == '0;
+                        rrd_cnt_q[TW*(k % 4) +: TW] == '0 && faw_ok && gact_cnt_q == '0;
     assign pre_rdy[k] = open_q[k] && pre_cnt_q[TW*k +: TW] == '0;
     assign sb_ok[k]   = !open_q[k] && act_cnt_q[TW*k +: TW] == '0 &&
                         rrd_cnt_q[TW*(k % 4) +: TW] == '0;
@@ -584,7 +583,7 @@ module tpu_hbm_ctrl #(
       faw_d[0 +: TW]    = bump('0, GapFaw);
     end
     ref_cnt_d  = bump(ref_cnt_q, issue_pre ? GapRp : issue_ref ? GapRfc : '0);
-    gact_cnt_d = bump(gact_cnt_q, issue_ref ? GapRfc : '0);
+    gact_cnt_d = bump(gact_cnt_q, issue_ref ? GapRfc : issue_refsb ? GapRrefd : '0);
   end
 
   // Per-bank and per-bank-group timing counters: one set of assigns per bank (constant slices;
@@ -645,7 +644,6 @@ module tpu_hbm_ctrl #(
       sb_tgt_v_q <= 1'b0;
       sb_tgt_q   <= '0;
       sb_next_q  <= '0;
-      rrefd_q    <= '0;
     end else if (RefPerBank) begin
       logic [8:0]    owed;
       logic [NB-1:0] done;
@@ -656,7 +654,6 @@ module tpu_hbm_ctrl #(
       sb_tgt_v_q <= issue_refsb ? 1'b0 : (sb_tgt_v_q || sb_pick_v);
       if (sb_pick_v) sb_tgt_q <= sb_pick;
       sb_next_q  <= bump(sb_next_q, issue_refsb ? GapSbNext : '0);
-      rrefd_q    <= bump(rrefd_q, issue_refsb ? GapRrefd : '0);
     end
   end
 

@@ -53,7 +53,8 @@ int simulate(const std::vector<HbmTraceRequest>& reqs, const HbmReplayOptions& o
              HbmReplayReport& rep, std::ostream& err) {
   const int bursts = opt.request_bytes / hbm::kBurstBytes;
   std::ofstream cmd_trace;  // outlives the system that writes to it
-  hbm::HbmSystem<Model> sys(opt.channels, opt.channels);
+  const hbm::HbmTiming timing;  // the brief's baseline, also for the REFSBs' share below
+  hbm::HbmSystem<Model> sys(opt.channels, opt.channels, timing);
   if (!opt.cmd_trace.empty()) {
     cmd_trace.open(opt.cmd_trace);
     if (!cmd_trace) {
@@ -120,7 +121,6 @@ int simulate(const std::vector<HbmTraceRequest>& reqs, const HbmReplayOptions& o
     rep.column_commands += s.rd + s.wr;
     rep.row_hits += s.row_hits;
     // A REFSB holds one bank of banks() for tRFCSB: its share of the pseudo-channel's time.
-    const hbm::HbmTiming timing;  // the system's (the brief's baseline)
     rep.refresh_cycles += s.refresh_cycles + s.refsb * static_cast<uint64_t>(timing.trfcsb) /
                                                  static_cast<uint64_t>(timing.banks());
   }
