@@ -311,6 +311,9 @@ DenseStackStep::DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& 
   if (batch == 0) throw std::invalid_argument("batch size 0");
   if (spec.inputs == 0) throw std::invalid_argument("the model has no inputs");
   if (spec.layers.empty()) throw std::invalid_argument("the model has no Dense layer");
+  if (!(opt.label_smoothing >= 0 && opt.label_smoothing <= 1))
+    throw std::invalid_argument("label smoothing " + std::to_string(opt.label_smoothing) +
+                                ": in [0, 1]");
   if (!spec.features.empty()) {
     const uint64_t flat = feature_shapes(spec).back().size();
     if (flat != spec.inputs)
@@ -809,6 +812,11 @@ void DenseStackStep::compile() {
     op.epi_row_bytes = row4n + row2n + (train ? 0 : row4n);
     const uint64_t dz = train ? transient("dz" + std::to_string(L)) : 0;
     const float inv_b = 1.0f / static_cast<float>(B);
+    // label smoothing eps: the target of class c is hi for the label, lo for the other real
+    // classes (Keras's (1 - eps) one-hot + eps / C), and the loss ln S - sum_c t_c (z_c - max)
+    // = ln S - (1 - eps) (z_label - max) - lo sum_c (z_c - max); eps 0 emits the plain loss
+    const float ls = opt_.label_smoothing, ls_lo = ls / static_cast<float>(D[l]),
+                ls_hi = (1.0f - ls) + ls_lo;
     note(emit_matmul(
         b, op, arena_lo, arena_hi, chip_.acc_rows,
         {nullptr, [&](const Block& k) {
@@ -855,6 +863,14 @@ void DenseStackStep::compile() {
                  b.vpu_op(Fn::kIOr, 5, 14, 0);
                else
                  b.vpu_op(Fn::kAdd, 5, 5, 14);
+               if (ls > 0) {  // V15: sum of z - max over the real classes
+                 b.vpu_ld(kF32, 12, ub_consts + (Cc + c) * row4n);
+                 b.vpu_op(Fn::kSel, 12, 7, 0, 12);
+                 if (c == 0)
+                   b.vpu_op(Fn::kIOr, 15, 12, 0);
+                 else
+                   b.vpu_op(Fn::kAdd, 15, 15, 12);
+               }
                emit_exp(b, 7, 7, 8, 9, 10, 11);
                b.vpu_ld(kF32, 13, ub_consts + (Cc + c) * row4n);
                b.vpu_op(Fn::kSel, 7, 7, 0, 13);
@@ -865,15 +881,24 @@ void DenseStackStep::compile() {
                  b.vpu_op(Fn::kAdd, 6, 6, 7);
              }
              b.vpu_op(Fn::kRSum, 6, 6);
-             // p = e / sum; d logits = (p - onehot) / B
+             if (ls > 0) b.vpu_op(Fn::kRSum, 15, 15);
+             // p = e / sum; d logits = (p - target) / B
              for (uint32_t c = 0; c < Cc; ++c) {
                b.vpu_ld(kF32, 7, z_at + c * row4n);
                b.vpu_op(Fn::kDiv, 7, 7, 6);
                if (!train) b.vpu_st(kF32, 7, p_at + c * row4n);
                b.vpu_ld(kF32, 13, ub_consts + c * row4n);
                b.vpu_op(Fn::kCmpEq, 13, 4, 13);
-               b.vpu_lif(14, 1.0f);
-               b.vpu_op(Fn::kSel, 14, 14, 0, 13);
+               if (ls > 0) {  // hi for the label, lo for the other real classes, 0 beyond
+                 b.vpu_lif(14, ls_hi);
+                 b.vpu_lif(12, ls_lo);
+                 b.vpu_op(Fn::kSel, 14, 14, 12, 13);
+                 b.vpu_ld(kF32, 13, ub_consts + (Cc + c) * row4n);
+                 b.vpu_op(Fn::kSel, 14, 14, 0, 13);
+               } else {
+                 b.vpu_lif(14, 1.0f);
+                 b.vpu_op(Fn::kSel, 14, 14, 0, 13);
+               }
                b.vpu_op(Fn::kSub, 7, 7, 14);
                b.vpu_lif(14, inv_b);
                b.vpu_op(Fn::kMul, 7, 7, 14);
@@ -881,7 +906,16 @@ void DenseStackStep::compile() {
              }
              b.vpu_op(Fn::kRSum, 5, 5);  // z_label - max
              emit_log(b, 7, 6, 8, 9, 10, 11, 12);
-             b.vpu_op(Fn::kSub, 7, 7, 5);  // loss = ln(sum e) - (z_label - max)
+             if (ls > 0) {  // loss = ln(sum e) - ((1 - eps) (z_label - max) + lo sum (z - max))
+               b.vpu_lif(14, 1.0f - ls);
+               b.vpu_op(Fn::kMul, 14, 5, 14);
+               b.vpu_lif(13, ls_lo);
+               b.vpu_op(Fn::kMul, 13, 15, 13);
+               b.vpu_op(Fn::kAdd, 14, 14, 13);
+               b.vpu_op(Fn::kSub, 7, 7, 14);
+             } else {
+               b.vpu_op(Fn::kSub, 7, 7, 5);  // loss = ln(sum e) - (z_label - max)
+             }
              b.vpu_op(Fn::kAdd, 1, 1, 7);
              b.vpu_op(Fn::kCmpEq, 7, 5, 0);  // the label's logit is the largest
              b.vpu_lif(14, 1.0f);

@@ -158,6 +158,17 @@ int main(int argc, char** argv) {
                   "CosineDecay, linear: PolynomialDecay to 0)")
       ->check(CLI::IsMember({"constant", "cosine", "linear"}))
       ->capture_default_str();
+  trn->add_option("--beta1", tr.beta1, "Dense stacks: Adam's beta_1")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
+  trn->add_option("--beta2", tr.beta2, "Dense stacks: Adam's beta_2")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
+  trn->add_option("--label-smoothing", tr.label_smoothing,
+                  "Dense stacks: the loss's label smoothing (targets (1 - eps) one-hot + eps / "
+                  "classes, Keras's CategoricalCrossentropy; 0: sparse cross-entropy)")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
   trn->add_option(
       "--dump-init", tr.dump_init,
       "write the initial weights and the sample order here (for the PyTorch reference)");

@@ -143,7 +143,9 @@ std::string dense_signature(const compiler::DenseStackSpec& spec,
     o << "SGD(lr=" << short_float(os.lr) << ",momentum=" << short_float(os.momentum);
   o << ",schedule=" << compiler::schedule_name(os.schedule);
   if (os.schedule != compiler::OptimizerSpec::Schedule::kConstant) o << " over " << os.decay_steps;
-  o << ")|batch=" << batch;
+  o << ")";
+  if (os.label_smoothing > 0) o << "|label_smoothing=" << short_float(os.label_smoothing);
+  o << "|batch=" << batch;
   return o.str();
 }
 
@@ -383,12 +385,16 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   if (opt.backend == "sampled") return refuse("--backend sampled runs the example CNN only");
   compiler::OptimizerSpec os;
   if (opt.optimizer == "sgd") {
+    if (opt.beta1 != 0.9f || opt.beta2 != 0.999f) return refuse("--beta1/--beta2 are Adam's");
     os.kind = compiler::OptimizerSpec::Kind::kSgd;
     os.lr = opt.lr > 0 ? opt.lr : 0.01f;
     os.momentum = opt.momentum;
   } else {
     os.lr = opt.lr > 0 ? opt.lr : 1e-3f;
+    os.beta1 = opt.beta1;
+    os.beta2 = opt.beta2;
   }
+  os.label_smoothing = opt.label_smoothing;
   try {
     os.schedule = compiler::parse_schedule(opt.lr_schedule);
   } catch (const std::exception& e) {
@@ -549,8 +555,12 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
       << os.lr
       << (os.schedule == compiler::OptimizerSpec::Schedule::kConstant
               ? ""
-              : std::string(" (") + compiler::schedule_name(os.schedule) + " over the run)")
-      << ", batch " << opt.batch << ", " << steps << " steps on "
+              : std::string(" (") + compiler::schedule_name(os.schedule) + " over the run)");
+  if (os.kind == compiler::OptimizerSpec::Kind::kAdam &&
+      (os.beta1 != 0.9f || os.beta2 != 0.999f))
+    out << " beta_1 " << os.beta1 << " beta_2 " << os.beta2;
+  if (os.label_smoothing > 0) out << ", label smoothing " << os.label_smoothing;
+  out << ", batch " << opt.batch << ", " << steps << " steps on "
       << driver::backend_name(dc.backend) << " N = " << dc.n << "\n";
   uint64_t last_step = first_step;
   for (uint64_t s = first_step; s < steps; ++s) {
@@ -661,7 +671,10 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
      << ",\n  \"optimizer\": \""
      << (os.kind == compiler::OptimizerSpec::Kind::kAdam ? "adam" : "sgd")
      << "\",\n  \"lr\": " << g9(os.lr) << ",\n  \"lr_schedule\": \""
-     << compiler::schedule_name(os.schedule) << "\""
+     << compiler::schedule_name(os.schedule) << "\"";
+  if (os.kind == compiler::OptimizerSpec::Kind::kAdam)
+    js << ",\n  \"beta_1\": " << g9(os.beta1) << ",\n  \"beta_2\": " << g9(os.beta2);
+  js << ",\n  \"label_smoothing\": " << g9(os.label_smoothing)
      << ",\n  \"batch\": " << opt.batch << ",\n  \"steps\": " << steps
      << ",\n  \"first_step\": " << first_step
      << ",\n  \"seed\": " << opt.seed << ",\n  \"final_loss\": " << g9(loss)

@@ -49,6 +49,9 @@ struct TrainOptions {
   // Dense stacks: the learning rate's schedule over the run's steps (constant, cosine, linear;
   // tessera/dense_step.h, OptimizerSpec).
   std::string lr_schedule = "constant";
+  // Dense stacks: Adam's beta_1 and beta_2 (Keras's defaults), and the loss's label smoothing
+  // (0: sparse categorical cross-entropy).
+  float beta1 = 0.9f, beta2 = 0.999f, label_smoothing = 0;
 };
 
 int train(const TrainOptions& opt, std::ostream& out, std::ostream& err);

@@ -79,7 +79,7 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
                                            const compiler::DenseParams& p,
                                            const std::vector<uint16_t>& images,
                                            const std::vector<uint8_t>& labels, int n,
-                                           uint32_t step = 1) {
+                                           uint32_t step = 1, float label_smoothing = 0) {
   using Kind = compiler::FeatureLayerSpec::Kind;
   const uint32_t B = static_cast<uint32_t>(labels.size()), L = spec.layers.size();
   const uint32_t nf = spec.features.size();
@@ -178,8 +178,12 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
         }
       }
   }
-  // softmax cross-entropy; dz = bf16((p - onehot) * (1 / B))
+  // softmax cross-entropy against targets t (one-hot, or with label smoothing eps
+  // (1 - eps) one-hot + eps / C: Keras's CategoricalCrossentropy); loss -sum_c t_c log p_c;
+  // dz = bf16((p - t) * (1 / B))
   const uint32_t C = D[L];
+  const float t_lo = label_smoothing / static_cast<float>(C),
+              t_hi = (1.0f - label_smoothing) + t_lo;
   std::vector<std::vector<float>> dz(L + 1);
   dz[L].resize(size_t{B} * C);
   double loss = 0;
@@ -190,11 +194,12 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
     for (uint32_t c = 1; c < C; ++c) m = std::max(m, z[c]);
     double sum = 0;
     for (uint32_t c = 0; c < C; ++c) sum += std::exp(static_cast<double>(z[c] - m));
-    loss += std::log(sum) - (z[labels[s]] - m);
+    for (uint32_t c = 0; c < C; ++c)
+      loss -= double(c == labels[s] ? t_hi : t_lo) * (double(z[c] - m) - std::log(sum));
     if (z[labels[s]] == m) r.correct += 1;
     for (uint32_t c = 0; c < C; ++c) {
       const float pr = static_cast<float>(std::exp(static_cast<double>(z[c] - m)) / sum);
-      dz[L][size_t{s} * C + c] = bf16_round((pr - (c == labels[s] ? 1.0f : 0.0f)) * inv_b);
+      dz[L][size_t{s} * C + c] = bf16_round((pr - (c == labels[s] ? t_hi : t_lo)) * inv_b);
     }
   }
   r.loss = static_cast<float>(loss / B);

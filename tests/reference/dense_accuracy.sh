@@ -6,8 +6,8 @@
 #
 # usage: tests/reference/dense_accuracy.sh [MODEL=examples/models/mlp.json] [EPOCHS=3]
 #   env: SEEDS (default "1 2 3"), BATCH (128), LR (1e-3, Adam), SCHEDULE
-#        (constant; cosine, linear: tessera train --lr-schedule), DATA, TESSERA
-#        (default build/bin/tessera)
+#        (constant; cosine, linear: tessera train --lr-schedule), BETA2 (Adam's beta_2, 0.999),
+#        LS (label smoothing, 0), DATA, TESSERA (default build/bin/tessera)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
@@ -17,6 +17,8 @@ SEEDS=${SEEDS:-1 2 3}
 BATCH=${BATCH:-128}
 LR=${LR:-1e-3}
 SCHEDULE=${SCHEDULE:-constant}
+BETA2=${BETA2:-0.999}
+LS=${LS:-0}
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 TESSERA=${TESSERA:-build/bin/tessera}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tessera-acc.XXXXXX")
@@ -24,7 +26,8 @@ trap 'rm -rf "$TMP"' EXIT
 chip=() torch=()
 for s in $SEEDS; do
   "$TESSERA" train --model "$MODEL" --backend functional --epochs "$EPOCHS" --batch "$BATCH" \
-    --lr "$LR" --lr-schedule "$SCHEDULE" --seed "$s" --data "$DATA" --no-progress \
+    --lr "$LR" --lr-schedule "$SCHEDULE" --beta2 "$BETA2" --label-smoothing "$LS" \
+    --seed "$s" --data "$DATA" --no-progress \
     --dump-init "$TMP/init$s" --out "$TMP/run$s" \
     >"$TMP/log$s"
   a=$(sed -n 's/.*"test_accuracy": \([0-9.e-]*\).*/\1/p' "$TMP/run$s/summary.json")
@@ -33,7 +36,7 @@ for s in $SEEDS; do
     -o "$TMP/order$s"
   t=$(/usr/bin/python3 tests/reference/dense_ref.py train --init "$TMP/init$s" \
     --order "$TMP/order$s" --data "$DATA" --epochs "$EPOCHS" --batch "$BATCH" \
-    --lr "$LR" --lr-schedule "$SCHEDULE" |
+    --lr "$LR" --lr-schedule "$SCHEDULE" --beta2 "$BETA2" --label-smoothing "$LS" |
     sed -n 's/.*test accuracy \([0-9.]*\).*/\1/p')
   echo "seed $s: chip (functional) $a, PyTorch fp32 $t"
   chip+=("$a") torch+=("$t")

@@ -387,7 +387,7 @@ def vpu_softmax(logits, n):
     return (e / acc)[:, :C]
 
 
-def forward_backward(layers, x, labels, rnd, mm=lambda a, b: a @ b, softmax=None):
+def forward_backward(layers, x, labels, rnd, mm=lambda a, b: a @ b, softmax=None, ls=0.0):
     """Loss, correct count and gradients with rounding `rnd` at the chip's points, the matmul
     `mm` and the softmax `softmax` (default torch's, in float64)."""
     B = x.shape[0]
@@ -402,12 +402,16 @@ def forward_backward(layers, x, labels, rnd, mm=lambda a, b: a @ b, softmax=None
     m = logits.max(dim=1, keepdim=True).values
     lse = torch.log(torch.exp((logits - m).double()).sum(dim=1)).float()
     zl = (logits - m)[torch.arange(B), labels]
-    loss = float((lse.double() - zl.double()).mean())
     correct = int((zl == 0).sum())
     p = torch.softmax(logits.double(), dim=1).float() if softmax is None else softmax(logits)
-    onehot = torch.zeros_like(p)
-    onehot[torch.arange(B), labels] = 1
-    dz = rnd((p - onehot) * np.float32(1.0 / B))
+    # targets: one-hot, or with label smoothing ls (1 - ls) one-hot + ls / C (Keras's
+    # CategoricalCrossentropy(label_smoothing)); loss -sum t log p
+    lo = np.float32(ls) / np.float32(p.shape[1])
+    target = torch.full_like(p, float(lo))
+    target[torch.arange(B), labels] = float(np.float32(1 - np.float32(ls)) + lo)
+    loss = float((lse.double()[:, None] * target.double()
+                  - target.double() * (logits - m).double()).sum(dim=1).mean())
+    dz = rnd((p - target) * np.float32(1.0 / B))
     grads = [None] * len(layers)
     for i in range(len(layers) - 1, -1, -1):
         k, b, _ = layers[i]
@@ -596,7 +600,8 @@ def loss_match(init, order_file, metrics, data_dir, steps, batch, lr, tol, n, sc
     return 0 if worst <= tol else 1
 
 
-def train_sequential(init, order_file, data_dir, epochs, batch, lr, sched):
+def train_sequential(init, order_file, data_dir, epochs, batch, lr, sched, b1=0.9, b2=0.999,
+                     ls=0.0):
     """train for a model with layers before Flatten: torch's conv2d, pooling and dropout
     (seeded, torch's masks, not the chip's), the gradients by autograd."""
     m, params = load_sequential(init)
@@ -604,7 +609,7 @@ def train_sequential(init, order_file, data_dir, epochs, batch, lr, sched):
     xt, yt = load(data_dir, "test")
     order = np.fromfile(order_file, dtype="<u4")
     steps = min(len(order) // batch, epochs * (len(x) // batch))
-    adam = KerasAdam(params, lr)
+    adam = KerasAdam(params, lr, b1, b2)
     rate = lr_schedule(sched, lr, steps)
     torch.manual_seed(0)
     for s in range(steps):
@@ -613,7 +618,7 @@ def train_sequential(init, order_file, data_dir, epochs, batch, lr, sched):
         ps = [p.clone().requires_grad_() for p in params]
         loss = torch.nn.functional.cross_entropy(
             seq_forward(m, ps, pixels(x[ids], m), train=True),
-            torch.from_numpy(y[ids].astype(np.int64)))
+            torch.from_numpy(y[ids].astype(np.int64)), label_smoothing=ls)
         grads = torch.autograd.grad(loss, ps)
         with torch.no_grad():
             params = adam.step(params, grads)
@@ -627,25 +632,26 @@ def train_sequential(init, order_file, data_dir, epochs, batch, lr, sched):
     return 0
 
 
-def train(init, order_file, data_dir, epochs, batch, lr, sched):
+def train(init, order_file, data_dir, epochs, batch, lr, sched, b1=0.9, b2=0.999, ls=0.0):
     """The same model in plain fp32 PyTorch arithmetic (no bf16 rounding), trained from the
     initial-weights export on the chip run's sample order (tessera data-order) with Adam
-    (Keras form); prints the test accuracy and loss."""
+    (Keras form, beta_1 b1, beta_2 b2) and label smoothing ls; prints the test accuracy and the
+    (unsmoothed) test loss."""
     if is_sequential(init):
-        return train_sequential(init, order_file, data_dir, epochs, batch, lr, sched)
+        return train_sequential(init, order_file, data_dir, epochs, batch, lr, sched, b1, b2, ls)
     m, layers = load_weights(init)
     x, y = load(data_dir, "train")
     xt, yt = load(data_dir, "test")
     order = np.fromfile(order_file, dtype="<u4")
     steps = min(len(order) // batch, epochs * (len(x) // batch))
-    adam = KerasAdam(flat(layers), lr)
+    adam = KerasAdam(flat(layers), lr, b1, b2)
     rate = lr_schedule(sched, lr, steps)
     ident = lambda t: t
     for s in range(steps):
         adam.lr = rate(s)
         ids = order[s * batch:(s + 1) * batch]
         _, _, grads = forward_backward(layers, pixels(x[ids], m),
-                                       torch.from_numpy(y[ids].astype(np.int64)), ident)
+                                       torch.from_numpy(y[ids].astype(np.int64)), ident, ls=ls)
         layers = dense_adam_step(adam, layers, grads)
     h = pixels(xt, m)
     for i, (k, b, act) in enumerate(layers):
@@ -688,12 +694,17 @@ def main():
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--lr-schedule", choices=("constant", "cosine", "linear"), default="constant",
                    help="over the run's steps, as tessera train --lr-schedule")
+    t.add_argument("--beta1", type=float, default=0.9, help="Adam's beta_1")
+    t.add_argument("--beta2", type=float, default=0.999, help="Adam's beta_2")
+    t.add_argument("--label-smoothing", type=float, default=0.0,
+                   help="as tessera train --label-smoothing")
     a = ap.parse_args()
     torch.set_num_threads(1)
     if a.mode == "selftest":
         return selftest()
     if a.mode == "train":
-        return train(a.init, a.order, a.data, a.epochs, a.batch, a.lr, a.lr_schedule)
+        return train(a.init, a.order, a.data, a.epochs, a.batch, a.lr, a.lr_schedule, a.beta1,
+                     a.beta2, a.label_smoothing)
     if a.mode == "export-check":
         return export_check(a.run, a.data, a.tol)
     return loss_match(a.init, a.order, a.metrics, a.data, a.steps, a.batch, a.lr, a.tol, a.array,

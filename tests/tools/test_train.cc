@@ -293,6 +293,9 @@ TEST_F(TrainTool, BadInputExitsBeforeTraining) {
   check("--arith fast", 2, "--arith");
   check("--batch 5000", 2, "--batch");
   check("--bogus", 2, "--bogus");
+  check("--label-smoothing 0.1", 2, "--label-smoothing are for Dense stacks");
+  check("--beta2 0.99", 2, "--beta2");
+  check("--label-smoothing 1.5", -1, "--label-smoothing");
 }
 
 // Run A trains 6 steps. Run B, the same run checkpointing every step, is killed (SIGKILL)
@@ -766,7 +769,8 @@ TEST_F(TrainTool, ConvModelTrainsBitIdenticallyOnRtlAndExportsItsLayers) {
   EXPECT_EQ(read_file(path("cf/weights/conv0_kernel.f32")).size(), 5u * 5 * 1 * 4 * 4);
 }
 
-// A general-compiler run (a conv net with Dropout, Adam on a cosine schedule) stopped after
+// A general-compiler run (a conv net with Dropout, Adam with beta_2 0.99 on a cosine schedule,
+// label smoothing 0.1) stopped after
 // step 3 and resumed in its own folder ends exactly as the uninterrupted run: the checkpoint's
 // every tensor, metrics.csv, the exported weights. The state does not depend on the chip: the
 // step-3 checkpoint resumed on the rtl backend into another folder gives the same weights.
@@ -779,7 +783,7 @@ TEST_F(TrainTool, GeneralModelResumesBitIdentically) {
       {"class_name": "Dense", "units": 10, "activation": "softmax"})");
   const std::string flags = "--model " + model +
                             " --array 4 --steps 6 --batch 4 --seed 3 --lr 3e-3 "
-                            "--lr-schedule cosine ";
+                            "--lr-schedule cosine --beta2 0.99 --label-smoothing 0.1 ";
   const std::string a = path("a"), b = path("b"), c = path("c");
   const Result ra = train(flags + "--checkpoint-every 2 --out " + a);
   ASSERT_EQ(ra.status, 0) << ra.err;
@@ -797,6 +801,13 @@ TEST_F(TrainTool, GeneralModelResumesBitIdentically) {
   ASSERT_EQ(rc.status, 0) << rc.err;
   EXPECT_NE(rc.out.find("resuming"), std::string::npos) << rc.out;
   EXPECT_EQ(read_file(b + "/checkpoint/ckpt.tsr"), ckpt3) << "the resumed checkpoint changed";
+  // another recipe (no label smoothing) is refused, the checkpoint untouched
+  const Result rs = train("--model " + model +
+                          " --array 4 --steps 6 --batch 4 --seed 3 --lr 3e-3 --lr-schedule cosine"
+                          " --beta2 0.99 --resume " + b + " --out " + path("s"));
+  EXPECT_EQ(rs.status, 2) << rs.err;
+  EXPECT_NE(rs.err.find("label_smoothing=0.1"), std::string::npos) << rs.err;
+  EXPECT_EQ(read_file(b + "/checkpoint/ckpt.tsr"), ckpt3);
   // in place
   const Result rb2 = train(flags + "--resume " + b + " --out " + b);
   ASSERT_EQ(rb2.status, 0) << rb2.err;
