@@ -252,10 +252,14 @@ bool evaluate_on(driver::Device& evd, const compiler::DenseStackSpec& spec,
                  std::ostream& err) {
   const size_t px = size_t{test_ds.rows} * test_ds.cols;
   std::vector<Compiled> evals;
+  // the test loss is the plain cross-entropy (label smoothing is a training target), as
+  // tessera evaluate reports it from the exported weights
+  compiler::OptimizerSpec plain = os;
+  plain.label_smoothing = 0;
   auto eval_step = [&](uint32_t b) -> Compiled& {
     for (auto& e : evals)
       if (e.step->batch() == b) return e;
-    evals.push_back(compile_on(evd, spec, os, b, compiler::StepKind::kEvaluate, weights));
+    evals.push_back(compile_on(evd, spec, plain, b, compiler::StepKind::kEvaluate, weights));
     return evals.back();
   };
   double loss_sum = 0, hits = 0;

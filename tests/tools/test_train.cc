@@ -848,8 +848,8 @@ std::string test_line(const std::string& out) {
 
 // tessera evaluate on a run's weight export gives the run's own test results: the same
 // accuracy and loss line, and the same probabilities (test_probs.f32), on the functional
-// backend and on the rtl chip; a folder whose tensors do not fit the model is refused, naming
-// the file.
+// backend and on the rtl chip (the run trained with label smoothing; its test loss is the plain
+// cross-entropy); a folder whose tensors do not fit the model is refused, naming the file.
 TEST_F(TrainTool, EvaluateGivesTheTrainingRunsTestResults) {
   const std::string model = model_file("conv.json", R"(
       {"class_name": "Conv2D", "filters": 4, "kernel_size": 3, "activation": "relu"},
@@ -858,7 +858,8 @@ TEST_F(TrainTool, EvaluateGivesTheTrainingRunsTestResults) {
       {"class_name": "Dense", "units": 10, "activation": "softmax"})");
   const std::string run = path("run");
   const Result rt =
-      train("--model " + model + " --array 4 --steps 3 --batch 8 --seed 5 --out " + run);
+      train("--model " + model + " --array 4 --steps 3 --batch 8 --seed 5 --label-smoothing 0.2 "
+            "--out " + run);
   ASSERT_EQ(rt.status, 0) << rt.err;
   const std::string want = test_line(rt.out);
   ASSERT_NE(want.find("(64 images)"), std::string::npos) << rt.out;
