@@ -67,8 +67,10 @@ int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec_
     // the graph passes, then the step compiler on the layer stack the lowered graph describes
     const compiler::Graph g = compiler::compile_graph(spec_in, compiler::OptimizerSpec::Kind::kAdam,
                                                       c.n, o.batch, &dumps);
+    compiler::OptimizerSpec os;
+    os.label_smoothing = o.label_smoothing;
     step = std::make_unique<compiler::DenseStackStep>(
-        compiler::stack_from_graph(g), compiler::OptimizerSpec{}, chip, o.batch, 0,
+        compiler::stack_from_graph(g), os, chip, o.batch, 0,
         o.evaluate ? compiler::StepKind::kEvaluate : compiler::StepKind::kTrain);
   } catch (const std::exception& e) {
     err << "tessera compile: " << e.what() << "\n";
@@ -131,6 +133,11 @@ int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) 
       err << "tessera compile: " << o.model << ": " << e.what() << "\n";
       return 2;
     }
+  }
+  if (o.label_smoothing != 0) {
+    err << "tessera compile: --label-smoothing is for general-compiler models (the example CNN "
+           "trains with the sparse cross-entropy)\n";
+    return 2;
   }
   const driver::DeviceConfig c = driver::chip_for_array(o.array);
   const compiler::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};

@@ -16,6 +16,7 @@ struct CompileOptions {
   bool dump = false;
   bool evaluate = false;
   std::string asm_out;
+  float label_smoothing = 0;  // the loss's (general-compiler models; tessera train's option)
 };
 
 int compile_step(const CompileOptions& opt, std::ostream& out, std::ostream& err);

@@ -17,7 +17,7 @@
 //   evaluate WEIGHTS_DIR --model FILE [--backend rtl|functional] [--eval-samples N] [--probs F]
 //                                                  a general-compiler model's exported weights
 //                                                  on the test set
-//   compile [--array N] [--batch B] [--dump] [--evaluate] [--asm FILE]
+//   compile [--array N] [--batch B] [--dump] [--evaluate] [--asm FILE] [--label-smoothing E]
 //                                                  the compiled step, stage by stage
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -220,6 +220,9 @@ int main(int argc, char** argv) {
   cmp->add_flag("--dump", co.dump, "print the representation after each stage");
   cmp->add_flag("--evaluate", co.evaluate, "the evaluation (forward-only) program");
   cmp->add_option("--asm", co.asm_out, "write the program as assembly to FILE");
+  cmp->add_option("--label-smoothing", co.label_smoothing,
+                  "the loss's label smoothing (as tessera train's)")
+      ->check(CLI::Range(0.0f, 1.0f));
 
   // A bad command line is bad input like any other: exit status 2 (CLI11's own codes, 105 for
   // a value out of range, 109 for an unknown flag, ..., would say nothing to a script).

@@ -196,6 +196,25 @@ TEST_F(CompileCli, DenseStackDumpsItsLoweringAndPlan) {
   const assembler::AsmResult a = assembler::assemble(slurp("mlp.s"), assembler::AsmOptions{4});
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a.bytes(), step.program_bytes());
+
+  // with label smoothing: the program tessera train runs with --label-smoothing 0.1
+  ASSERT_EQ(tessera("compile --array 4 --batch 8 --model examples/models/mlp.json "
+                    "--label-smoothing 0.1 --asm " + path("mlp_ls.s"),
+                    out, err),
+            0)
+      << err;
+  compiler::OptimizerSpec smooth;
+  smooth.label_smoothing = 0.1f;
+  const compiler::DenseStackStep ls_step(
+      spec, smooth, compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows}, 8, 0);
+  const assembler::AsmResult als =
+      assembler::assemble(slurp("mlp_ls.s"), assembler::AsmOptions{4});
+  ASSERT_TRUE(als.ok());
+  EXPECT_EQ(als.bytes(), ls_step.program_bytes());
+  EXPECT_GT(ls_step.program().size(), step.program().size());
+  EXPECT_EQ(tessera("compile --label-smoothing 0.1", out, err), 2);
+  EXPECT_NE(err.find("--label-smoothing is for general-compiler models"), std::string::npos)
+      << err;
 }
 
 // The two-conv example model: its feature layers, each lowered matmul, the numbered phases and
