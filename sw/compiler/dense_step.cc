@@ -314,6 +314,12 @@ DenseStackStep::DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& 
   if (!(opt.label_smoothing >= 0 && opt.label_smoothing <= 1))
     throw std::invalid_argument("label smoothing " + std::to_string(opt.label_smoothing) +
                                 ": in [0, 1]");
+  // beta 1 would divide by 1 - beta^t = 0 (beta_1) or stop training (beta_2)
+  if (opt.kind == OptimizerSpec::Kind::kAdam)
+    for (const auto& [name, beta] : {std::pair{"beta_1", opt.beta1}, {"beta_2", opt.beta2}})
+      if (!(beta >= 0 && beta < 1))
+        throw std::invalid_argument(std::string("Adam's ") + name + " " + std::to_string(beta) +
+                                    ": in [0, 1)");
   if (!spec.features.empty()) {
     const uint64_t flat = feature_shapes(spec).back().size();
     if (flat != spec.inputs)

@@ -221,8 +221,9 @@ int main(int argc, char** argv) {
   cmp->add_flag("--evaluate", co.evaluate, "the evaluation (forward-only) program");
   cmp->add_option("--asm", co.asm_out, "write the program as assembly to FILE");
   cmp->add_option("--label-smoothing", co.label_smoothing,
-                  "the loss's label smoothing (as tessera train's)")
-      ->check(CLI::Range(0.0f, 1.0f));
+                  "the loss's label smoothing (as tessera train's; the training program)")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
 
   // A bad command line is bad input like any other: exit status 2 (CLI11's own codes, 105 for
   // a value out of range, 109 for an unknown flag, ..., would say nothing to a script).

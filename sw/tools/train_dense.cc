@@ -397,6 +397,8 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     os.lr = opt.lr > 0 ? opt.lr : 1e-3f;
     os.beta1 = opt.beta1;
     os.beta2 = opt.beta2;
+    if (!(os.beta1 >= 0 && os.beta1 < 1) || !(os.beta2 >= 0 && os.beta2 < 1))
+      return refuse("--beta1/--beta2: in [0, 1)");
   }
   os.label_smoothing = opt.label_smoothing;
   try {
@@ -562,7 +564,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
               : std::string(" (") + compiler::schedule_name(os.schedule) + " over the run)");
   if (os.kind == compiler::OptimizerSpec::Kind::kAdam &&
       (os.beta1 != 0.9f || os.beta2 != 0.999f))
-    out << " beta_1 " << os.beta1 << " beta_2 " << os.beta2;
+    out << ", beta_1 " << os.beta1 << " beta_2 " << os.beta2;
   if (os.label_smoothing > 0) out << ", label smoothing " << os.label_smoothing;
   out << ", batch " << opt.batch << ", " << steps << " steps on "
       << driver::backend_name(dc.backend) << " N = " << dc.n << "\n";

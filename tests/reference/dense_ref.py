@@ -389,7 +389,8 @@ def vpu_softmax(logits, n):
 
 def forward_backward(layers, x, labels, rnd, mm=lambda a, b: a @ b, softmax=None, ls=0.0):
     """Loss, correct count and gradients with rounding `rnd` at the chip's points, the matmul
-    `mm` and the softmax `softmax` (default torch's, in float64)."""
+    `mm` and the softmax `softmax` (default torch's, in float64), the targets label-smoothed by
+    `ls` (0: one-hot)."""
     B = x.shape[0]
     acts = [rnd(x)]
     zs = []
@@ -433,18 +434,20 @@ def selftest():
                "relu" if i < 1 else ("linear" if i < 2 else "softmax")) for i in range(3)]
     x = torch.rand(6, dims[0])
     y = torch.tensor([0, 1, 2, 3, 4, 0])
-    loss, _, grads = forward_backward(layers, x, y, lambda t: t)
-    params = [(k.clone().requires_grad_(), b.clone().requires_grad_()) for k, b, _ in layers]
-    h = x
-    for i, (k, b) in enumerate(params):
-        h = torch.nn.functional.linear(h, k.t(), b)
-        if layers[i][2] == "relu":
-            h = torch.relu(h)
-    ref = torch.nn.functional.cross_entropy(h, y)
-    ref.backward()
-    ok = abs(ref.item() - loss) < 1e-5
-    for (gk, gb), (k, b) in zip(grads, params):
-        ok &= torch.allclose(gk, k.grad, atol=1e-5) and torch.allclose(gb, b.grad, atol=1e-5)
+    ok = True
+    for ls in (0.0, 0.1):  # the plain and the label-smoothed loss against autograd
+        loss, _, grads = forward_backward(layers, x, y, lambda t: t, ls=ls)
+        params = [(k.clone().requires_grad_(), b.clone().requires_grad_()) for k, b, _ in layers]
+        h = x
+        for i, (k, b) in enumerate(params):
+            h = torch.nn.functional.linear(h, k.t(), b)
+            if layers[i][2] == "relu":
+                h = torch.relu(h)
+        ref = torch.nn.functional.cross_entropy(h, y, label_smoothing=ls)
+        ref.backward()
+        ok &= abs(ref.item() - loss) < 1e-5
+        for (gk, gb), (k, b) in zip(grads, params):
+            ok &= torch.allclose(gk, k.grad, atol=1e-5) and torch.allclose(gb, b.grad, atol=1e-5)
     a, b = torch.randn(7, 45), torch.randn(45, 5)
     ok &= bool(torch.equal(mxu_matmul(a, b, 16), mxu_matmul_long(a, b, 16)))
     print("selftest", "ok" if ok else "FAILED", "loss", loss, ref.item())

@@ -161,6 +161,16 @@ TEST(DenseStackStep, LabelSmoothingMatchesTheHostReference) {
   EXPECT_EQ(smooth.correct, plain.correct);
   sgd.label_smoothing = -0.1f;
   EXPECT_THROW(run_step(a, sgd, 4, 3), std::invalid_argument);
+  // Adam's betas in [0, 1): beta_1 1 would divide by zero, beta_2 1 stop training; NaN refused
+  compiler::OptimizerSpec adam;
+  for (float bad : {1.0f, -0.5f, std::nanf("")}) {
+    adam.beta1 = bad;
+    EXPECT_THROW(run_step(a, adam, 4, 3), std::invalid_argument) << bad;
+    adam.beta1 = 0.9f;
+    adam.beta2 = bad;
+    EXPECT_THROW(run_step(a, adam, 4, 3), std::invalid_argument) << bad;
+    adam.beta2 = 0.999f;
+  }
 }
 
 // Convolutions whose kernel rows are copied as one run (compact maps, stride 1, filters a

@@ -296,6 +296,9 @@ TEST_F(TrainTool, BadInputExitsBeforeTraining) {
   check("--label-smoothing 0.1", 2, "--label-smoothing are for Dense stacks");
   check("--beta2 0.99", 2, "--beta2");
   check("--label-smoothing 1.5", -1, "--label-smoothing");
+  const std::string mlp = std::string(TESSERA_SOURCE_DIR) + "/examples/models/mlp.json";
+  check("--model " + mlp + " --beta1 1", 2, "--beta1/--beta2: in [0, 1)");
+  check("--model " + mlp + " --optimizer sgd --beta2 0.99", 2, "--beta1/--beta2 are Adam's");
 }
 
 // Run A trains 6 steps. Run B, the same run checkpointing every step, is killed (SIGKILL)
