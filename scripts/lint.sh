@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make lint: verilator --lint-only -Wall on every RTL top (and the MXU at its smallest and
 # largest N, since parameters change widths; the chip also in its host-arithmetic simulation
-# flavour, +define+TPU_SIM_HOST_ARITH). Waivers live only in rtl/lint.vlt.
+# flavour, +define+TPU_SIM_HOST_ARITH), and parameter sets the RTL must refuse at elaboration
+# with a named message. Waivers live only in rtl/lint.vlt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tops=(
@@ -44,7 +45,29 @@ tops=(
   "tpu_mxu_unit -GN=16 -GUbBytes=65536 -GAccRows=256"
   "tpu_mxu_unit -GN=128 -GUbBytes=262144 -GAccRows=1024"
 )
+# Parameter sets the RTL must refuse at elaboration, each with the message it must give.
+refused=(
+  "tpu_hbm_ctrl -GMinDrain=0|MinDrain 0 out of range"
+  "tpu_hbm_ctrl -GMinDrain=256|MinDrain 256 out of range"
+  "tpu_hbm_ctrl -GQueueDepth=12 -GPrepDepth=13|PrepDepth 13 > QueueDepth 12"
+  "tpu_hbm_ctrl -GRefUrgent=0|RefUrgent 0 (1..255)"
+  "tpu_hbm_ctrl -GQueueDepth=33|QueueDepth 33 > 32"
+)
 fail=0
+for r in "${refused[@]}"; do
+  set -- ${r%%|*}
+  want=${r#*|}
+  if log=$(verilator --lint-only -Wall rtl/lint.vlt -f rtl/tpu.f --top-module "$@" 2>&1); then
+    echo "lint FAILED: $* was accepted (want: $want)"
+    fail=1
+  elif [[ $log != *"$want"* ]]; then
+    echo "lint FAILED: $* refused without \"$want\":"
+    echo "$log" | head -5
+    fail=1
+  else
+    echo "lint ok: $* refused ($want)"
+  fi
+done
 for t in "${tops[@]}"; do
   set -- $t
   if verilator --lint-only -Wall rtl/lint.vlt -f rtl/tpu.f --top-module "$@"; then

@@ -188,6 +188,13 @@ module tpu_hbm_ctrl #(
   if (QueueDepth > 32) begin : g_queue_too_deep
     $error("tpu_hbm_ctrl: QueueDepth %0d > 32 (lowest_set searches 32 entries)", QueueDepth);
   end
+  // wdrain_q saturates at 255, so a forced drain of more WRs would never end
+  if (MinDrain < 1 || MinDrain > 255) begin : g_bad_min_drain
+    $error("tpu_hbm_ctrl: MinDrain %0d out of range (1..255)", MinDrain);
+  end
+  if (PrepDepth > QueueDepth) begin : g_bad_prep_depth
+    $error("tpu_hbm_ctrl: PrepDepth %0d > QueueDepth %0d", PrepDepth, QueueDepth);
+  end
   if (RefPerBank && (RefUrgent < 1 || RefUrgent > 255 || RefSpacing < 1)) begin : g_bad_refresh
     $error("tpu_hbm_ctrl: RefUrgent %0d (1..255) or RefSpacing %0d (>= 1) out of range",
            RefUrgent, RefSpacing);
