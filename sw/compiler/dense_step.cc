@@ -820,8 +820,9 @@ void DenseStackStep::compile() {
     const float inv_b = 1.0f / static_cast<float>(B);
     // label smoothing eps: the target of class c is hi for the label, lo for the other real
     // classes (Keras's (1 - eps) one-hot + eps / C), and the loss ln S - sum_c t_c (z_c - max)
-    // = ln S - (1 - eps) (z_label - max) - lo sum_c (z_c - max); eps 0 emits the plain loss
-    const float ls = opt_.label_smoothing, ls_lo = ls / static_cast<float>(D[l]),
+    // = ln S - (1 - eps) (z_label - max) - lo sum_c (z_c - max); eps 0 emits the plain loss,
+    // as does evaluation (smoothing is a training target; the test loss is the cross-entropy)
+    const float ls = train ? opt_.label_smoothing : 0.0f, ls_lo = ls / static_cast<float>(D[l]),
                 ls_hi = (1.0f - ls) + ls_lo;
     note(emit_matmul(
         b, op, arena_lo, arena_hi, chip_.acc_rows,

@@ -67,8 +67,8 @@ int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec_
     // the graph passes, then the step compiler on the layer stack the lowered graph describes
     const compiler::Graph g = compiler::compile_graph(spec_in, compiler::OptimizerSpec::Kind::kAdam,
                                                       c.n, o.batch, &dumps);
-    compiler::OptimizerSpec os;  // the evaluation program's loss is the plain one (train_dense)
-    os.label_smoothing = o.evaluate ? 0 : o.label_smoothing;
+    compiler::OptimizerSpec os;
+    os.label_smoothing = o.label_smoothing;
     step = std::make_unique<compiler::DenseStackStep>(
         compiler::stack_from_graph(g), os, chip, o.batch, 0,
         o.evaluate ? compiler::StepKind::kEvaluate : compiler::StepKind::kTrain);

@@ -252,14 +252,10 @@ bool evaluate_on(driver::Device& evd, const compiler::DenseStackSpec& spec,
                  std::ostream& err) {
   const size_t px = size_t{test_ds.rows} * test_ds.cols;
   std::vector<Compiled> evals;
-  // the test loss is the plain cross-entropy (label smoothing is a training target), as
-  // tessera evaluate reports it from the exported weights
-  compiler::OptimizerSpec plain = os;
-  plain.label_smoothing = 0;
   auto eval_step = [&](uint32_t b) -> Compiled& {
     for (auto& e : evals)
       if (e.step->batch() == b) return e;
-    evals.push_back(compile_on(evd, spec, plain, b, compiler::StepKind::kEvaluate, weights));
+    evals.push_back(compile_on(evd, spec, os, b, compiler::StepKind::kEvaluate, weights));
     return evals.back();
   };
   double loss_sum = 0, hits = 0;
@@ -389,7 +385,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   if (opt.backend == "sampled") return refuse("--backend sampled runs the example CNN only");
   compiler::OptimizerSpec os;
   if (opt.optimizer == "sgd") {
-    if (opt.beta1 != 0.9f || opt.beta2 != 0.999f) return refuse("--beta1/--beta2 are Adam's");
+    if (!opt.default_betas()) return refuse("--beta1/--beta2 are Adam's");
     os.kind = compiler::OptimizerSpec::Kind::kSgd;
     os.lr = opt.lr > 0 ? opt.lr : 0.01f;
     os.momentum = opt.momentum;
@@ -562,8 +558,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
       << (os.schedule == compiler::OptimizerSpec::Schedule::kConstant
               ? ""
               : std::string(" (") + compiler::schedule_name(os.schedule) + " over the run)");
-  if (os.kind == compiler::OptimizerSpec::Kind::kAdam &&
-      (os.beta1 != 0.9f || os.beta2 != 0.999f))
+  if (os.kind == compiler::OptimizerSpec::Kind::kAdam && !opt.default_betas())
     out << ", beta_1 " << os.beta1 << " beta_2 " << os.beta2;
   if (os.label_smoothing > 0) out << ", label smoothing " << os.label_smoothing;
   out << ", batch " << opt.batch << ", " << steps << " steps on "

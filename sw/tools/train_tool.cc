@@ -264,7 +264,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
     return train_dense(opt, model_desc, spec, out, err);
   }
   if (opt.optimizer != "adam" || opt.lr != 0 || opt.lr_schedule != "constant" ||
-      opt.beta1 != 0.9f || opt.beta2 != 0.999f || opt.label_smoothing != 0) {
+      !opt.default_betas() || opt.label_smoothing != 0) {
     err << "tessera train: the example CNN trains with Adam 1e-3 (--optimizer/--lr/--lr-schedule/"
            "--beta1/--beta2/--label-smoothing are for Dense stacks)\n";
     return 2;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "tessera/data.h"
+#include "tessera/dense_step.h"
 
 namespace tessera::tools {
 
@@ -49,9 +50,13 @@ struct TrainOptions {
   // Dense stacks: the learning rate's schedule over the run's steps (constant, cosine, linear;
   // tessera/dense_step.h, OptimizerSpec).
   std::string lr_schedule = "constant";
-  // Dense stacks: Adam's beta_1 and beta_2 (Keras's defaults), and the loss's label smoothing
-  // (0: sparse categorical cross-entropy).
-  float beta1 = 0.9f, beta2 = 0.999f, label_smoothing = 0;
+  // Dense stacks: Adam's beta_1 and beta_2 (OptimizerSpec's defaults, Keras's), and the loss's
+  // label smoothing (0: sparse categorical cross-entropy).
+  float beta1 = compiler::OptimizerSpec{}.beta1, beta2 = compiler::OptimizerSpec{}.beta2;
+  float label_smoothing = 0;
+  bool default_betas() const {
+    return beta1 == compiler::OptimizerSpec{}.beta1 && beta2 == compiler::OptimizerSpec{}.beta2;
+  }
 };
 
 int train(const TrainOptions& opt, std::ostream& out, std::ostream& err);

@@ -194,8 +194,9 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
     for (uint32_t c = 1; c < C; ++c) m = std::max(m, z[c]);
     double sum = 0;
     for (uint32_t c = 0; c < C; ++c) sum += std::exp(static_cast<double>(z[c] - m));
+    const double log_sum = std::log(sum);
     for (uint32_t c = 0; c < C; ++c)
-      loss -= double(c == labels[s] ? t_hi : t_lo) * (double(z[c] - m) - std::log(sum));
+      loss -= double(c == labels[s] ? t_hi : t_lo) * (double(z[c] - m) - log_sum);
     if (z[labels[s]] == m) r.correct += 1;
     for (uint32_t c = 0; c < C; ++c) {
       const float pr = static_cast<float>(std::exp(static_cast<double>(z[c] - m)) / sum);

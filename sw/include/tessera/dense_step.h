@@ -91,7 +91,8 @@ struct OptimizerSpec {
   // The loss's label smoothing eps in [0, 1] (set with the optimizer, as Keras's compile() takes
   // both): the softmax cross-entropy's targets are (1 - eps) one-hot + eps / C over the C
   // classes (Keras's CategoricalCrossentropy(label_smoothing)); 0 is the sparse categorical
-  // cross-entropy, and its program is the one compiled without the option.
+  // cross-entropy, and its program is the one compiled without the option. Evaluation programs
+  // report the plain cross-entropy whatever eps is.
   float label_smoothing = 0.0f;
   // Step t's learning rate: fp32(lr * f(t)) with f evaluated in double.
   float lr_at(uint64_t t) const;
