@@ -17,16 +17,17 @@
 #include "Vtpu_top_n16_c2.h"
 #include "Vtpu_top_n16_c2___024root.h"  // ChipSim: one evaluation a cycle
 #include "harness/chip/ring_sim.h"
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/allreduce.h"
+#include "tessera/chip.h"
 #include "tessera/compiler.h"
 
 using namespace tessera;
 
 template <class Model>
 int measure(int chips, int threads, uint32_t piece_bytes, int channels) {
-  const int n = 16;
-  const uint64_t ub_bytes = 65536;
+  const int n = kFullChip.n;  // the Vtpu_top_n16 chip
+  const uint64_t ub_bytes = kFullChip.ub_bytes;
   const compiler::CnnSpec spec;
   const uint32_t raw = spec.taps() * spec.filters + spec.filters + spec.classes * spec.features() +
                        16;  // Cpad at N = 16

@@ -13,6 +13,7 @@
 
 #include "fuzz/fuzz_check.h"
 #include "sw/tools/hbm_trace.h"
+#include "tessera/chip_params.h"
 
 namespace tt = tessera::tools;
 
@@ -23,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& s : kShapes) {
     std::istringstream in(text);
     const tt::HbmTraceParseResult r = tt::parse_hbm_trace(in, s.channels, s.request_bytes);
-    const uint64_t capacity = (256ull << 20) * s.channels;
+    const uint64_t capacity = tessera::chip_params::HBM_PC_BYTES * s.channels;
     int prev_line = 0;
     uint64_t prev_cycle = 0;
     for (const tt::HbmTraceRequest& q : r.requests) {

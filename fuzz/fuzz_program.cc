@@ -131,7 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fm::ChipConfig cfg;
   cfg.n = kN;
   cfg.ub_bytes = 16 * 1024;
-  cfg.acc_rows = 64;
+  cfg.acc_rows = tessera::chip_params::SMALL_ACC_ROWS;
   cfg.hbm_bytes = 1 << 20;
   fm::FunctionalModel model(cfg);
   if (size > 0) model.hbm().write(0, data, std::min<uint64_t>(size, cfg.hbm_bytes));

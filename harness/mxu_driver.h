@@ -14,9 +14,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "harness/mxu_ref.h"
 #include "harness/sim_ctrl.h"
 #include "harness/vl_bits.h"
+#include "sw/numerics/mxu_ref.h"
 
 namespace tessera::mxu {
 

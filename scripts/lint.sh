@@ -2,7 +2,8 @@
 # make lint: verilator --lint-only -Wall on every RTL top (and the MXU at its smallest and
 # largest N, since parameters change widths; the chip also in its host-arithmetic simulation
 # flavour, +define+TPU_SIM_HOST_ARITH), and parameter sets the RTL must refuse at elaboration
-# with a named message. Waivers live only in rtl/lint.vlt.
+# with a named message. Waivers live only in rtl/lint.vlt. Then scripts/check_chip_constants.sh:
+# the host's C++ copies no chip parameter by hand (they come from the generated chip_params.h).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tops=(
@@ -68,6 +69,9 @@ for r in "${refused[@]}"; do
     echo "lint ok: $* refused ($want)"
   fi
 done
+# The host's C++ takes every chip parameter from the headers generated from the RTL packages.
+scripts/check_chip_constants.sh --self-test || fail=1
+scripts/check_chip_constants.sh || fail=1
 for t in "${tops[@]}"; do
   set -- $t
   if verilator --lint-only -Wall rtl/lint.vlt -f rtl/tpu.f --top-module "$@"; then

@@ -6,7 +6,7 @@
 // round-to-nearest-even (the C++ default environment), subnormals kept (no FTZ/DAZ:
 // host_arith_environment_ok checks), a bf16 widened to fp32 by a shift (exact), the MAC's two
 // roundings as two statements (the build compiles with -ffp-contract=off, and the pragma below
-// holds it here too), and every NaN result mapped to the canonical 0x7FC00000. The tests
+// holds it here too), and every NaN result mapped to the canonical NaN. The tests
 // (test_host_arith) prove the flavour bit-identical to the RTL on vectors and on whole training
 // steps. Included into every verilated model's C++ (sim/CMakeLists.txt); the pure-RTL models do
 // not call it.
@@ -15,6 +15,8 @@
 #include <cfenv>
 #include <cstdint>
 #include <cstring>
+
+#include "tessera/chip_params.h"
 
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -32,9 +34,11 @@ inline uint32_t as_bits(float f) {
   std::memcpy(&b, &f, sizeof b);
   return b;
 }
-// Any NaN -> 0x7FC00000 (the host returns one of the operand NaNs, quieted).
+// Any NaN -> the canonical NaN (the host returns one of the operand NaNs, quieted).
 inline uint32_t canonical(uint32_t b) {
-  return ((b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu)) ? 0x7FC00000u : b;
+  return ((b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu))
+             ? tessera::chip_params::FP32_CANON_NAN
+             : b;
 }
 
 // True when the floating-point environment is the one the contract needs: round to nearest

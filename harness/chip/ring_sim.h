@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "harness/chip/chip_sim.h"
+#include "tessera/chip_params.h"
 
 namespace tessera::chip {
 
@@ -50,7 +51,7 @@ struct RingRun {
 template <class Model>
 class RingSim {
  public:
-  static constexpr int kFlitWords = 10;  // 320-bit flits as 32-bit words
+  static constexpr int kFlitWords = chip_params::FlitW / 32;  // a flit as 32-bit words
 
   // `threads`: worker threads advancing the chips (1: the calling thread does all).
   // `transport`: the ring spans processes; this one holds and clocks chip transport->local()

@@ -23,6 +23,7 @@
 #include "harness/hbm/hbm_device.h"
 #include "harness/sim_ctrl.h"
 #include "harness/vl_bits.h"
+#include "tessera/chip_params.h"
 
 namespace tessera::hbm {
 
@@ -43,7 +44,9 @@ class HbmAddressMap {
     }
   }
   int channels() const { return channels_; }
-  uint64_t capacity_bytes() const { return static_cast<uint64_t>(channels_) << 28; }
+  uint64_t capacity_bytes() const {
+    return static_cast<uint64_t>(channels_) * chip_params::HBM_PC_BYTES;
+  }
   bool in_range(uint64_t addr) const { return addr < capacity_bytes(); }
   HbmLocation locate(uint64_t addr) const {
     const uint64_t burst = addr >> 5;
@@ -137,8 +140,12 @@ class HbmSystem {
  public:
   HbmSystem(int channels, int ports, const HbmTiming& timing = HbmTiming{},
             const std::string& wave_name = "", int pc_lsb = 0)
-      : map_(channels, pc_lsb), ports_(ports), timing_(timing), sim_(wave_name),
-        dev_(channels, timing), stats_(static_cast<size_t>(channels)) {
+      : map_(channels, pc_lsb),
+        ports_(ports),
+        timing_(timing),
+        sim_(wave_name),
+        dev_(channels, timing),
+        stats_(static_cast<size_t>(channels)) {
     auto& m = sim_.top();
     m.req_valid_i = 0;
     m.req_write_i = 0;
@@ -238,7 +245,6 @@ class HbmSystem {
     return pin_field(port, lsb, width);
   }
 
-
  private:
   void count(int c, HbmCmd cmd, int bank) {
     auto& s = stats_[static_cast<size_t>(c)];
@@ -256,12 +262,16 @@ class HbmSystem {
           ++s.row_hits;
         }
         break;
-      case HbmCmd::kPre: ++s.pre; break;
+      case HbmCmd::kPre:
+        ++s.pre;
+        break;
       case HbmCmd::kRef:
         ++s.ref;
         refresh_left_[c] = timing_.trfc;
         break;
-      case HbmCmd::kRefSb: ++s.refsb; break;
+      case HbmCmd::kRefSb:
+        ++s.refsb;
+        break;
     }
   }
 
@@ -280,10 +290,10 @@ class HbmSystem {
 struct HbmRequest {
   bool write = false;
   uint64_t addr = 0;
-  int bursts = 1;   // 1..16
-  int id = 0;       // 0..15
-  uint64_t not_before = 0;  // not presented before this cycle
-  std::vector<Burst> data;  // writes: one per burst
+  int bursts = 1;              // 1..16
+  int id = 0;                  // 0..15
+  uint64_t not_before = 0;     // not presented before this cycle
+  std::vector<Burst> data;     // writes: one per burst
   std::vector<uint32_t> strb;  // writes: byte enables per burst (empty: all bytes)
 };
 
@@ -297,8 +307,8 @@ template <class Model>
 class HbmPortDriver {
  public:
   struct Options {
-    int ready_pct = 100;   // chance a response is taken in a cycle
-    int wd_pct = 100;      // chance write data is presented in a cycle
+    int ready_pct = 100;  // chance a response is taken in a cycle
+    int wd_pct = 100;     // chance write data is presented in a cycle
     bool check_data = true;
   };
   struct Results {
@@ -440,8 +450,7 @@ class HbmPortDriver {
         for (int b = 0; b < r.bursts; ++b) {
           const uint64_t a = r.addr + 32ull * b;
           const auto it = image_.find(a);
-          pr.expect.push_back(!sys_.map().in_range(a) || it == image_.end() ? Burst{}
-                                                                             : it->second);
+          pr.expect.push_back(!sys_.map().in_range(a) || it == image_.end() ? Burst{} : it->second);
         }
         st.reads.push_back(std::move(pr));
       }
@@ -462,9 +471,9 @@ class HbmPortDriver {
         const bool oor = !sys_.map().in_range(pr.addr);
         if (id != pr.id || last != (pr.bursts_left == 1) || err != oor) {
           std::ostringstream s;
-          s << "port " << p << " cycle " << now << " read of 0x" << std::hex << pr.addr
-            << std::dec << ": got id " << id << " last " << last << " err " << err
-            << ", expected id " << pr.id << " last " << (pr.bursts_left == 1) << " err " << oor;
+          s << "port " << p << " cycle " << now << " read of 0x" << std::hex << pr.addr << std::dec
+            << ": got id " << id << " last " << last << " err " << err << ", expected id " << pr.id
+            << " last " << (pr.bursts_left == 1) << " err " << oor;
           fail(s.str());
         }
         Burst got;
@@ -474,8 +483,8 @@ class HbmPortDriver {
         const size_t idx = pr.expect.size() - static_cast<size_t>(pr.bursts_left);
         if (opt_.check_data && got != pr.expect[idx]) {
           std::ostringstream s;
-          s << "port " << p << " cycle " << now << " read of 0x" << std::hex << pr.addr
-            << ": data " << hexs(got) << ", expected " << hexs(pr.expect[idx]);
+          s << "port " << p << " cycle " << now << " read of 0x" << std::hex << pr.addr << ": data "
+            << hexs(got) << ", expected " << hexs(pr.expect[idx]);
           fail(s.str());
         }
         pr.addr += 32;
@@ -494,9 +503,8 @@ class HbmPortDriver {
         const bool err = S::bit(m.wr_done_err_o, p);
         if (id != st.writes.front().id || err != st.writes.front().err) {
           std::ostringstream s;
-          s << "port " << p << " cycle " << now << ": write completion id " << id << " err "
-            << err << ", expected id " << st.writes.front().id << " err "
-            << st.writes.front().err;
+          s << "port " << p << " cycle " << now << ": write completion id " << id << " err " << err
+            << ", expected id " << st.writes.front().id << " err " << st.writes.front().err;
           fail(s.str());
         }
         st.writes.pop_front();
@@ -517,9 +525,9 @@ class HbmPortDriver {
   std::string where() const {
     std::ostringstream s;
     for (size_t p = 0; p < ports_.size(); ++p) {
-      s << "port " << p << ": " << ports_[p].to_send.size() << " to send, " << ports_[p].reads.size()
-        << " reads and " << ports_[p].writes.size() << " writes outstanding, "
-        << ports_[p].wdata.size() << " data beats to send; ";
+      s << "port " << p << ": " << ports_[p].to_send.size() << " to send, "
+        << ports_[p].reads.size() << " reads and " << ports_[p].writes.size()
+        << " writes outstanding, " << ports_[p].wdata.size() << " data beats to send; ";
     }
     return s.str();
   }

@@ -10,42 +10,72 @@
 #include <stdexcept>
 #include <string>
 
+#include "tessera/chip_params.h"
+
 namespace tessera::hbm {
 
+namespace P = ::tessera::chip_params;
+
 struct HbmTiming {
-  // Organization.
-  int bank_groups = 4;
-  int banks_per_group = 4;
-  int row_bytes = 1024;    // one row of one bank
-  int pc_width_bits = 64;  // data bus of one pseudo-channel
-  int burst_length = 4;    // BL4
-  int burst_cycles = 2;    // cycles one burst occupies the data bus
+  // Organization (rtl/pkg/tpu_pkg.sv through chip_params.h, as every value here).
+  int bank_groups = P::HBM_BANK_GROUPS;
+  int banks_per_group = P::HBM_BANKS_PER_GROUP;
+  int row_bytes = P::HBM_ROW_BYTES;          // one row of one bank
+  int pc_width_bits = P::HBM_PC_WIDTH_BITS;  // data bus of one pseudo-channel
+  int burst_length = P::HBM_BURST_LENGTH;    // BL4
+  int burst_cycles = P::HBM_BURST_CYCLES;    // cycles one burst occupies the data bus
   // Latencies and minimum spacings.
-  int cl = 14;       // RD to first read data
-  int cwl = 4;       // WR to first write data
-  int trcd = 14;     // ACT to RD/WR, same bank
-  int trp = 14;      // PRE to ACT, same bank
-  int tras = 34;     // ACT to PRE, same bank
-  int trc = 48;      // ACT to ACT, same bank
-  int twr = 16;      // end of write data to PRE, same bank
-  int trtp = 5;      // RD to PRE, same bank
-  int tccd_s = 2;    // RD to RD / WR to WR, different bank groups
-  int tccd_l = 4;    // RD to RD / WR to WR, same bank group
-  int trrd_s = 4;    // ACT to ACT, different bank groups
-  int trrd_l = 4;    // ACT to ACT, same bank group
-  int tfaw = 16;     // window that holds at most four ACTs
-  int twtr_s = 6;    // end of write data to RD, different bank groups
-  int twtr_l = 8;    // end of write data to RD, same bank group
-  int trefi = 3900;  // average refresh interval
-  int trfc = 260;    // REF to ACT or REF
+  int cl = P::HBM_CL;          // RD to first read data
+  int cwl = P::HBM_CWL;        // WR to first write data
+  int trcd = P::HBM_TRCD;      // ACT to RD/WR, same bank
+  int trp = P::HBM_TRP;        // PRE to ACT, same bank
+  int tras = P::HBM_TRAS;      // ACT to PRE, same bank
+  int trc = P::HBM_TRC;        // ACT to ACT, same bank
+  int twr = P::HBM_TWR;        // end of write data to PRE, same bank
+  int trtp = P::HBM_TRTP;      // RD to PRE, same bank
+  int tccd_s = P::HBM_TCCD_S;  // RD to RD / WR to WR, different bank groups
+  int tccd_l = P::HBM_TCCD_L;  // RD to RD / WR to WR, same bank group
+  int trrd_s = P::HBM_TRRD_S;  // ACT to ACT, different bank groups
+  int trrd_l = P::HBM_TRRD_L;  // ACT to ACT, same bank group
+  int tfaw = P::HBM_TFAW;      // window that holds at most four ACTs
+  int twtr_s = P::HBM_TWTR_S;  // end of write data to RD, different bank groups
+  int twtr_l = P::HBM_TWTR_L;  // end of write data to RD, same bank group
+  int trefi = P::HBM_TREFI;    // average refresh interval
+  int trfc = P::HBM_TRFC;      // REF to ACT or REF
   // Single-bank refresh (REFSB, JESD235 HBM2; values of Ramulator 2's HBM2_2Gbps preset): the
   // bank refreshed is busy tRFCSB, the others keep serving; a pseudo-channel takes banks()
   // REFSBs in the time of one REF, each bank once in every set of banks() REFSBs.
-  int trfcsb = 160;  // REFSB to ACT or REFSB, same bank; REFSB to REF
-  int trrefd = 8;    // REFSB to REFSB or ACT, any bank
+  int trfcsb = P::HBM_TRFCSB;  // REFSB to ACT or REFSB, same bank; REFSB to REF
+  int trrefd = P::HBM_TRREFD;  // REFSB to REFSB or ACT, any bank
   // JEDEC lets a controller postpone at most 8 REFs: two REFs (and cycle 0 and the first REF)
   // are never more than (max_postponed_refs + 1) x tREFI apart.
   int max_postponed_refs = 8;
+
+  // The tests' distinct set (tpu_pkg's HBM_ALT_*; the Vtpu_hbm_ctrl_alt build): every value
+  // unlike the baseline's and each other's, tRC > tRAS + tRP, tFAW > 4 x tRRD_S, a short tREFI.
+  static HbmTiming alternate() {
+    HbmTiming t;
+    t.cl = P::HBM_ALT_CL;
+    t.cwl = P::HBM_ALT_CWL;
+    t.trcd = P::HBM_ALT_TRCD;
+    t.trp = P::HBM_ALT_TRP;
+    t.tras = P::HBM_ALT_TRAS;
+    t.trc = P::HBM_ALT_TRC;
+    t.twr = P::HBM_ALT_TWR;
+    t.trtp = P::HBM_ALT_TRTP;
+    t.tccd_s = P::HBM_ALT_TCCD_S;
+    t.tccd_l = P::HBM_ALT_TCCD_L;
+    t.trrd_s = P::HBM_ALT_TRRD_S;
+    t.trrd_l = P::HBM_ALT_TRRD_L;
+    t.tfaw = P::HBM_ALT_TFAW;
+    t.twtr_s = P::HBM_ALT_TWTR_S;
+    t.twtr_l = P::HBM_ALT_TWTR_L;
+    t.trefi = P::HBM_ALT_TREFI;
+    t.trfc = P::HBM_ALT_TRFC;
+    t.trfcsb = P::HBM_ALT_TRFCSB;
+    t.trrefd = P::HBM_ALT_TRREFD;
+    return t;
+  }
 
   int banks() const { return bank_groups * banks_per_group; }
   int burst_bytes() const { return pc_width_bits / 8 * burst_length; }

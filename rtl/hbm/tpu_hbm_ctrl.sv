@@ -49,29 +49,29 @@
 `include "tpu_assert.svh"
 
 module tpu_hbm_ctrl #(
-  parameter int unsigned CL         = 14,    // RD to first read beat, cycles
-  parameter int unsigned CWL        = 4,     // WR to first write beat (>= 1)
-  parameter int unsigned TRCD       = 14,
-  parameter int unsigned TRP        = 14,
-  parameter int unsigned TRAS       = 34,
-  parameter int unsigned TRC        = 48,
-  parameter int unsigned TWR        = 16,    // from the end of write data
-  parameter int unsigned TRTP       = 5,
-  parameter int unsigned TCCD_S     = 2,
-  parameter int unsigned TCCD_L     = 4,
-  parameter int unsigned TRRD_S     = 4,
-  parameter int unsigned TRRD_L     = 4,
-  parameter int unsigned TFAW       = 16,
-  parameter int unsigned TWTR_S     = 6,     // from the end of write data
-  parameter int unsigned TWTR_L     = 8,
-  parameter int unsigned TREFI      = 3900,  // < 65536
-  parameter int unsigned TRFC       = 260,
-  parameter int unsigned TRFCSB     = 160,   // REFSB to ACT, same bank
-  parameter int unsigned TRREFD     = 8,     // REFSB to REFSB or ACT, any bank
+  parameter int unsigned CL         = tpu_pkg::HBM_CL,  // RD to first read beat, cycles
+  parameter int unsigned CWL        = tpu_pkg::HBM_CWL,  // WR to first write beat (>= 1)
+  parameter int unsigned TRCD       = tpu_pkg::HBM_TRCD,
+  parameter int unsigned TRP        = tpu_pkg::HBM_TRP,
+  parameter int unsigned TRAS       = tpu_pkg::HBM_TRAS,
+  parameter int unsigned TRC        = tpu_pkg::HBM_TRC,
+  parameter int unsigned TWR        = tpu_pkg::HBM_TWR,  // from the end of write data
+  parameter int unsigned TRTP       = tpu_pkg::HBM_TRTP,
+  parameter int unsigned TCCD_S     = tpu_pkg::HBM_TCCD_S,
+  parameter int unsigned TCCD_L     = tpu_pkg::HBM_TCCD_L,
+  parameter int unsigned TRRD_S     = tpu_pkg::HBM_TRRD_S,
+  parameter int unsigned TRRD_L     = tpu_pkg::HBM_TRRD_L,
+  parameter int unsigned TFAW       = tpu_pkg::HBM_TFAW,
+  parameter int unsigned TWTR_S     = tpu_pkg::HBM_TWTR_S,  // from the end of write data
+  parameter int unsigned TWTR_L     = tpu_pkg::HBM_TWTR_L,
+  parameter int unsigned TREFI      = tpu_pkg::HBM_TREFI,  // < 65536
+  parameter int unsigned TRFC       = tpu_pkg::HBM_TRFC,
+  parameter int unsigned TRFCSB     = tpu_pkg::HBM_TRFCSB,  // REFSB to ACT, same bank
+  parameter int unsigned TRREFD     = tpu_pkg::HBM_TRREFD,  // REFSB to REFSB or ACT, any bank
   parameter bit          RefPerBank = 1'b1,  // 1: REFSBs (16 a TREFI); 0: an all-bank REF a TREFI
   parameter int unsigned RefSpacing = 8,     // cycles from a REFSB to the next (not behind)
   parameter int unsigned RefUrgent  = 32,    // REFSBs owed from which queued requests wait
-  parameter int unsigned Burst      = 2,     // data-bus cycles of one 32-byte burst
+  parameter int unsigned Burst      = tpu_pkg::HBM_BURST_CYCLES,  // bus cycles of a 32-byte burst
   parameter int unsigned QueueDepth = 32,    // read queue and write queue, entries each
   parameter int unsigned WriteHigh  = 24,    // start draining writes at this many
   parameter int unsigned WriteLow   = 8,     // stop draining (if reads wait) at this many

@@ -16,13 +16,13 @@
 // counters. link_up_i tells the sequencer which links have a chip at the other end (through a
 // two-flop synchronizer).
 module tpu_top #(
-  parameter int unsigned N        = 16,             // MXU size = VPU lanes
-  parameter int unsigned UbBytes  = 262144,         // unified buffer
-  parameter int unsigned AccRows  = 1024,           // accumulator rows
+  parameter int unsigned N        = tpu_pkg::CHIP_N,         // MXU size = VPU lanes
+  parameter int unsigned UbBytes  = tpu_pkg::CHIP_UB_BYTES,  // unified buffer
+  parameter int unsigned AccRows  = tpu_pkg::CHIP_ACC_ROWS,  // accumulator rows
   parameter int unsigned Channels = 1,              // HBM pseudo-channels (256 MiB each)
-  parameter int unsigned QDepth   = 32,             // per-unit instruction queues
-  parameter int unsigned FetchDepth = 64,           // instructions fetched ahead (32 bursts)
-  parameter int unsigned TREFI    = 3900,           // HBM refresh interval (tests shorten it)
+  parameter int unsigned QDepth   = tpu_pkg::QUEUE_DEPTH,    // per-unit instruction queues
+  parameter int unsigned FetchDepth = tpu_pkg::FETCH_DEPTH,  // instructions fetched ahead
+  parameter int unsigned TREFI    = tpu_pkg::HBM_TREFI,      // HBM refresh (tests shorten it)
   parameter int unsigned LinkBytes = 16,            // ICI: bytes a link carries per cycle
   parameter int unsigned LinkCredits = 64,          // ICI: receive buffer per link (flits)
   parameter int unsigned LinkTxFlits = 256,         // ICI: transmit queue per link (flits)

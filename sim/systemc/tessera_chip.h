@@ -74,7 +74,7 @@ class TesseraChip : public sc_core::sc_module {
   ~TesseraChip() override;
 
   const ChipConfig& config() const { return config_; }
-  uint64_t hbm_bytes() const { return static_cast<uint64_t>(config_.device.channels) << 28; }
+  uint64_t hbm_bytes() const { return config_.device.hbm_bytes(); }
   // Chip clock cycles simulated since the module was built.
   uint64_t cycles() const { return core_->cycle() - cycle0_; }
   // The reasons of every rejected transaction, in order.

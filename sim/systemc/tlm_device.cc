@@ -99,7 +99,7 @@ driver::RunReport TlmDevice::run(uint64_t prog_addr, uint64_t timeout) {
     rep.perf[i] = uint64_t{csr_read(isa::CSR_PERF_BASE + 8 * i)} |
                   uint64_t{csr_read(isa::CSR_PERF_BASE + 8 * i + 4)} << 32;
   }
-  rep.cycles = rep.perf[0];
+  rep.cycles = rep.perf[isa::PERF_CYCLES];
   if (status == isa::STATUS_FAULTED) throw_fault(rep.cycles);
   return rep;
 }

@@ -30,11 +30,11 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "harness/fp_ref.h"
 #include "sw/compiler/lowering_util.h"
 #include "sw/compiler/program_builder.h"
 #include "sw/compiler/reroll.h"
 #include "sw/compiler/vpu_math.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/allreduce.h"
 #include "tessera/compiler.h"
 
@@ -1344,7 +1344,6 @@ void CnnTrainStep::read_metrics(Reader read, void* ctx, float& loss, float& corr
   loss = fp::f32(get32(bytes, 0));
   correct = fp::f32(get32(bytes, chip_.n * 4));
 }
-
 
 CnnParams glorot_init(const CnnSpec& spec, uint64_t seed) {
   uint64_t state = seed;

@@ -17,13 +17,13 @@
 #include <functional>
 #include <stdexcept>
 
-#include "harness/fp_ref.h"
 #include "sw/compiler/feature_lowering.h"
 #include "sw/compiler/lowering_util.h"
 #include "sw/compiler/matmul_lowering.h"
 #include "sw/compiler/program_builder.h"
 #include "sw/compiler/reroll.h"
 #include "sw/compiler/vpu_math.h"
+#include "sw/numerics/fp_ref.h"
 
 namespace tessera::compiler {
 namespace {
@@ -1133,10 +1133,9 @@ void DenseStackStep::compile() {
       dw.epi_buffers = 2;
       dw.interleave = true;
       dw.acc_interleave = true;
-      note(emit_matmul(
-          b, dw, arena_lo, arena_hi, chip_.acc_rows,
-          {[&](const Block& k) { update(true, k, R, P[l - 1]); },
-           [&](const Block& k) { update(false, k, R, P[l - 1]); }}));
+      note(emit_matmul(b, dw, arena_lo, arena_hi, chip_.acc_rows,
+                       {[&](const Block& k) { update(true, k, R, P[l - 1]); },
+                        [&](const Block& k) { update(false, k, R, P[l - 1]); }}));
       // d b = 1^T dz: one row
       Matmul db;
       db.name = "Dense bias gradient";
@@ -1434,8 +1433,7 @@ std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams
     for (const auto& [base, k] : {std::pair{R.w, &p.kernel[j]}, std::pair{R.w_m, &s.m.kernel[j]},
                                   std::pair{R.w_v, &s.v.kernel[j]}}) {
       const auto img = transposed(*k, j, false);
-      for (uint64_t e = 0; e < wb; ++e)
-        std::memcpy(&state[R.at(base, e, N) - R.w], &img[e * 4], 4);
+      for (uint64_t e = 0; e < wb; ++e) std::memcpy(&state[R.at(base, e, N) - R.w], &img[e * 4], 4);
     }
     out.push_back({R.w, std::move(state)});
     out.push_back({R.w16, transposed(p.kernel[j], j, true)});

@@ -73,8 +73,7 @@ uint64_t Device::load_program(const std::vector<uint8_t>& program) {
 }
 
 bool same_chip(const DeviceConfig& a, const DeviceConfig& b) {
-  return a.n == b.n && a.ub_bytes == b.ub_bytes && a.acc_rows == b.acc_rows &&
-         a.channels == b.channels;
+  return static_cast<const ChipShape&>(a) == static_cast<const ChipShape&>(b);
 }
 
 std::string Device::hang_report(uint64_t timeout) {
@@ -118,8 +117,7 @@ class FunctionalDevice : public Device {
         model_(*owned_) {}
   FunctionalDevice(const DeviceConfig& c, functional::FunctionalModel& m) : Device(c), model_(m) {}
   static functional::ChipConfig chip_config(const DeviceConfig& c) {
-    return functional::ChipConfig{c.n, c.ub_bytes, c.acc_rows,
-                                  static_cast<uint64_t>(c.channels) << 28};
+    return functional::ChipConfig(static_cast<const ChipShape&>(c));
   }
   void write(uint64_t addr, const std::vector<uint8_t>& bytes) override {
     model_.hbm().write(addr, bytes.data(), bytes.size());

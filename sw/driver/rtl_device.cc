@@ -20,28 +20,16 @@
 namespace tessera::driver {
 
 std::vector<DeviceConfig> rtl_configurations() {
-  DeviceConfig c4, c16;
-  c4.backend = c16.backend = Backend::kRtl;
-  c4.n = 4;
-  c4.ub_bytes = 8192;
-  c4.acc_rows = 64;
-  c16.n = 16;
-  c16.ub_bytes = 65536;
-  c16.acc_rows = 1024;
-  c4.channels = c16.channels = 1;
-  DeviceConfig c16x2 = c16;  // the same chip with two HBM pseudo-channels
-  c16x2.channels = 2;
-  return {c4, c16, c16x2};
+  const DeviceConfig small(kSmallChip, Backend::kRtl), full(kFullChip, Backend::kRtl);
+  DeviceConfig full_x2 = full;  // the same chip with two HBM pseudo-channels
+  full_x2.channels = 2;
+  return {small, full, full_x2};
 }
 
 DeviceConfig chip_for_array(int n) {
   for (const DeviceConfig& c : rtl_configurations())
     if (c.n == n && c.channels == 1) return c;
-  DeviceConfig c;
-  c.n = n;
-  c.ub_bytes = 256 * 1024;
-  c.acc_rows = 1024;
-  return c;
+  return DeviceConfig(large_chip(n));
 }
 
 namespace {
@@ -105,8 +93,10 @@ class RtlDevice : public Device {
 
   RunReport run(uint64_t prog_addr, uint64_t timeout) override {
     if (assertion_failed_)
-      throw DeviceAssertion("the chip stopped on an RTL assertion in an earlier run; open a new "
-                            "device", 0, 0, 0, 0, 0);
+      throw DeviceAssertion(
+          "the chip stopped on an RTL assertion in an earlier run; open a new "
+          "device",
+          0, 0, 0, 0, 0);
     // Doorbell at a fixed refresh phase: a program's cycle count is reproducible run to run.
     std::vector<chip::ChipSample> samples;
     const chip::ChipRun r =

@@ -9,9 +9,9 @@
 #include <limits>
 #include <stdexcept>
 
-#include "harness/dma_ref.h"
-#include "harness/fp_ref.h"
 #include "sw/functional/mxu_tile.h"
+#include "sw/numerics/dma_ref.h"
+#include "sw/numerics/fp_ref.h"
 
 namespace tessera::functional {
 
@@ -175,8 +175,9 @@ std::string RunResult::describe() const {
       return "watchdog: " + std::to_string(instructions) + " instructions without HALT (next pc " +
              hex(stop_pc) + ")";
     case RunStatus::kBlocked:
-      return "blocked after " + std::to_string(instructions) + " instructions on the remote WAIT at pc " +
-             hex(stop_pc) + ", which no neighbour has signalled far enough";
+      return "blocked after " + std::to_string(instructions) +
+             " instructions on the remote WAIT at pc " + hex(stop_pc) +
+             ", which no neighbour has signalled far enough";
     case RunStatus::kFaulted:
       break;
   }
@@ -539,8 +540,8 @@ bool FunctionalModel::exec_dma_copy(uint64_t pc, const Instruction& i, RunResult
     uint64_t n = 1;
     while (k + n < moved && sw.addrs[k + n] == sa + n * e && dw.addrs[k + n] == da + n * e) ++n;
     const uint64_t len = n * e;
-    const bool disjoint = target != this || i.src_space != i.dst_space || sa + len <= da ||
-                          da + len <= sa;
+    const bool disjoint =
+        target != this || i.src_space != i.dst_space || sa + len <= da || da + len <= sa;
     if (!disjoint) n = 1;  // one element: aligned, so either the same bytes or none
     if (i.src_space == isa::Space::kUb) note_ub_read(pc, sa, n * e, r, noted);
     block.resize(n * e);
@@ -616,7 +617,7 @@ bool FunctionalModel::exec_mxu(uint64_t pc, const Instruction& i, const isa::Wor
   tiles_.pop_front();
   const std::vector<uint16_t> a = read_rows(i.rows);
   // One K-tile: column sums from +0 in the order k = 0..N-1 (numerics.md), on the host's float
-  // unit: bit-identical to harness/mxu_ref (mxu_tile.h says why; test_functional_model checks).
+  // unit: bit-identical to sw/numerics/mxu_ref (mxu_tile.h says why; test_functional_model checks).
   std::vector<uint32_t> c(static_cast<size_t>(i.rows) * n);
   mxu_tile_matmul(n, i.rows, a.data(), w.data(), c.data());
   bool noted = false;
@@ -819,7 +820,8 @@ void FunctionalModel::vpu_op(const Instruction& i) {
 }
 
 uint32_t FunctionalModel::csr_read(uint32_t offset) const {
-  const uint64_t channels = std::max<uint64_t>(1, config_.hbm_bytes >> 28);
+  const uint64_t channels =
+      std::max<uint64_t>(1, config_.hbm_bytes >> chip_params::HBM_PC_ADDR_BITS);
   switch (offset) {
     case isa::CSR_ID:
       return isa::CSR_ID_VALUE;

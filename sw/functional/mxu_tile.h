@@ -1,5 +1,5 @@
 // The functional model's MXU.MM kernel: one weight tile against `rows` activation rows, with the
-// host's float unit. Bit-identical to harness/mxu_ref's reference_matmul for one K-tile (the
+// host's float unit. Bit-identical to sw/numerics/mxu_ref's reference_matmul for one K-tile (the
 // oracle, which rebuilds every bf16 value from its fields and rounds through fp::mac) and ~20x
 // faster, which the functional backend needs: before this kernel, three quarters of a training
 // step's host time went into the oracle's ldexp calls.
@@ -15,7 +15,7 @@
 #include <cstring>
 #include <vector>
 
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 
 namespace tessera::functional {
 

@@ -20,7 +20,7 @@ std::vector<uint8_t> device_read(void* ctx, uint64_t addr, size_t bytes) {
 }
 
 // The chip the rtl backend is built for at this N (sim/CMakeLists.txt; others: functional only).
-compiler::ChipShape chip_shape(int n) {
+tessera::ChipShape chip_shape(int n) {
   const driver::DeviceConfig c = driver::chip_for_array(n);
   return {c.n, c.ub_bytes, c.acc_rows};
 }
@@ -49,7 +49,7 @@ void Sequential::compile(const Adam& opt, const std::string& loss,
   if (device.backend == driver::Backend::kRtl && device.array != 4 && device.array != 16)
     bad("the rtl backend is built for array sizes 4 and 16, not " + std::to_string(device.array));
 
-  const compiler::ChipShape chip = chip_shape(device.array);
+  const tessera::ChipShape chip = chip_shape(device.array);
   driver::DeviceConfig dc;
   dc.backend = device.backend;
   dc.n = chip.n;
@@ -322,7 +322,7 @@ StepLogs Sequential::train_on_batch(const data::Batch& batch) {
 compiler::CnnTrainStep& Sequential::eval_program(uint32_t batch) {
   for (auto& e : evals_)
     if (e.step->batch() == batch) return *e.step;
-  const compiler::ChipShape chip = train_->chip();
+  const tessera::ChipShape chip = train_->chip();
   const uint64_t base = dev_->alloc(compiler::CnnTrainStep::data_bytes(spec_, chip, batch));
   Eval e;
   e.step = std::make_unique<compiler::CnnTrainStep>(

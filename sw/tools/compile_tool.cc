@@ -60,7 +60,7 @@ std::string hex(uint64_t v) {
 int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec_in,
                   std::ostream& out, std::ostream& err) {
   const driver::DeviceConfig c = driver::chip_for_array(o.array);
-  const compiler::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
+  const tessera::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
   std::unique_ptr<compiler::DenseStackStep> step;
   compiler::PassDumps dumps;
   try {
@@ -140,7 +140,7 @@ int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) 
     return 2;
   }
   const driver::DeviceConfig c = driver::chip_for_array(o.array);
-  const compiler::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
+  const tessera::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
   std::unique_ptr<compiler::CnnTrainStep> step;
   try {
     step = std::make_unique<compiler::CnnTrainStep>(

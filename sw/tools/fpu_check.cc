@@ -9,8 +9,8 @@
 #include "Vtpu_fpu.h"
 #include "Vtpu_fpu_host.h"
 #include "Vtpu_vpu_lane.h"
-#include "harness/fp_ref.h"
 #include "harness/sim_ctrl.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/isa_gen.h"
 
 namespace tessera::tools {

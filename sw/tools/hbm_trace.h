@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "tessera/chip_params.h"
+
 namespace tessera::tools {
 
 struct HbmTraceRequest {
@@ -37,7 +39,7 @@ struct HbmTraceParseResult {
 
 namespace hbm_trace_detail {
 
-constexpr uint64_t kChannelBytes = 256ull << 20;  // one pseudo-channel: 16 Ki rows x 16 banks
+constexpr uint64_t kChannelBytes = chip_params::HBM_PC_BYTES;  // one pseudo-channel
 
 inline std::string hex(uint64_t v) {
   std::ostringstream s;

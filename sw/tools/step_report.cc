@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tessera/isa_gen.h"
+
 namespace tessera::tools {
 
 std::vector<PhaseTiming> phase_timings(const compiler::CnnTrainStep& step, uint64_t prog_addr,
@@ -40,9 +42,10 @@ std::vector<PhaseTiming> phase_timings(const compiler::StepStats& stats, uint64_
   }
   driver::TraceSample end;  // the run's totals
   end.cycle = run.cycles;
-  end.busy = {run.perf[1], run.perf[2], run.perf[3]};
-  end.macs = run.perf[7];
-  end.hbm_bytes = run.perf[8] + run.perf[9];
+  end.busy = {run.perf[isa::PERF_DMA_BUSY], run.perf[isa::PERF_MXU_BUSY],
+              run.perf[isa::PERF_VPU_BUSY]};
+  end.macs = run.perf[isa::PERF_MACS];
+  end.hbm_bytes = run.perf[isa::PERF_HBM_RD] + run.perf[isa::PERF_HBM_WR];
   end.hbm_bus = run.hbm_pins[0];
   end.hbm_turns = run.hbm_pins[1];
   end.hbm_refs = run.hbm_pins[2];

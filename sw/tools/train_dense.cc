@@ -6,6 +6,8 @@
 // which tests/reference/dense_export_check.py reproduces in PyTorch.
 #include "sw/tools/train_dense.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,10 +19,8 @@
 #include <memory>
 #include <sstream>
 
-#include <unistd.h>
-
-#include "harness/fp_ref.h"
 #include "sw/compiler/graph.h"
+#include "sw/numerics/fp_ref.h"
 #include "sw/runlog/file_util.h"
 #include "sw/tools/run_folder.h"
 #include "sw/tools/step_report.h"
@@ -67,8 +67,8 @@ const char* dense_activation(const compiler::DenseStackSpec& spec, size_t l) {
 // nothing.
 std::string normalization_json(const compiler::DenseStackSpec& spec) {
   if (!spec.norm.on) return "";
-  return "  \"normalization\": {\"mean\": " + g9(spec.norm.mean) + ", \"variance\": " +
-         g9(spec.norm.variance) + "},\n";
+  return "  \"normalization\": {\"mean\": " + g9(spec.norm.mean) +
+         ", \"variance\": " + g9(spec.norm.variance) + "},\n";
 }
 
 // The images the host writes for a batch: p / 255, through the model's Normalization if any.
@@ -87,14 +87,13 @@ Compiled compile_on(driver::Device& dev, const compiler::DenseStackSpec& spec,
                     const compiler::OptimizerSpec& opt, uint32_t batch, compiler::StepKind kind,
                     const compiler::DenseStackStep::Layout* share) {
   const auto& c = dev.config();
-  const compiler::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
+  const tessera::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
   Compiled k;
   const uint64_t base = dev.alloc(compiler::DenseStackStep::data_bytes(spec, chip, batch));
   k.step = std::make_unique<compiler::DenseStackStep>(spec, opt, chip, batch, base, kind, share);
   k.prog = dev.load_program(k.step->program_bytes());
   return k;
 }
-
 
 // The shortest decimal that reads back as `v` (a signature's rates: 0.001, not 0.00100000005).
 std::string short_float(float v) {
@@ -110,8 +109,8 @@ std::string short_float(float v) {
 // A checkpoint's identity: the layers with their arguments, the optimizer with its schedule over
 // the run, and the batch. A checkpoint of another model or recipe is refused by it; the array
 // size and the backend are not in it (the state is the same tensors on any chip).
-std::string dense_signature(const compiler::DenseStackSpec& spec,
-                            const compiler::OptimizerSpec& os, uint32_t batch) {
+std::string dense_signature(const compiler::DenseStackSpec& spec, const compiler::OptimizerSpec& os,
+                            uint32_t batch) {
   std::ostringstream o;
   if (spec.norm.on)
     o << "Normalization(" << short_float(spec.norm.mean) << "," << short_float(spec.norm.variance)
@@ -167,7 +166,8 @@ runlog::Checkpoint dense_checkpoint(const std::string& signature,
   auto add = [&](const std::string& prefix, const compiler::DenseParams& q) {
     for (size_t j = 0; j < shapes.size(); ++j) {
       c.tensors.push_back({prefix + "kernel" + std::to_string(j),
-                           {shapes[j].first, shapes[j].second}, q.kernel[j]});
+                           {shapes[j].first, shapes[j].second},
+                           q.kernel[j]});
       c.tensors.push_back({prefix + "bias" + std::to_string(j), {shapes[j].second}, q.bias[j]});
     }
   };
@@ -178,7 +178,8 @@ runlog::Checkpoint dense_checkpoint(const std::string& signature,
     c.tensors.push_back({"beta1_power", {1}, {st.beta1_power}});
     c.tensors.push_back({"beta2_power", {1}, {st.beta2_power}});
   }
-  c.meta = {{"loss", g9(loss)}, {"accuracy", g9(accuracy)},
+  c.meta = {{"loss", g9(loss)},
+            {"accuracy", g9(accuracy)},
             {"optimizer_steps", std::to_string(st.steps)}};
   return c;
 }
@@ -207,8 +208,8 @@ void from_dense_checkpoint(const runlog::Checkpoint& c, const std::string& path,
     q.kernel.resize(shapes.size());
     q.bias.resize(shapes.size());
     for (size_t j = 0; j < shapes.size(); ++j) {
-      q.kernel[j] = get(prefix + "kernel" + std::to_string(j),
-                        size_t{shapes[j].first} * shapes[j].second);
+      q.kernel[j] =
+          get(prefix + "kernel" + std::to_string(j), size_t{shapes[j].first} * shapes[j].second);
       q.bias[j] = get(prefix + "bias" + std::to_string(j), shapes[j].second);
     }
   };
@@ -227,9 +228,9 @@ void from_dense_checkpoint(const runlog::Checkpoint& c, const std::string& path,
     char* end = nullptr;
     const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
     if (value.empty() || *end != '\0' || v > UINT32_MAX)
-      throw CheckpointError(CheckpointError::Kind::kMalformedPayload,
-                            "checkpoint " + path + ": meta optimizer_steps '" + value +
-                                "' is not a step count");
+      throw CheckpointError(
+          CheckpointError::Kind::kMalformedPayload,
+          "checkpoint " + path + ": meta optimizer_steps '" + value + "' is not a step count");
     st.steps = static_cast<uint32_t>(v);
     steps = true;
   }
@@ -248,8 +249,7 @@ struct DenseEval {
 bool evaluate_on(driver::Device& evd, const compiler::DenseStackSpec& spec,
                  const compiler::OptimizerSpec& os, uint32_t batch,
                  const compiler::DenseStackStep::Layout* weights, const data::Dataset& test_ds,
-                 uint32_t total, uint32_t keep, const char* who, DenseEval& r,
-                 std::ostream& err) {
+                 uint32_t total, uint32_t keep, const char* who, DenseEval& r, std::ostream& err) {
   const size_t px = size_t{test_ds.rows} * test_ds.cols;
   std::vector<Compiled> evals;
   auto eval_step = [&](uint32_t b) -> Compiled& {
@@ -310,8 +310,7 @@ void export_sequential_weights(const std::string& dir, const std::string& model_
     runlog::write_file_atomically(dir + "/" + b, f32_bytes(p.bias[j]));
     ++j;
     return ", \"kernel\": {\"file\": \"" + k + "\", \"shape\": [" + kshape +
-           "]}, \"bias\": {\"file\": \"" + b + "\", \"shape\": [" + std::to_string(units) +
-           "]}";
+           "]}, \"bias\": {\"file\": \"" + b + "\", \"shape\": [" + std::to_string(units) + "]}";
   };
   uint32_t c = is.c;
   for (size_t i = 0; i < spec.features.size(); ++i) {
@@ -320,10 +319,9 @@ void export_sequential_weights(const std::string& dir, const std::string& model_
       const std::string ks = std::to_string(f.kernel) + ", " + std::to_string(f.kernel) + ", " +
                              std::to_string(c) + ", " + std::to_string(f.filters);
       m << "    {\"class_name\": \"Conv2D\", \"filters\": " << f.filters
-        << ", \"kernel_size\": " << f.kernel << ", \"strides\": " << f.stride
-        << ", \"padding\": \"" << (f.same ? "same" : "valid") << "\", \"activation\": \""
-        << conv_activation(f) << "\"" << tensors("conv" + std::to_string(j), ks, f.filters)
-        << "},\n";
+        << ", \"kernel_size\": " << f.kernel << ", \"strides\": " << f.stride << ", \"padding\": \""
+        << (f.same ? "same" : "valid") << "\", \"activation\": \"" << conv_activation(f) << "\""
+        << tensors("conv" + std::to_string(j), ks, f.filters) << "},\n";
       c = f.filters;
     } else {
       m << "    {\"class_name\": \""
@@ -366,9 +364,9 @@ void export_dense_weights(const std::string& dir, const std::string& model_name,
     runlog::write_file_atomically(dir + "/" + b, f32_bytes(p.bias[l]));
     const bool last = l + 1 == spec.layers.size();
     m << "    {\"class_name\": \"Dense\", \"units\": " << d.units << ", \"activation\": \""
-      << dense_activation(spec, l) << "\", \"kernel\": {\"file\": \"" << k
-      << "\", \"shape\": [" << in << ", " << d.units << "]}, \"bias\": {\"file\": \"" << b
-      << "\", \"shape\": [" << d.units << "]}}" << (last ? "\n" : ",\n");
+      << dense_activation(spec, l) << "\", \"kernel\": {\"file\": \"" << k << "\", \"shape\": ["
+      << in << ", " << d.units << "]}, \"bias\": {\"file\": \"" << b << "\", \"shape\": ["
+      << d.units << "]}}" << (last ? "\n" : ",\n");
     in = d.units;
   }
   m << "  ]\n}\n";
@@ -412,9 +410,9 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     train_ds = data::load_mnist(dir, data::Split::kTrain);
     test_ds = data::load_mnist(dir, data::Split::kTest);
     // the images' dimensions, named as the CNN path names them: the file and the offset
-    for (const auto& [set, name] : {std::pair<const data::Dataset*, const char*>{
-                                        &train_ds, "train-images-idx3-ubyte"},
-                                    {&test_ds, "t10k-images-idx3-ubyte"}}) {
+    for (const auto& [set, name] :
+         {std::pair<const data::Dataset*, const char*>{&train_ds, "train-images-idx3-ubyte"},
+          {&test_ds, "t10k-images-idx3-ubyte"}}) {
       const std::string bad = image_size_error(dir, name, *set, in[0], in[1]);
       if (bad.empty()) continue;
       err << "tessera train: dataset: " << bad << "\n";
@@ -508,8 +506,8 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     remove_stale_tmp_files(run_dir + "/checkpoint");
     const std::vector<std::string> columns = {"epoch", "step_cycles"};
     if (same_folder(resume_run_dir(opt.resume), run_dir)) {
-      csv_writer = std::make_unique<runlog::MetricsCsv>(run_dir, columns,
-                                                        static_cast<int64_t>(first_step));
+      csv_writer =
+          std::make_unique<runlog::MetricsCsv>(run_dir, columns, static_cast<int64_t>(first_step));
     } else {
       remove_event_files(run_dir);  // an earlier run's curves (this path writes none)
       csv_writer = std::make_unique<runlog::MetricsCsv>(run_dir, columns);
@@ -525,9 +523,9 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     compiler::DenseOptState st;
     tr.step->read_state(dev_read, dev.get(), p, st);
     csv.sync();
-    runlog::save_checkpoint(ckpt_path, dense_checkpoint(signature, spec, adam, p, st, steps_done,
-                                                        pipe.position(), opt.seed, loss,
-                                                        correct / opt.batch));
+    runlog::save_checkpoint(
+        ckpt_path, dense_checkpoint(signature, spec, adam, p, st, steps_done, pipe.position(),
+                                    opt.seed, loss, correct / opt.batch));
   };
   std::vector<uint64_t> cycles;
   const auto t0 = std::chrono::steady_clock::now();
@@ -583,15 +581,15 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
         r << "step " << s << ": " << rep.cycles << " cycles; bound " << tr.step->bound_cycles()
           << " cycles (per phase the largest of MXU, VPU, DMA; "
           << g9(double(rep.cycles) / double(tr.step->bound_cycles())) << "x); unit bounds: MXU "
-          << tr.step->mxu_bound_cycles() << ", VPU " << tr.step->vpu_bound_cycles()
-          << ", DMA " << tr.step->dma_bound_cycles() << " (" << st.hbm_bytes
-          << " HBM bytes at " << compiler::DenseStackStep::kHbmBytesPerCycle
-          << " B/cycle), their sum " << g9(double(rep.cycles) /
-                                           double(tr.step->mxu_bound_cycles() +
-                                                  tr.step->vpu_bound_cycles() +
-                                                  tr.step->dma_bound_cycles()))
+          << tr.step->mxu_bound_cycles() << ", VPU " << tr.step->vpu_bound_cycles() << ", DMA "
+          << tr.step->dma_bound_cycles() << " (" << st.hbm_bytes << " HBM bytes at "
+          << compiler::DenseStackStep::kHbmBytesPerCycle << " B/cycle), their sum "
+          << g9(double(rep.cycles) /
+                double(tr.step->mxu_bound_cycles() + tr.step->vpu_bound_cycles() +
+                       tr.step->dma_bound_cycles()))
           << "x of the step\n"
-          << phase_report(phases, dc.n, dc.channels) << "phase      MXU bound  VPU bound  DMA bound\n";
+          << phase_report(phases, dc.n, dc.channels)
+          << "phase      MXU bound  VPU bound  DMA bound\n";
         for (const auto& p : st.phases)
           r << p.name << std::string(p.name.size() < 10 ? 10 - p.name.size() : 1, ' ')
             << p.mxu_bound << "  " << p.vpu << "  " << p.hbm_bytes / 16 << "\n";
@@ -642,10 +640,9 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
 
   // ---- test set: forward passes (the evaluation program reads the weights in place; on
   // another backend the state is copied over first) ----
-  const uint32_t total = opt.eval_samples
-                             ? static_cast<uint32_t>(std::min<uint64_t>(opt.eval_samples,
-                                                                        test_ds.count))
-                             : test_ds.count;
+  const uint32_t total =
+      opt.eval_samples ? static_cast<uint32_t>(std::min<uint64_t>(opt.eval_samples, test_ds.count))
+                       : test_ds.count;
   Compiled holder;  // the weights' step on the evaluation device (edev)
   const compiler::DenseStackStep::Layout* weights = &tr.step->layout();
   if (edev) {
@@ -675,9 +672,8 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
      << compiler::schedule_name(os.schedule) << "\"";
   if (os.kind == compiler::OptimizerSpec::Kind::kAdam)
     js << ",\n  \"beta_1\": " << g9(os.beta1) << ",\n  \"beta_2\": " << g9(os.beta2);
-  js << ",\n  \"label_smoothing\": " << g9(os.label_smoothing)
-     << ",\n  \"batch\": " << opt.batch << ",\n  \"steps\": " << steps
-     << ",\n  \"first_step\": " << first_step
+  js << ",\n  \"label_smoothing\": " << g9(os.label_smoothing) << ",\n  \"batch\": " << opt.batch
+     << ",\n  \"steps\": " << steps << ",\n  \"first_step\": " << first_step
      << ",\n  \"seed\": " << opt.seed << ",\n  \"final_loss\": " << g9(loss)
      << ",\n  \"test_samples\": " << total << ",\n  \"test_loss\": " << g9(test_loss)
      << ",\n  \"test_accuracy\": " << g9(test_acc) << ",\n  \"median_step_cycles\": " << median
@@ -702,8 +698,8 @@ compiler::DenseParams load_export(const std::string& dir, const compiler::DenseS
   for (size_t i = 0; i < spec.features.size(); ++i) {
     const auto& f = spec.features[i];
     if (f.kind != compiler::FeatureLayerSpec::Kind::kConv) continue;
-    want.layers.push_back({"Conv2D", conv_activation(f),
-                           {f.kernel, f.kernel, fshapes[i].c, f.filters}});
+    want.layers.push_back(
+        {"Conv2D", conv_activation(f), {f.kernel, f.kernel, fshapes[i].c, f.filters}});
   }
   uint32_t in = spec.inputs;
   for (size_t l = 0; l < spec.layers.size(); ++l) {
@@ -765,12 +761,13 @@ int evaluate_dense(const EvaluateOptions& opt, std::ostream& out, std::ostream& 
                     ": the chip's array size N is a power of two from 4");
     model = keras::load_model_description(opt.model);
     if (!keras::is_dense_stack(model.layers, static_cast<uint32_t>(opt.array)))
-      return refuse(opt.model + ": the example CNN is evaluated by tessera train (and "
-                                "keras::Sequential::evaluate); this command takes the general "
-                                "compiler's models");
-    spec = compiler::stack_from_graph(compiler::compile_graph(
-        keras::dense_stack_spec(model.layers), compiler::OptimizerSpec::Kind::kAdam, opt.array,
-        opt.batch));
+      return refuse(opt.model +
+                    ": the example CNN is evaluated by tessera train (and "
+                    "keras::Sequential::evaluate); this command takes the general "
+                    "compiler's models");
+    spec = compiler::stack_from_graph(compiler::compile_graph(keras::dense_stack_spec(model.layers),
+                                                              compiler::OptimizerSpec::Kind::kAdam,
+                                                              opt.array, opt.batch));
   } catch (const std::exception& e) {
     return refuse(e.what());
   }
@@ -811,9 +808,8 @@ int evaluate_dense(const EvaluateOptions& opt, std::ostream& out, std::ostream& 
   for (const auto& w : holder.step->state_image(p, compiler::zero_opt_state(spec)))
     dev->write(w.first, w.second);
   const uint32_t total =
-      opt.eval_samples
-          ? static_cast<uint32_t>(std::min<uint64_t>(opt.eval_samples, test_ds.count))
-          : test_ds.count;
+      opt.eval_samples ? static_cast<uint32_t>(std::min<uint64_t>(opt.eval_samples, test_ds.count))
+                       : test_ds.count;
   DenseEval ev;
   if (!evaluate_on(*dev, spec, os, opt.batch, &holder.step->layout(), test_ds, total,
                    opt.probs.empty() ? 0 : total, "tessera evaluate", ev, err))

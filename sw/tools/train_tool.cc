@@ -26,6 +26,7 @@
 #include "sw/tools/step_report.h"
 #include "sw/tools/train_dense.h"
 #include "tessera/checkpoint.h"
+#include "tessera/isa_gen.h"
 #include "tessera/keras.h"
 #include "tessera/metrics.h"
 #include "tessera/model_file.h"
@@ -542,7 +543,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
       }
       const uint64_t cyc = logs.report.cycles;
       const double mxu_util =
-          cyc ? static_cast<double>(logs.report.perf[7]) / (double(cyc) * n * n) : 0.0;
+          cyc ? static_cast<double>(logs.report.perf[isa::PERF_MACS]) / (double(cyc) * n * n) : 0.0;
       if (cyc) {
         step_cycles.push_back(cyc);
         reports.push_back(logs.report);
@@ -618,9 +619,10 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   // ---- the run folder ----
   bool cycles_constant = true;
   for (uint64_t c : step_cycles) cycles_constant = cycles_constant && c == step_cycles.front();
-  const double mean_util = step_cycles.empty() ? 0.0
-                                               : static_cast<double>(reports.front().perf[7]) /
-                                                     (double(step_cycles.front()) * n * n);
+  const double mean_util = step_cycles.empty()
+                               ? 0.0
+                               : static_cast<double>(reports.front().perf[isa::PERF_MACS]) /
+                                     (double(step_cycles.front()) * n * n);
   std::ostringstream report;
   {
     const compiler::StepStats& st = step_prog.stats();
@@ -644,15 +646,16 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
              << (cycles_constant ? " (identical on every measured step)" : " (VARIES)") << "\n";
       const char* unit[] = {"DMA", "MXU", "VPU"};
       for (int u = 0; u < 3; ++u)
-        report << "  " << unit[u] << " busy " << r.perf[1 + u] << " (" << std::fixed
-               << std::setprecision(1) << 100.0 * r.perf[1 + u] / c << "%), stalled "
-               << r.perf[4 + u] << std::defaultfloat << "\n";
+        report << "  " << unit[u] << " busy " << r.perf[isa::PERF_DMA_BUSY + u] << " ("
+               << std::fixed << std::setprecision(1) << 100.0 * r.perf[isa::PERF_DMA_BUSY + u] / c
+               << "%), stalled " << r.perf[isa::PERF_DMA_STALL + u] << std::defaultfloat << "\n";
       report << "  MXU utilization (MACs / N^2 / cycles) " << std::fixed << std::setprecision(1)
              << 100.0 * mean_util << "%\n";
       report << "  cycles / bound (MXU + VPU) " << std::setprecision(3)
              << c / double(step_prog.mxu_bound_cycles() + step_prog.vpu_bound_cycles())
              << std::defaultfloat << std::setprecision(6) << "\n";
-      report << "  HBM read " << r.perf[8] << " B, written " << r.perf[9] << " B\n";
+      report << "  HBM read " << r.perf[isa::PERF_HBM_RD] << " B, written "
+             << r.perf[isa::PERF_HBM_WR] << " B\n";
       if (!phases.empty())
         report << "\nper phase (decode-PC samples every " << kSampleEvery
                << " cycles; unit busy and MXU utilization as % of the phase's cycles;\n"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/dense_step.h"
 
 namespace tessera::test {
@@ -24,8 +24,8 @@ inline float bf16_round(float x) {
 }
 
 // sum_k a[k] b[k] over k < K in pieces of n, as the MXU and ACC do.
-inline float mxu_dot(const std::vector<float>& a, size_t a0, size_t as,
-                     const std::vector<float>& b, size_t b0, size_t bs, uint32_t K, int n) {
+inline float mxu_dot(const std::vector<float>& a, size_t a0, size_t as, const std::vector<float>& b,
+                     size_t b0, size_t bs, uint32_t K, int n) {
   float acc = 0.0f;
   for (uint32_t k0 = 0; k0 < K; k0 += n) {
     float piece = 0.0f;
@@ -93,7 +93,7 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
     for (size_t i = 0; i < w16[j].size(); ++i) w16[j][i] = bf16_round(p.kernel[j][i]);
   }
   // ---- the layers before Flatten ----
-  std::vector<RefMap> maps(nf + 1);  // [0] the input, [i + 1] op i's output
+  std::vector<RefMap> maps(nf + 1);          // [0] the input, [i + 1] op i's output
   std::vector<std::vector<float>> cols(nf);  // a conv's im2col rows
   maps[0].s = spec.input_shape;
   if (nf) {
@@ -245,8 +245,8 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
     const auto& f = spec.features[i];
     const RefMap& xin = maps[i];
     const RefMap& y = maps[i + 1];
-    const bool prev_relu = i > 0 && spec.features[i - 1].kind == Kind::kConv &&
-                           spec.features[i - 1].relu;
+    const bool prev_relu =
+        i > 0 && spec.features[i - 1].kind == Kind::kConv && spec.features[i - 1].relu;
     std::vector<float> gin;
     if (i > first_conv) gin.assign(size_t{B} * xin.s.size(), 0.0f);
     auto in_at = [&](uint32_t b, uint32_t yy, uint32_t xx, uint32_t c) {
@@ -306,7 +306,8 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
               std::fill(row.begin(), row.end(), 0.0f);
               for (uint32_t ky = 0; ky < cg.k; ++ky)
                 for (uint32_t kx = 0; kx < cg.k; ++kx) {
-                  const int ty = int(yy) + int(cg.pt) - int(ky), tx = int(xx) + int(cg.pl) - int(kx);
+                  const int ty = int(yy) + int(cg.pt) - int(ky),
+                            tx = int(xx) + int(cg.pl) - int(kx);
                   if (ty < 0 || tx < 0 || ty % int(cg.s) || tx % int(cg.s)) continue;
                   const uint32_t oy = ty / cg.s, ox = tx / cg.s;
                   if (oy >= y.s.h || ox >= y.s.w) continue;

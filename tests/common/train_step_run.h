@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/compiler.h"
 #include "tessera/driver.h"
 
@@ -24,7 +24,7 @@ inline TrainStepRun run_train_step(driver::Device& dev, uint32_t batch, uint32_t
                                    uint32_t data_seed) {
   const compiler::CnnSpec spec;
   const auto& c = dev.config();
-  const compiler::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
+  const tessera::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
   const uint64_t base = dev.alloc(compiler::CnnTrainStep::data_bytes(spec, chip, batch));
   compiler::CnnTrainStep step(spec, compiler::AdamSpec{}, chip, batch, base);
   const uint64_t prog = dev.load_program(step.program_bytes());

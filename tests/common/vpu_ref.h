@@ -1,12 +1,12 @@
 // The vector unit's lane operations written from docs/isa.md with the host's IEEE arithmetic
-// (harness/fp_ref) and C++ integer arithmetic: the independent reference the VPU tests compare
+// (sw/numerics/fp_ref) and C++ integer arithmetic: the independent reference the VPU tests compare
 // the RTL with (tests/rtl/test_vpu.cc, test_vpu_lane.cc).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/isa_gen.h"
 
 namespace tessera::test {
@@ -37,7 +37,7 @@ inline uint32_t f2i_ref(uint32_t a) {
   return static_cast<uint32_t>(static_cast<int32_t>(d));
 }
 
-// One lane of an element-wise funct, div and sqrt included (host float through harness/fp_ref).
+// One lane of an element-wise funct, div and sqrt included (host float through sw/numerics/fp_ref).
 // `imm` is the instruction's imm (w1): the select-with-immediate and bit-field functs read it.
 inline uint32_t vpu_lane_ref(uint32_t funct, uint32_t x, uint32_t y, uint32_t c, uint32_t imm) {
   switch (funct) {

@@ -1,11 +1,11 @@
-// The IEEE reference itself (harness/fp_ref.h): known values from the standard, and the
+// The IEEE reference itself (sw/numerics/fp_ref.h): known values from the standard, and the
 // fp32 -> bf16 distance-based rounding against the usual integer rounding formula, two
 // independent derivations that must agree on every class.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {

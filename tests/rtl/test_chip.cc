@@ -15,7 +15,7 @@
 #include "Vtpu_top_n4.h"
 #include "Vtpu_top_n4___024root.h"  // ChipSim: one evaluation a cycle
 #include "harness/chip/chip_sim.h"
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/asm.h"
 #include "tessera/functional_model.h"
 #include "tests/common/test_util.h"
@@ -23,8 +23,9 @@
 namespace tessera {
 namespace {
 
-constexpr int kN = 4;
-constexpr uint64_t kUbBytes = 8192, kAccRows = 64, kHbmBytes = 256ull << 20;
+constexpr int kN = static_cast<int>(chip_params::SMALL_N);  // the small chip (Vtpu_top_n4)
+constexpr uint64_t kUbBytes = chip_params::SMALL_UB_BYTES, kAccRows = chip_params::SMALL_ACC_ROWS,
+                   kHbmBytes = chip_params::HBM_PC_BYTES;
 constexpr uint32_t kProg = 0x100000;
 
 class Chip : public ::testing::Test {

@@ -55,9 +55,9 @@ using isa::Instruction;
 using isa::Opcode;
 using isa::Unit;
 
-constexpr int kN = 4;
-constexpr uint32_t kUbBytes = 8192, kAccRows = 64;
-constexpr uint64_t kHbmBytes = 256ull << 20;
+constexpr int kN = static_cast<int>(chip_params::SMALL_N);  // the small chip (Vtpu_top_n4)
+constexpr uint32_t kUbBytes = chip_params::SMALL_UB_BYTES, kAccRows = chip_params::SMALL_ACC_ROWS;
+constexpr uint64_t kHbmBytes = chip_params::HBM_PC_BYTES;
 constexpr uint32_t kProg = 0x100000;
 // The HBM data region: random data before each program, every DMA to HBM lands in it, and all
 // of it is compared afterwards. The program lies far above it.

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/dense_step.h"
 #include "tessera/driver.h"
 #include "tests/common/dense_ref.h"
@@ -25,12 +25,12 @@ struct Outcome {
   uint64_t cycles = 0;
 };
 
-Outcome run(driver::Backend backend, int n, const test::Arch& a,
-            const compiler::OptimizerSpec& opt, uint32_t seed) {
+Outcome run(driver::Backend backend, int n, const test::Arch& a, const compiler::OptimizerSpec& opt,
+            uint32_t seed) {
   driver::DeviceConfig cfg = driver::chip_for_array(n);
   cfg.backend = backend;
   auto dev = driver::Device::open(cfg);
-  const compiler::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
+  const tessera::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
   const uint64_t base = dev->alloc(compiler::DenseStackStep::data_bytes(a.spec, chip, a.batch));
   compiler::DenseStackStep step(a.spec, opt, chip, a.batch, base);
   const uint64_t eb = dev->alloc(compiler::DenseStackStep::data_bytes(a.spec, chip, a.batch));
@@ -56,8 +56,8 @@ Outcome run(driver::Backend backend, int n, const test::Arch& a,
     if (s == 1) {
       for (const auto& w : eval.batch_image(img, lbl)) dev->write(w.first, w.second);
       dev->run(eprog, 500'000'000);
-      o.probs = dev->read(eval.layout().probs, size_t{eval.padded(a.batch)} *
-                                                   eval.padded(a.spec.classes()) * 4);
+      o.probs = dev->read(eval.layout().probs,
+                          size_t{eval.padded(a.batch)} * eval.padded(a.spec.classes()) * 4);
     }
   }
   return o;
@@ -67,9 +67,8 @@ void expect_identical(int n, const test::Arch& a, const compiler::OptimizerSpec&
                       uint32_t seed) {
   const Outcome f = run(driver::Backend::kFunctional, n, a, opt, seed);
   const Outcome r = run(driver::Backend::kRtl, n, a, opt, seed);
-  const std::string what = test::describe(a) + (opt.kind == compiler::OptimizerSpec::Kind::kAdam
-                                                    ? " Adam"
-                                                    : " SGD") +
+  const std::string what = test::describe(a) +
+                           (opt.kind == compiler::OptimizerSpec::Kind::kAdam ? " Adam" : " SGD") +
                            (opt.label_smoothing > 0 ? " label smoothing" : "");
   for (int s = 0; s < 2; ++s) {
     EXPECT_TRUE(r.state[s] == f.state[s]) << what << ": state after step " << s + 1;

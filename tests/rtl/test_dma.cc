@@ -1,5 +1,5 @@
 // The DMA data mover (rtl/dma/tpu_dma.sv) against a reference built from the reference walk
-// (harness/dma_ref.h): for every element i below the number expected to move,
+// (sw/numerics/dma_ref.h): for every element i below the number expected to move,
 // dst[dst_walk[i] .. + e] = src[src_walk[i] .. + e], and every other byte of the destination
 // space is unchanged (memories start filled with random bytes). The DMA's HBM port talks to an
 // independent C++ model of the slave (harness/hbm/hbm_port_model.h, which checks the protocol);
@@ -25,12 +25,13 @@
 #include <vector>
 
 #include "Vtpu_dma.h"
-#include "harness/dma_ref.h"
 #include "harness/hbm/hbm_port_model.h"
 #include "harness/hbm/hbm_port_pins.h"
 #include "harness/sim_ctrl.h"
 #include "harness/sram_port_model.h"
 #include "harness/vl_bits.h"
+#include "sw/numerics/dma_ref.h"
+#include "tessera/chip_params.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {
@@ -43,8 +44,12 @@ constexpr uint64_t kSramBytes = 65536;
 constexpr unsigned kHbm = 0, kSram = 1;  // address spaces
 
 // Fault codes (tpu_pkg::DMA_FAULT_*).
-constexpr unsigned kFaultNone = 0, kFaultSrcRange = 1, kFaultDstRange = 2, kFaultCount = 3,
-                   kFaultElemSize = 4, kFaultAlign = 5;
+constexpr unsigned kFaultNone = chip_params::DMA_FAULT_NONE,
+                   kFaultSrcRange = chip_params::DMA_FAULT_SRC_RANGE,
+                   kFaultDstRange = chip_params::DMA_FAULT_DST_RANGE,
+                   kFaultCount = chip_params::DMA_FAULT_COUNT,
+                   kFaultElemSize = chip_params::DMA_FAULT_ELEM_SIZE,
+                   kFaultAlign = chip_params::DMA_FAULT_ALIGN;
 
 uint64_t space_bytes(unsigned space) { return space == kHbm ? kHbmBytes : kSramBytes; }
 const char* space_name(unsigned space) { return space == kHbm ? "HBM" : "SRAM"; }
@@ -681,7 +686,8 @@ TEST_F(Dma, BackToBackDescriptorsKeepProgramOrder) {
     t.elem_bytes = rnd(2) ? 4 : 2;
     const unsigned e = t.elem_bytes;
     const uint32_t run = 1 + static_cast<uint32_t>(rnd(32 / e * 4));
-    const uint32_t rows = 1 + static_cast<uint32_t>(rnd(std::max<uint64_t>(1, 1536 / (run * e + 64))));
+    const uint32_t rows =
+        1 + static_cast<uint32_t>(rnd(std::max<uint64_t>(1, 1536 / (run * e + 64))));
     const int rs = static_cast<int>(rnd(kRegions));
     int rd = static_cast<int>(rnd(kRegions));
     if (t.src_space == t.dst_space)
@@ -691,7 +697,7 @@ TEST_F(Dma, BackToBackDescriptorsKeepProgramOrder) {
     const uint64_t k = rnd(16);
     if (k == 0) t.dst.base = space_bytes(t.dst_space) - 64;  // runs out of its space
     if (k == 1) t.src.base = space_bytes(t.src_space) - 96;
-    if (k == 2) t.dst.base += e / 2;  // misaligned
+    if (k == 2) t.dst.base += e / 2;        // misaligned
     if (k == 3) t.dst.loops[1].count += 1;  // element counts differ
     seq.push_back(t);
   }
@@ -709,9 +715,11 @@ TEST_F(Dma, BackToBackDescriptorsKeepProgramOrder) {
     const Outcome& o = want.back();
     std::vector<uint8_t> moved;  // all reads before the writes: the walks do not overlap
     for (uint64_t i = 0; i < o.moved; ++i)
-      for (unsigned b = 0; b < t.elem_bytes; ++b) moved.push_back(read(t.src_space, o.src.addrs[i] + b));
+      for (unsigned b = 0; b < t.elem_bytes; ++b)
+        moved.push_back(read(t.src_space, o.src.addrs[i] + b));
     for (uint64_t i = 0, j = 0; i < o.moved; ++i)
-      for (unsigned b = 0; b < t.elem_bytes; ++b) now[{t.dst_space, o.dst.addrs[i] + b}] = moved[j++];
+      for (unsigned b = 0; b < t.elem_bytes; ++b)
+        now[{t.dst_space, o.dst.addrs[i] + b}] = moved[j++];
   }
   // Offer each descriptor until it is taken; record each done_o's report.
   std::vector<Result> got;

@@ -1,4 +1,4 @@
-// The DMA address generator (tpu_dma_agen) against the reference walk (harness/dma_ref.h):
+// The DMA address generator (tpu_dma_agen) against the reference walk (sw/numerics/dma_ref.h):
 // the training step's patterns (im2col for a 3x3 valid convolution of a 28x28 image, 2x2
 // pooling windows, a transpose, a batch slice) checked also against direct formulas; random
 // descriptors with negative strides under random back-pressure; out-of-range addresses fault
@@ -9,9 +9,9 @@
 #include <random>
 
 #include "Vtpu_dma_agen.h"
-#include "harness/dma_ref.h"
 #include "harness/sim_ctrl.h"
 #include "harness/vl_bits.h"
+#include "sw/numerics/dma_ref.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {

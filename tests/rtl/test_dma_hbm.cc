@@ -2,7 +2,7 @@
 // verilated tpu_hbm with 2 pseudo-channels, whose pins drive the HBM2 device model with the
 // timing checker on (every command checked); its SRAM port on the SRAM model. The training
 // step's patterns move HBM -> SRAM, SRAM -> HBM and HBM -> HBM and every destination byte is
-// checked against the reference walk (harness/dma_ref.h) applied to the memories' initial
+// checked against the reference walk (sw/numerics/dma_ref.h) applied to the memories' initial
 // contents; an out-of-range HBM address faults with its address and leaves HBM intact beyond
 // the elements moved before it; a contiguous copy reports its element rate through real HBM
 // latency, refresh included.
@@ -14,10 +14,10 @@
 
 #include "Vtpu_dma.h"
 #include "Vtpu_hbm_c2.h"
-#include "harness/dma_ref.h"
 #include "harness/hbm/hbm_port_pins.h"
 #include "harness/hbm/hbm_system.h"
 #include "harness/sram_port_model.h"
+#include "sw/numerics/dma_ref.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {

@@ -1,6 +1,6 @@
 // The DMA as an ISA unit (tpu_dma_unit): DMA.LOOP and DMA.COPY instructions (docs/isa.md) on the
 // HBM port model and the SRAM model (random latency and back-pressure). A copy moves what the
-// reference walk (harness/dma_ref.h) of its loop registers says, bytes outside it unchanged;
+// reference walk (sw/numerics/dma_ref.h) of its loop registers says, bytes outside it unchanged;
 // loop registers persist from copy to copy, and each DMA.LOOP writes exactly its two loops of
 // its walk; a faulting copy reports FAULT_DMA with its PC, the DMA fault code and the address;
 // clear_i resets the loop registers to count 1, stride 0; streamed copies (taken back to back,
@@ -10,26 +10,30 @@
 #include <random>
 
 #include "Vtpu_dma_unit.h"
-#include "harness/dma_ref.h"
 #include "harness/hbm/hbm_port_model.h"
 #include "harness/hbm/hbm_port_pins.h"
 #include "harness/sim_ctrl.h"
 #include "harness/sram_port_model.h"
 #include "harness/vl_bits.h"
+#include "sw/numerics/dma_ref.h"
+#include "tessera/chip_params.h"
 #include "tessera/isa_gen.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {
 namespace {
 
-constexpr uint64_t kHbmBytes = 1ull << 20, kUbBytes = 65536;  // the Vtpu_dma_unit build
+constexpr uint64_t kHbmBytes = 1ull << 20,
+                   kUbBytes = chip_params::CHIP_UB_BYTES;  // the Vtpu_dma_unit build
 constexpr unsigned kHbm = 0, kUb = 1;
 
 class DmaUnit : public ::testing::Test {
  protected:
   DmaUnit()
-      : sim_(test::current_test_name()), rng_(test::test_seed()),
-        hbm_(hbm::HbmPortConfig{kHbmBytes}, rng_()), ub_(kUbBytes, rng_()) {
+      : sim_(test::current_test_name()),
+        rng_(test::test_seed()),
+        hbm_(hbm::HbmPortConfig{kHbmBytes}, rng_()),
+        ub_(kUbBytes, rng_()) {
     auto& m = sim_.top();
     m.clear_i = 0;
     m.instr_valid_i = 0;
@@ -223,7 +227,7 @@ TEST_F(DmaUnit, FaultsReportCodePcAndAddress) {
   EXPECT_EQ(last_fault_.code, uint32_t(isa::FAULT_DMA));
   EXPECT_EQ(last_fault_.pc, 0x330u);
   EXPECT_EQ(last_fault_.addr, uint32_t(kUbBytes));
-  EXPECT_EQ(last_fault_.info, 2u) << "DMA_FAULT_DST_RANGE";
+  EXPECT_EQ(last_fault_.info, chip_params::DMA_FAULT_DST_RANGE);
   // element size 3: fault code 4 at the next copy's PC
   issue(copy(kHbm, kUb, 3, 0, 0), 0x340);
   EXPECT_EQ(faults_, 2);
@@ -278,7 +282,7 @@ TEST_F(DmaUnit, StreamedCopiesKeepTheirLoopsAndPcs) {
   ASSERT_TRUE(m.idle_o);
   EXPECT_EQ(faults_, 1);
   EXPECT_EQ(last_fault_.pc, 0x208u);
-  EXPECT_EQ(last_fault_.info, 2u) << "DMA_FAULT_DST_RANGE";
+  EXPECT_EQ(last_fault_.info, chip_params::DMA_FAULT_DST_RANGE);
   for (uint32_t i = 0; i < 6; ++i)
     for (size_t b = 0; b < want[i].size(); ++b)
       ASSERT_EQ(ub_.mem_[0x1000 + i * 0x800 + b], want[i][b]) << "copy " << i << " byte " << b;

@@ -1,5 +1,5 @@
 // The iterative divide / square-root unit (tpu_fp_divsqrt) against the host's IEEE arithmetic
-// (harness/fp_ref.h: a / b and std::sqrt on float): every special class pairwise, random
+// (sw/numerics/fp_ref.h: a / b and std::sqrt on float): every special class pairwise, random
 // vectors (TESSERA_FP_VECTORS, default 10^6 per operation; uniform bit patterns, biased patterns,
 // subnormal quotients, exact quotients and perfect squares, quotients a hair off a rounding
 // midpoint), all issued back to back; the fixed latency for every input, ready_o while busy,
@@ -12,8 +12,8 @@
 #include <string>
 
 #include "Vtpu_fp_divsqrt.h"
-#include "harness/fp_ref.h"
 #include "harness/sim_ctrl.h"
+#include "sw/numerics/fp_ref.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {

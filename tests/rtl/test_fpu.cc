@@ -1,5 +1,5 @@
 // The arithmetic RTL (tpu_fpu: fp32 add, bf16 x bf16 -> fp32, fp32 x fp32, fp32 <-> bf16) against
-// the host's IEEE arithmetic (harness/fp_ref.h): every special class against every other, and
+// the host's IEEE arithmetic (sw/numerics/fp_ref.h): every special class against every other, and
 // random vectors (TESSERA_FP_VECTORS, default 10^6 per operation). A mismatch prints the
 // operands, the expected and the produced bits.
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <cstdio>
 
 #include "Vtpu_fpu.h"
-#include "harness/fp_ref.h"
 #include "harness/sim_ctrl.h"
+#include "sw/numerics/fp_ref.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {

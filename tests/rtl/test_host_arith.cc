@@ -16,9 +16,9 @@
 #include "Vtpu_fpu_host.h"
 #include "Vtpu_mxu_pe.h"
 #include "Vtpu_mxu_pe_host.h"
-#include "harness/fp_ref.h"
 #include "harness/sim_ctrl.h"
 #include "sim/host_arith.h"
+#include "sw/numerics/fp_ref.h"
 #include "sw/tools/fpu_check.h"
 #include "tessera/compiler.h"
 #include "tessera/driver.h"
@@ -265,7 +265,7 @@ TEST(HostArithChip, ThreeTrainingStepsBitIdenticalToTheRtlBuild) {
   cfg.backend = driver::Backend::kRtl;
   ASSERT_TRUE(driver::rtl_host_arith_built(cfg));
   const compiler::CnnSpec spec;
-  const compiler::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
+  const tessera::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
   std::unique_ptr<driver::Device> dev[2];
   std::unique_ptr<compiler::CnnTrainStep> step[2];
   uint64_t prog[2];

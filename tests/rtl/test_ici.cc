@@ -13,12 +13,13 @@
 #include "Vtpu_ici_port.h"
 #include "Vtpu_ici_port_c2.h"
 #include "harness/sim_ctrl.h"
+#include "tessera/chip_params.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {
 namespace {
 
-constexpr int kFlitWords = 10;  // 320 bits
+constexpr int kFlitWords = chip_params::FlitW / 32;  // a flit as 32-bit words
 using Flit = std::array<uint32_t, kFlitWords>;
 
 template <class Model>

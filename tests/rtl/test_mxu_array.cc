@@ -1,5 +1,5 @@
 // The verilated MXU (tpu_mxu) at N = 4, 8, 16 and 128 against the architectural reference
-// (harness/mxu_ref.h): random matmuls of shapes that are not multiples of N with K accumulated
+// (sw/numerics/mxu_ref.h): random matmuls of shapes that are not multiples of N with K accumulated
 // over several tiles, bit-exact; exact cycle counts against the documented formula;
 // back-to-back work; the accumulate path's read-modify-write bypass; special values; reset in
 // the middle of work. Mismatches print the index and both values.
@@ -13,10 +13,10 @@
 #include "Vtpu_mxu_n16.h"
 #include "Vtpu_mxu_n4.h"
 #include "Vtpu_mxu_n8.h"
-#include "harness/fp_ref.h"
 #include "harness/mxu_driver.h"
-#include "harness/mxu_ref.h"
 #include "harness/vl_bits.h"
+#include "sw/numerics/fp_ref.h"
+#include "sw/numerics/mxu_ref.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {

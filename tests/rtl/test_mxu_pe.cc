@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "Vtpu_mxu_pe.h"
-#include "harness/fp_ref.h"
 #include "harness/sim_ctrl.h"
+#include "sw/numerics/fp_ref.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {

@@ -4,7 +4,7 @@
 // cycle after the grant) serves the unit's UB port; programs of LDW, MM (overwrite), LDW, MM
 // (accumulate into the same rows) with random addresses, positive, zero and negative strides
 // and 1 .. 3N rows run back to back, and every touched accumulator row is read back through
-// the read port and compared bit for bit with harness/mxu_ref's order (accumulate = fp32 RNE
+// the read port and compared bit for bit with sw/numerics/mxu_ref's order (accumulate = fp32 RNE
 // add of the new sum to the old row). Also: the external accumulator write port (writes land,
 // are read back and accumulated onto, and yield exactly once per array result written),
 // idle_o low until the last result is written, activation rows per cycle of a long MM, and
@@ -27,10 +27,10 @@
 #include "Vtpu_mxu_unit_n16.h"
 #include "Vtpu_mxu_unit_n32.h"
 #include "Vtpu_mxu_unit_n4.h"
-#include "harness/fp_ref.h"
-#include "harness/mxu_ref.h"
 #include "harness/sim_ctrl.h"
 #include "harness/vl_bits.h"
+#include "sw/numerics/fp_ref.h"
+#include "sw/numerics/mxu_ref.h"
 #include "tessera/isa_gen.h"
 #include "tests/common/test_util.h"
 

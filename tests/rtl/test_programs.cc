@@ -14,9 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/asm.h"
 #include "tessera/driver.h"
+#include "tessera/isa_gen.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {
@@ -58,8 +59,8 @@ std::vector<uint8_t> run_both(const std::string& prog,
   std::vector<uint8_t> result[2];
   uint64_t cycles = 0;
   for (int b = 0; b < 2; ++b) {
-    driver::DeviceConfig c;
-    c.backend = b == 0 ? driver::Backend::kFunctional : driver::Backend::kRtl;
+    const driver::DeviceConfig c(kSmallChip,
+                                 b == 0 ? driver::Backend::kFunctional : driver::Backend::kRtl);
     auto dev = driver::Device::open(c);
     for (const auto& [addr, bytes] : in) dev->write(addr, bytes);
     const uint64_t p = dev->load_program(a.bytes());
@@ -167,16 +168,14 @@ TEST(Programs, MatmulReluAtN16) {
   ASSERT_TRUE(a.ok()) << assembler::format_error("prog", a.errors[0]);
   std::vector<uint8_t> result[2];
   for (int b = 0; b < 2; ++b) {
-    driver::DeviceConfig c;
-    c.backend = b == 0 ? driver::Backend::kFunctional : driver::Backend::kRtl;
-    c.n = 16;
-    c.ub_bytes = 65536;
-    c.acc_rows = 1024;
+    const driver::DeviceConfig c(kFullChip,
+                                 b == 0 ? driver::Backend::kFunctional : driver::Backend::kRtl);
     auto dev = driver::Device::open(c);
     dev->write(0x10000, bytes_of(A));
     dev->write(0x11000, bytes_of(W));
     const driver::RunReport r = dev->run(dev->load_program(a.bytes()), 5'000'000);
-    if (b == 1) std::cout << "rtl N = 16: " << r.cycles << " cycles, " << r.perf[7] << " MACs\n";
+    if (b == 1)
+      std::cout << "rtl N = 16: " << r.cycles << " cycles, " << r.perf[isa::PERF_MACS] << " MACs\n";
     result[b] = dev->read(0x20000, 4 * M * O);
   }
   EXPECT_EQ(result[0], result[1]) << "the rtl and functional backends disagree";

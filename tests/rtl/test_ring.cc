@@ -14,7 +14,7 @@
 #include "Vtpu_top_n4.h"
 #include "Vtpu_top_n4___024root.h"  // ChipSim: one evaluation a cycle
 #include "harness/chip/ring_sim.h"
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/allreduce.h"
 #include "tessera/asm.h"
 #include "tessera/compiler.h"
@@ -25,8 +25,9 @@
 namespace tessera {
 namespace {
 
-constexpr int kN = 4;
-constexpr uint64_t kUbBytes = 8192, kAccRows = 64, kHbmBytes = 256ull << 20;
+constexpr int kN = static_cast<int>(chip_params::SMALL_N);  // the small chip (Vtpu_top_n4)
+constexpr uint64_t kUbBytes = chip_params::SMALL_UB_BYTES, kAccRows = chip_params::SMALL_ACC_ROWS,
+                   kHbmBytes = chip_params::HBM_PC_BYTES;
 constexpr uint32_t kProg = 0x100000;
 const functional::ChipConfig kConfig{kN, kUbBytes, kAccRows, kHbmBytes};
 
@@ -536,7 +537,7 @@ TEST(RingTrainStep, DataParallelStepBitIdenticalToTheFunctionalRing) {
   const int P = 2;
   const uint32_t b = 2;
   const compiler::CnnSpec spec;
-  const compiler::ChipShape shape{kN, kUbBytes, static_cast<uint32_t>(kAccRows)};
+  const tessera::ChipShape shape{kN, kUbBytes, static_cast<uint32_t>(kAccRows)};
   std::vector<compiler::CnnTrainStep> steps;
   for (int r = 0; r < P; ++r) {
     compiler::Replication rep;

@@ -18,6 +18,7 @@
 #include "Vtpu_seq.h"
 #include "harness/sim_ctrl.h"
 #include "harness/vl_bits.h"
+#include "tessera/chip_params.h"
 #include "tessera/isa.h"
 #include "tessera/isa_gen.h"
 #include "tests/common/test_util.h"
@@ -26,7 +27,8 @@ namespace tessera {
 namespace {
 
 using Instr = std::array<uint32_t, 4>;
-constexpr int kN = 4, kUbBytes = 4096, kAccRows = 64;  // the Vtpu_seq build
+constexpr int kN = 4, kUbBytes = 4096,
+              kAccRows = chip_params::SMALL_ACC_ROWS;  // the Vtpu_seq build
 constexpr int kDma = 0, kMxu = 1, kVpu = 2;
 
 Instr op(uint32_t w0, uint32_t w1 = 0, uint32_t w2 = 0, uint32_t w3 = 0) {

@@ -9,9 +9,10 @@
 #include <cstring>
 #include <random>
 
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/compiler.h"
 #include "tessera/driver.h"
+#include "tessera/isa_gen.h"
 
 namespace tessera {
 namespace {
@@ -33,7 +34,7 @@ TEST_P(TrainStepRtl, TwoStepsBitIdenticalToFunctionalWithDataIndependentTiming) 
     if (c.n == tc.n && c.channels == 1) cfg = c;
   ASSERT_EQ(cfg.n, tc.n);
   const compiler::CnnSpec spec;
-  const compiler::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
+  const tessera::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
   std::unique_ptr<driver::Device> dev[2];
   std::unique_ptr<compiler::CnnTrainStep> step[2];
   uint64_t prog[2];
@@ -68,8 +69,9 @@ TEST_P(TrainStepRtl, TwoStepsBitIdenticalToFunctionalWithDataIndependentTiming) 
       rep[b] = dev[b]->run(prog[b], 400'000'000);
     }
     cycles[s] = rep[0].cycles;
-    EXPECT_EQ(rep[0].perf[7], rep[1].perf[7]) << "MACs";
-    EXPECT_EQ(rep[0].perf[12], rep[1].perf[12]) << "instructions retired";
+    EXPECT_EQ(rep[0].perf[isa::PERF_MACS], rep[1].perf[isa::PERF_MACS]) << "MACs";
+    EXPECT_EQ(rep[0].perf[isa::PERF_INSTRS], rep[1].perf[isa::PERF_INSTRS])
+        << "instructions retired";
     // Everything the step writes that carries over: the state regions and the metrics.
     const compiler::HbmLayout& L = step[0]->layout();
     const uint64_t state_begin = L.conv_w, state_end = L.consts;

@@ -2,7 +2,7 @@
 // funct of docs/isa.md: operands are loaded from a C++ unified buffer (random bit patterns,
 // every special class, values near rounding and conversion boundaries), the op runs, the result
 // is stored back and compared bit for bit with a reference written here from host float / int
-// arithmetic (add, sub, mul, div, sqrt through harness/fp_ref; compare, min, max, conversions,
+// arithmetic (add, sub, mul, div, sqrt through sw/numerics/fp_ref; compare, min, max, conversions,
 // integer and shift ops from their definitions; rsum as the pairwise tree; rmax; bcast; sel).
 // Loads and stores of every kind (UB fp32, UB bf16 with RNE narrowing, ACC rows) under random
 // grants; VPU.LI; the fixed divide latency; clear_i zeroing the registers.
@@ -16,9 +16,10 @@
 #include <vector>
 
 #include "Vtpu_vpu_n4.h"
-#include "harness/fp_ref.h"
 #include "harness/sim_ctrl.h"
 #include "harness/vl_bits.h"
+#include "sw/numerics/fp_ref.h"
+#include "tessera/chip_params.h"
 #include "tessera/isa_gen.h"
 #include "tests/common/test_util.h"
 #include "tests/common/vpu_ref.h"
@@ -26,7 +27,8 @@
 namespace tessera {
 namespace {
 
-constexpr int kN = 4, kUbBytes = 4096, kAccRows = 64;  // the Vtpu_vpu_n4 build
+constexpr int kN = 4, kUbBytes = 4096,
+              kAccRows = chip_params::SMALL_ACC_ROWS;  // the Vtpu_vpu_n4 build
 using Vec = std::array<uint32_t, kN>;
 
 Vec reference(uint32_t funct, const Vec& a, const Vec& b, const Vec& c, uint32_t imm) {
@@ -287,8 +289,8 @@ TEST_F(Vpu, DivideTakesItsFixedLatencyAndClearZeroes) {
 // issued behind a divide finish before it does.
 TEST_F(Vpu, DivideRunsInTheBackgroundBehindAScoreboard) {
   grant_pct_ = 100;
-  const uint64_t alone = stream({{isa::OP_VPU_LI | 1 << 16, fp::bits(2.0f)},
-                                 {vop(isa::VF_DIV, 2, 1, 1, 0), 0}});
+  const uint64_t alone =
+      stream({{isa::OP_VPU_LI | 1 << 16, fp::bits(2.0f)}, {vop(isa::VF_DIV, 2, 1, 1, 0), 0}});
   const uint64_t behind = stream({{isa::OP_VPU_LI | 1 << 16, fp::bits(2.0f)},
                                   {vop(isa::VF_DIV, 2, 1, 1, 0), 0},
                                   {vop(isa::VF_ADD, 3, 1, 1, 0), 0},

@@ -10,11 +10,11 @@
 #include <cstring>
 #include <random>
 
-#include "harness/fp_ref.h"
 #include "sw/compiler/graph.h"
 #include "sw/compiler/program_builder.h"
 #include "sw/compiler/reroll.h"
 #include "sw/compiler/vpu_math.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/compiler.h"
 #include "tessera/functional_model.h"
 #include "tests/common/test_util.h"

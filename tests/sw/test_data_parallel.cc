@@ -11,7 +11,7 @@
 #include <cstring>
 #include <random>
 
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/compiler.h"
 #include "tessera/functional_model.h"
 #include "tessera/functional_ring.h"

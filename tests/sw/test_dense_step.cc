@@ -7,12 +7,11 @@
 // form and Adam's first step are checked too. The liveness planner must share bytes.
 #include <gtest/gtest.h>
 
-#include <cstring>
-
 #include <cmath>
+#include <cstring>
 #include <random>
 
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/dense_step.h"
 #include "tessera/driver.h"
 #include "tests/common/dense_ref.h"
@@ -55,7 +54,7 @@ StepRun run_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint3
   driver::DeviceConfig cfg = driver::chip_for_array(n);
   cfg.backend = driver::Backend::kFunctional;
   auto dev = driver::Device::open(cfg);
-  const compiler::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
+  const tessera::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
   const uint64_t base = dev->alloc(compiler::DenseStackStep::data_bytes(a.spec, chip, a.batch));
   compiler::DenseStackStep step(a.spec, opt, chip, a.batch, base, compiler::StepKind::kTrain,
                                 nullptr, choices);
@@ -84,8 +83,7 @@ StepRun run_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint3
 }
 
 // The gradient each weight received under SGD(lr, momentum 0), against the reference's.
-void expect_gradients(const Arch& a, const StepRun& r, float lr, int n,
-                      float label_smoothing = 0) {
+void expect_gradients(const Arch& a, const StepRun& r, float lr, int n, float label_smoothing = 0) {
   const auto ref =
       test::dense_reference_step(a.spec, r.p0, r.images, r.labels, n, 1, label_smoothing);
   EXPECT_NEAR(r.loss, ref.loss, 2e-5 * std::max(1.0f, ref.loss)) << describe(a);
@@ -223,17 +221,22 @@ TEST(DenseStackStep, ImplicitGemmInputGradientIsBitIdenticalToTheGather) {
     const char* want;  // in the input gradient's plan line
   };
   const std::vector<Case> cases = {
-      {{{Kind::kConv, 16, 3, 1, false, true}, {Kind::kConv, 32, 3, 1, false, true},
+      {{{Kind::kConv, 16, 3, 1, false, true},
+        {Kind::kConv, 32, 3, 1, false, true},
         {Kind::kMaxPool, 0, 3, 1, false, false, 2}},
-       16, "staged from the unpadded map"},
+       16,
+       "staged from the unpadded map"},
       {{{Kind::kConv, 16, 5, 1, true, true}, {Kind::kConv, 16, 3, 2, true, false}},
-       16, "implicit"},  // stride 2: the dilated map in HBM
+       16,
+       "implicit"},  // stride 2: the dilated map in HBM
       // N = 4: several row blocks a sample (the last one short) and column groups
-      {{{Kind::kConv, 8, 3, 1, false, true}, {Kind::kConv, 8, 3, 1, true, true}}, 4,
+      {{{Kind::kConv, 8, 3, 1, false, true}, {Kind::kConv, 8, 3, 1, true, true}},
+       4,
        "staged from the unpadded map"},
       // an even kernel with same padding (the frame's top and left sides differ from the
       // bottom and right), straight from the gradient
-      {{{Kind::kConv, 16, 3, 1, false, true}, {Kind::kConv, 16, 2, 1, true, true}}, 16,
+      {{{Kind::kConv, 16, 3, 1, false, true}, {Kind::kConv, 16, 2, 1, true, true}},
+       16,
        "staged from the unpadded map"}};
   for (const Case& c : cases) {
     const Arch a = conv_arch({14, 14, 1}, c.features, {{24, true}, {10, false}}, 6);
@@ -305,8 +308,8 @@ TEST(DenseStackStep, SgdMomentumAndAdamFirstStep) {
       // Adam from zero moments: m = 0.1 g, v = 0.001 g^2, w' = w - lr_t m / (sqrt v + eps)
       EXPECT_NEAR(m.s1.m.kernel[l][i], 0.1f * g, 1e-3f * std::fabs(g) + 1e-9f);
       EXPECT_NEAR(m.s1.v.kernel[l][i], 0.001f * g * g, 1e-3f * g * g + 1e-12f);
-      const float want = m.p0.kernel[l][i] -
-                         lr_t * (0.1f * g) / (std::sqrt(0.001f * g * g) + adam.epsilon);
+      const float want =
+          m.p0.kernel[l][i] - lr_t * (0.1f * g) / (std::sqrt(0.001f * g * g) + adam.epsilon);
       EXPECT_NEAR(m.p1.kernel[l][i], want, 1e-2f * adam.lr) << "layer " << l << " i " << i;
     }
   EXPECT_FLOAT_EQ(m.s1.beta1_power, adam.beta1);
@@ -332,8 +335,8 @@ TEST(DenseStackStep, TheHostsLearningRateRowSetsTheStep) {
   for (size_t l = 0; l < 2; ++l)
     for (size_t i = 0; i < ref.grads.kernel[l].size(); ++i) {
       const float g = ref.grads.kernel[l][i];
-      const float want = m.p0.kernel[l][i] -
-                         lr_t * (0.1f * g) / (std::sqrt(0.001f * g * g) + adam.epsilon);
+      const float want =
+          m.p0.kernel[l][i] - lr_t * (0.1f * g) / (std::sqrt(0.001f * g * g) + adam.epsilon);
       EXPECT_NEAR(m.p1.kernel[l][i], want, 1e-2f * 4e-3f) << "layer " << l << " i " << i;
     }
 }
@@ -398,7 +401,7 @@ TEST(DenseStackStep, LivenessPlannerSharesTransientBytes) {
   compiler::DenseStackSpec spec;
   spec.inputs = 784;
   spec.layers = {{256, true}, {128, true}, {64, true}, {10, false}};
-  const compiler::ChipShape chip{16, 65536, 1024};
+  const tessera::ChipShape chip{16, 65536, 1024};
   compiler::DenseStackStep step(spec, {}, chip, 128, 0);
   const auto& Y = step.layout();
   EXPECT_LT(Y.transient_bytes, Y.transient_unshared);
@@ -412,7 +415,7 @@ TEST(DenseStackStep, LivenessPlannerSharesTransientBytes) {
 }
 
 TEST(DenseStackStep, RefusesWhatItCannotLower) {
-  const compiler::ChipShape chip{4, 8192, 64};
+  const tessera::ChipShape chip{4, 8192, 64};
   compiler::DenseStackSpec none;
   none.inputs = 10;
   EXPECT_THROW(compiler::DenseStackStep(none, {}, chip, 4, 0), std::invalid_argument);

@@ -1,5 +1,5 @@
 // The functional model (sw/functional): one directed test per instruction and per fault, the
-// MXU against float64 and harness/mxu_ref, DMA.COPY's im2col against a direct formula, every
+// MXU against float64 and sw/numerics/mxu_ref, DMA.COPY's im2col against a direct formula, every
 // VPU funct against the host's float arithmetic on special and random values, the reduction
 // tree's order, and a small end-to-end program. No Verilator models.
 #include <gtest/gtest.h>
@@ -9,10 +9,10 @@
 #include <map>
 #include <random>
 
-#include "harness/dma_ref.h"
-#include "harness/fp_ref.h"
-#include "harness/mxu_ref.h"
 #include "sw/functional/mxu_tile.h"
+#include "sw/numerics/dma_ref.h"
+#include "sw/numerics/fp_ref.h"
+#include "sw/numerics/mxu_ref.h"
 #include "tessera/asm.h"
 #include "tessera/functional_model.h"
 #include "tests/common/test_util.h"
@@ -392,12 +392,12 @@ TEST(FunctionalModel, DivideByZeroGivesIeeeResultsWithoutAFault) {
                           "vpu.op div, v7, v3, v3, v0\nvpu.op div, v8, v1, v4, v0\n"
                           "vpu.op sqrt, v9, v2, v0, v0\nvpu.op sqrt, v10, v4, v0, v0\nhalt\n");
   EXPECT_EQ(r.status, RunStatus::kHalted) << r.describe();
-  EXPECT_EQ(m.vreg(5)[0], 0x7F800000u);   // 1 / +0 = +inf
-  EXPECT_EQ(m.vreg(6)[3], 0xFF800000u);   // -1 / +0 = -inf
-  EXPECT_EQ(m.vreg(7)[15], 0x7FC00000u);  // 0 / 0 = canonical NaN
-  EXPECT_EQ(m.vreg(8)[0], 0xFF800000u);   // 1 / -0 = -inf
-  EXPECT_EQ(m.vreg(9)[0], 0x7FC00000u);   // sqrt(-1) = NaN
-  EXPECT_EQ(m.vreg(10)[0], 0x80000000u);  // sqrt(-0) = -0
+  EXPECT_EQ(m.vreg(5)[0], 0x7F800000u);             // 1 / +0 = +inf
+  EXPECT_EQ(m.vreg(6)[3], 0xFF800000u);             // -1 / +0 = -inf
+  EXPECT_EQ(m.vreg(7)[15], fp::kFp32CanonicalNan);  // 0 / 0
+  EXPECT_EQ(m.vreg(8)[0], 0xFF800000u);             // 1 / -0 = -inf
+  EXPECT_EQ(m.vreg(9)[0], fp::kFp32CanonicalNan);   // sqrt(-1)
+  EXPECT_EQ(m.vreg(10)[0], 0x80000000u);            // sqrt(-0) = -0
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -421,7 +421,8 @@ TEST(FunctionalModel, DmaIm2col3x3Of28x28MatchesDirectFormula) {
     const RunResult r = run(m, prog);
     ASSERT_EQ(r.status, RunStatus::kHalted) << r.describe();
     // Cross-check against the harness's descriptor for the same pattern.
-    const dma::Walk ref = dma::reference_walk(dma::im2col_3x3(img, 28, 28, eb, 1ull << 28));
+    const dma::Walk ref =
+        dma::reference_walk(dma::im2col_3x3(img, 28, 28, eb, chip_params::HBM_PC_BYTES));
     ASSERT_EQ(ref.addrs.size(), 6084u);
     for (int oy = 0; oy < 26; ++oy) {
       for (int ox = 0; ox < 26; ++ox) {
@@ -598,7 +599,7 @@ TEST(FunctionalModel, MxuMatmulWithAccStrideWritesEveryStrideRow) {
   expect_fault(bad, isa::FAULT_ACC_RANGE, kProg, 1024, 0);
 }
 
-// The functional model's host-float MXU kernel against the oracle (harness/mxu_ref, which
+// The functional model's host-float MXU kernel against the oracle (sw/numerics/mxu_ref, which
 // rebuilds bf16 values with ldexp and rounds through fp::mac), bit for bit: mostly ordinary
 // values (sums that round at every step, cancellations to +-0), tiny and huge magnitudes
 // (subnormal products, overflow to inf) and the special values (NaN, inf, +-0, subnormals).
@@ -683,7 +684,7 @@ std::vector<uint32_t> vpu_op(isa::Funct f, const std::vector<uint32_t>& a,
   return m.vreg(4);
 }
 
-uint32_t canon(float x) { return std::isnan(x) ? 0x7FC00000u : fp::bits(x); }
+uint32_t canon(float x) { return std::isnan(x) ? fp::kFp32CanonicalNan : fp::bits(x); }
 float F(uint32_t b) { return fp::f32(b); }
 
 // The expected lane results, from the host's float unit (written independently of the model).
@@ -702,12 +703,12 @@ uint32_t expected_lane(isa::Funct f, uint32_t a, uint32_t b, uint32_t c, uint32_
     case Funct::kSqrt:
       return canon(std::sqrt(F(a)));
     case Funct::kMin:
-      if (nan) return 0x7FC00000u;
+      if (nan) return fp::kFp32CanonicalNan;
       if (F(a) == 0 && F(b) == 0)
         return (std::signbit(F(a)) || std::signbit(F(b))) ? 0x80000000u : 0;
       return fp::bits(std::fmin(F(a), F(b)));
     case Funct::kMax:
-      if (nan) return 0x7FC00000u;
+      if (nan) return fp::kFp32CanonicalNan;
       if (F(a) == 0 && F(b) == 0)
         return (!std::signbit(F(a)) || !std::signbit(F(b))) ? 0 : 0x80000000u;
       return fp::bits(std::fmax(F(a), F(b)));
@@ -855,11 +856,11 @@ TEST(FunctionalModel, VpuSpecificSemantics) {
   EXPECT_EQ(mn[1], 0x80000000u);
   EXPECT_EQ(mx[0], 0u);
   EXPECT_EQ(mx[1], 0u);
-  EXPECT_EQ(mn[2], 0x7FC00000u);
-  EXPECT_EQ(mx[3], 0x7FC00000u);
+  EXPECT_EQ(mn[2], fp::kFp32CanonicalNan);
+  EXPECT_EQ(mx[3], fp::kFp32CanonicalNan);
   const std::vector<uint32_t> add = vpu_op(isa::Funct::kAdd, a, b, c);
-  EXPECT_EQ(add[2], 0x7FC00000u);
-  EXPECT_EQ(add[3], 0x7FC00000u);
+  EXPECT_EQ(add[2], fp::kFp32CanonicalNan);
+  EXPECT_EQ(add[3], fp::kFp32CanonicalNan);
   const std::vector<uint32_t> eq = vpu_op(isa::Funct::kCmpEq, a, b, c);
   EXPECT_EQ(eq[0], ~0u);  // -0 == +0
   EXPECT_EQ(eq[2], 0u);   // NaN != anything
@@ -887,7 +888,7 @@ TEST(FunctionalModel, VpuSpecificSemantics) {
   EXPECT_EQ(r[0], 0x3F800000u);
   EXPECT_EQ(r[1], 0x3F820000u);
   EXPECT_EQ(r[2], 0x7F800000u);
-  EXPECT_EQ(r[3], 0x7FC00000u);
+  EXPECT_EQ(r[3], fp::kFp32CanonicalNan);
   // Shifts use the low 5 bits of vb; sra keeps the sign.
   std::vector<uint32_t> sa(16, 0x80000010u), sb(16, 0);
   sb[0] = 4;
@@ -936,7 +937,7 @@ TEST(FunctionalModel, VpuReductionsUseThePairwiseTree) {
   zs[11] = 0;
   EXPECT_EQ(vpu_op(isa::Funct::kRMax, zs, z, z)[0], 0u);
   zs[4] = 0xFF800001u;  // a NaN anywhere -> canonical NaN
-  EXPECT_EQ(vpu_op(isa::Funct::kRMax, zs, z, z)[0], 0x7FC00000u);
+  EXPECT_EQ(vpu_op(isa::Funct::kRMax, zs, z, z)[0], fp::kFp32CanonicalNan);
   std::vector<uint32_t> lanes(16);
   for (int l = 0; l < 16; ++l) lanes[l] = 100 + l;
   const std::vector<uint32_t> bc = vpu_op(isa::Funct::kBcast, lanes, z, z, 13);
@@ -1007,7 +1008,7 @@ TEST(FunctionalModel, VpuLoadsAndStoresOfEveryKind) {
     EXPECT_EQ(f, m.vreg(1)[l]);
     EXPECT_EQ(m.ub()[0x80 + 2 * l] | m.ub()[0x81 + 2 * l] << 8, 0x3F80);
   }
-  EXPECT_EQ(m.vreg(1)[15], 0x7FC00000u);
+  EXPECT_EQ(m.vreg(1)[15], fp::kFp32CanonicalNan);
 }
 
 // REPEAT (docs/isa.md, "Loops"): a loop leaves exactly the state of its expansion written out

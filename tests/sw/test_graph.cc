@@ -25,7 +25,7 @@ using compiler::Node;
 using compiler::Target;
 using Kind = compiler::FeatureLayerSpec::Kind;
 
-compiler::ChipShape chip_of(int n) {
+tessera::ChipShape chip_of(int n) {
   const driver::DeviceConfig c = driver::chip_for_array(n);
   return {c.n, c.ub_bytes, c.acc_rows};
 }
@@ -109,7 +109,8 @@ TEST(GraphIr, RandomDenseStacksLowerToTheirProgramsPhases) {
   for (uint32_t i = 0; i < 40; ++i) {
     std::mt19937 rng(seed0 + i);
     test::Arch a = test::random_arch(rng);
-    if (i % 4 == 1) a.spec.norm = {true, 0.01f * float(i), 0.05f + 0.01f * float(i)};  // Normalization first
+    if (i % 4 == 1)
+      a.spec.norm = {true, 0.01f * float(i), 0.05f + 0.01f * float(i)};  // Normalization first
     check_model(a, i % 2 ? 16 : 4, i % 3 != 0, seed0 + i);
   }
 }
@@ -119,7 +120,8 @@ TEST(GraphIr, RandomConvNetsLowerToTheirProgramsPhases) {
   for (uint32_t i = 0; i < 40; ++i) {
     std::mt19937 rng(seed0 + i);
     test::Arch a = test::random_conv_arch(rng);
-    if (i % 4 == 1) a.spec.norm = {true, 0.01f * float(i), 0.05f + 0.01f * float(i)};  // Normalization first
+    if (i % 4 == 1)
+      a.spec.norm = {true, 0.01f * float(i), 0.05f + 0.01f * float(i)};  // Normalization first
     check_model(a, i % 2 ? 16 : 4, i % 3 != 0, seed0 + i);
   }
 }

@@ -11,9 +11,9 @@
 #include <random>
 #include <sstream>
 
-#include "harness/fp_ref.h"
 #include "sim/systemc/platform.h"
 #include "sim/systemc/tessera_chip.h"
+#include "sw/numerics/fp_ref.h"
 #include "tessera/asm.h"
 #include "tessera/compiler.h"
 #include "tessera/driver.h"

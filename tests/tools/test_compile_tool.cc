@@ -63,7 +63,7 @@ std::vector<std::string> lines_of(const std::string& s) {
 compiler::CnnTrainStep example_step(compiler::StepKind kind) {
   const driver::DeviceConfig c = driver::chip_for_array(4);
   return compiler::CnnTrainStep(compiler::CnnSpec{}, compiler::AdamSpec{},
-                                compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows}, 8, 0, kind);
+                                tessera::ChipShape{c.n, c.ub_bytes, c.acc_rows}, 8, 0, kind);
 }
 
 TEST_F(CompileCli, DumpShowsEveryPassThePlanAndTheProgram) {
@@ -178,7 +178,7 @@ TEST_F(CompileCli, DenseStackDumpsItsLoweringAndPlan) {
     EXPECT_NE(out.find(block), std::string::npos) << "pass " << dumps[i].first;
   }
   const driver::DeviceConfig c = driver::chip_for_array(4);
-  const compiler::DenseStackStep step(spec, {}, compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows}, 8,
+  const compiler::DenseStackStep step(spec, {}, tessera::ChipShape{c.n, c.ub_bytes, c.acc_rows}, 8,
                                       0);
   for (const std::string& want : std::vector<std::string>{
            "== 1 build", "dense1.y = fused.matmul_bias_relu(", "== 5 lower",
@@ -199,22 +199,21 @@ TEST_F(CompileCli, DenseStackDumpsItsLoweringAndPlan) {
 
   // with label smoothing: the program tessera train runs with --label-smoothing 0.1
   ASSERT_EQ(tessera("compile --array 4 --batch 8 --model examples/models/mlp.json "
-                    "--label-smoothing 0.1 --asm " + path("mlp_ls.s"),
+                    "--label-smoothing 0.1 --asm " +
+                        path("mlp_ls.s"),
                     out, err),
             0)
       << err;
   compiler::OptimizerSpec smooth;
   smooth.label_smoothing = 0.1f;
-  const compiler::DenseStackStep ls_step(
-      spec, smooth, compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows}, 8, 0);
-  const assembler::AsmResult als =
-      assembler::assemble(slurp("mlp_ls.s"), assembler::AsmOptions{4});
+  const compiler::DenseStackStep ls_step(spec, smooth,
+                                         tessera::ChipShape{c.n, c.ub_bytes, c.acc_rows}, 8, 0);
+  const assembler::AsmResult als = assembler::assemble(slurp("mlp_ls.s"), assembler::AsmOptions{4});
   ASSERT_TRUE(als.ok());
   EXPECT_EQ(als.bytes(), ls_step.program_bytes());
   EXPECT_GT(ls_step.program().size(), step.program().size());
   EXPECT_EQ(tessera("compile --label-smoothing 0.1", out, err), 2);
-  EXPECT_NE(err.find("--label-smoothing is for general-compiler models"), std::string::npos)
-      << err;
+  EXPECT_NE(err.find("--label-smoothing is for general-compiler models"), std::string::npos) << err;
 }
 
 // The two-conv example model: its feature layers, each lowered matmul, the numbered phases and
@@ -238,7 +237,7 @@ TEST_F(CompileCli, TwoConvModelDumpsItsFeatureLayers) {
   spec.inputs = 1600;
   spec.layers = {{128, true, 0.5f, 0}, {10, false}};
   const driver::DeviceConfig c = driver::chip_for_array(4);
-  const compiler::DenseStackStep step(spec, {}, compiler::ChipShape{c.n, c.ub_bytes, c.acc_rows}, 4,
+  const compiler::DenseStackStep step(spec, {}, tessera::ChipShape{c.n, c.ub_bytes, c.acc_rows}, 4,
                                       0);
   for (const std::string& want : std::vector<std::string>{
            "%0 x = input() : [4,28,28,1] f32", "conv1.y = fused.conv2d_bias_relu(",

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 #include "sw/tools/fpu_check.h"
 #include "tests/common/test_util.h"
 

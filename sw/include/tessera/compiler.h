@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/chip.h"
 #include "tessera/isa.h"
 
 namespace tessera::compiler {
@@ -41,12 +42,8 @@ struct AdamSpec {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-7f;
 };
 
-// The chip the program is for (docs/isa.md, machine parameters).
-struct ChipShape {
-  int n = 16;
-  uint64_t ub_bytes = 65536;
-  uint32_t acc_rows = 1024;
-};
+// The chip the program is for: tessera::ChipShape (tessera/chip.h; docs/isa.md, machine
+// parameters).
 
 // Host-side parameters in Keras's layouts (fp32): conv kernel [K][K][1][F] (HWIO), conv bias
 // [F], dense kernel [features][C] with features in NHWC Flatten order, dense bias [C].

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "tessera/chip.h"
+
 namespace tessera::driver {
 
 enum class Backend { kRtl, kFunctional };
@@ -29,13 +31,14 @@ enum class Arith { kRtl, kHost };
 Arith parse_arith(const std::string& name);  // "rtl" | "host"; throws otherwise
 const char* arith_name(Arith a);
 
-struct DeviceConfig {
+// A device: the chip's shape (tessera::ChipShape) and how it is simulated.
+struct DeviceConfig : ChipShape {
   Backend backend = Backend::kFunctional;
-  int n = 4;                  // MXU size = VPU lanes
-  uint64_t ub_bytes = 8192;   // unified buffer
-  uint32_t acc_rows = 64;     // accumulator rows
-  int channels = 1;           // HBM pseudo-channels (256 MiB each)
   Arith arith = Arith::kRtl;  // rtl backend: which build of the chip (not part of same_chip)
+  DeviceConfig() = default;   // the full chip (kFullChip)
+  explicit DeviceConfig(const ChipShape& shape, Backend backend = Backend::kFunctional,
+                        Arith arith = Arith::kRtl)
+      : ChipShape(shape), backend(backend), arith(arith) {}
 };
 // The configurations the rtl backend is built for (one Verilator model each; the N = 16,
 // one-channel chip also in the host-arithmetic flavour: rtl_host_arith_built).
@@ -48,7 +51,7 @@ bool same_chip(const DeviceConfig& a, const DeviceConfig& b);
 // True when the rtl backend has a host-arithmetic build of this chip.
 bool rtl_host_arith_built(const DeviceConfig& config);
 
-constexpr int kPerfCounters = 13;  // docs/isa.md, CSRs: PERF[0..12]
+constexpr int kPerfCounters = chip_params::PERF_COUNTERS;  // docs/isa.md, CSRs: PERF[i]
 // A timeline sample of an rtl run (Device::set_sampling): the decode PC, UNIT_STATE and the
 // cumulative counters at `cycle` cycles after the doorbell.
 struct TraceSample {
@@ -97,7 +100,7 @@ class Device {
   static std::unique_ptr<Device> open(const DeviceConfig& config);
   virtual ~Device() = default;
   const DeviceConfig& config() const { return config_; }
-  uint64_t hbm_bytes() const { return static_cast<uint64_t>(config_.channels) << 28; }
+  uint64_t hbm_bytes() const { return config_.hbm_bytes(); }
 
   // HBM allocation: first fit, 32-byte granules; free takes an address alloc returned.
   uint64_t alloc(uint64_t bytes);

@@ -2,8 +2,8 @@
 // specification; docs/architecture.md, "Functional model", says how to use it). It executes a
 // program's instructions one at a time in program order, which is what a race-free program
 // means on the RTL. Numerics are the host's IEEE binary32 arithmetic (contract 1): the MXU
-// through harness/mxu_ref's reference_matmul (the architectural accumulation order), the DMA
-// through harness/dma_ref's reference_walk, the VPU with plain float operations (the build has
+// through sw/numerics/mxu_ref's reference_matmul (the architectural accumulation order), the DMA
+// through sw/numerics/dma_ref's reference_walk, the VPU with plain float operations (the build has
 // no FMA contraction, no fast-math, no flush-to-zero) and canonical NaNs.
 #pragma once
 
@@ -16,18 +16,30 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tessera/chip.h"
 #include "tessera/isa.h"
 
 namespace tessera::functional {
 
+// The chip the model is (tessera::ChipShape's fields; defaults: the full chip's array with the
+// large chip's buffers) and its HBM capacity (pseudo-channels x HBM_PC_BYTES; tests make it
+// smaller to reach its end).
 struct ChipConfig {
-  int n = 16;                         // MXU array size = VPU lanes (4..128, power of two)
-  uint64_t ub_bytes = 256 * 1024;     // unified buffer
-  uint32_t acc_rows = 1024;           // accumulator rows of n fp32
-  uint64_t hbm_bytes = 256ull << 20;  // HBM capacity: pseudo-channels x 256 MiB
+  int n = static_cast<int>(chip_params::CHIP_N);    // MXU array size = VPU lanes (4..128)
+  uint64_t ub_bytes = chip_params::LARGE_UB_BYTES;  // unified buffer
+  uint32_t acc_rows = chip_params::LARGE_ACC_ROWS;  // accumulator rows of n fp32
+  uint64_t hbm_bytes = chip_params::HBM_PC_BYTES;   // HBM capacity
+  ChipConfig() = default;
+  ChipConfig(int n, uint64_t ub_bytes = chip_params::LARGE_UB_BYTES,
+             uint32_t acc_rows = chip_params::LARGE_ACC_ROWS,
+             uint64_t hbm_bytes = chip_params::HBM_PC_BYTES)
+      : n(n), ub_bytes(ub_bytes), acc_rows(acc_rows), hbm_bytes(hbm_bytes) {}
+  explicit ChipConfig(const ChipShape& s)
+      : n(s.n), ub_bytes(s.ub_bytes), acc_rows(s.acc_rows), hbm_bytes(s.hbm_bytes()) {}
 };
 
-constexpr uint32_t kQueueDepth = 32;  // QDEPTH (reported in CONFIG0; the model has no queues)
+// QDEPTH (reported in CONFIG0; the model has no queues)
+constexpr uint32_t kQueueDepth = chip_params::QUEUE_DEPTH;
 
 // HBM as sparse 4 KiB pages; bytes never written read as 0. Accesses outside [0, size) throw
 // std::out_of_range naming the address (these are driver/test helpers, not chip accesses).
@@ -71,7 +83,7 @@ struct RunResult {
   uint64_t fault_pc = 0;
   uint64_t fault_addr = 0;  // two's complement for a negative DMA element address
   uint32_t fault_info = 0;
-  uint64_t stop_pc = 0;  // watchdog / blocked: the instruction it stopped before
+  uint64_t stop_pc = 0;       // watchdog / blocked: the instruction it stopped before
   uint64_t instructions = 0;  // retired (HALT included; the faulting instruction not)
   uint64_t macs = 0;          // MXU.MM rows x N x N
   std::vector<UndefinedRead> undefined_reads;
@@ -164,7 +176,7 @@ class FunctionalModel {
   ChipConfig config_;
   SparseHbm hbm_;
   std::vector<uint8_t> ub_;
-  std::vector<uint32_t> acc_;  // acc_rows x n
+  std::vector<uint32_t> acc_;        // acc_rows x n
   std::vector<uint8_t> ub_written_;  // a byte per UB byte: 1 written (memchr finds a gap fast)
   std::vector<bool> acc_written_;
   std::array<std::vector<uint32_t>, 16> v_;

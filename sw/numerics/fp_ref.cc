@@ -1,4 +1,4 @@
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 
 #include <cfenv>
 #include <cmath>

@@ -1,8 +1,8 @@
-#include "harness/mxu_ref.h"
+#include "sw/numerics/mxu_ref.h"
 
 #include <algorithm>
 
-#include "harness/fp_ref.h"
+#include "sw/numerics/fp_ref.h"
 
 namespace tessera::mxu {
 

@@ -9,10 +9,12 @@
 #include <cstring>
 #include <string>
 
+#include "tessera/chip_params.h"
+
 namespace tessera::fp {
 
-constexpr uint32_t kFp32CanonicalNan = 0x7FC00000u;
-constexpr uint16_t kBf16CanonicalNan = 0x7FC0u;
+constexpr uint32_t kFp32CanonicalNan = chip_params::FP32_CANON_NAN;
+constexpr uint16_t kBf16CanonicalNan = chip_params::BF16_CANON_NAN;
 
 inline float f32(uint32_t bits) {
   float f;

@@ -1,4 +1,4 @@
-#include "harness/dma_ref.h"
+#include "sw/numerics/dma_ref.h"
 
 namespace tessera::dma {
 
