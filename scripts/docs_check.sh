@@ -8,7 +8,16 @@
 #   - a `make TARGET` (in backticks or a code block) names no rule of the Makefile
 #     (`make VAR=value target` checks `target`);
 #   - a doc names the sittings the work was done in (the word "sess"+"ion", any case): the
-#     order in which work was done belongs in `git log`.
+#     order in which work was done belongs in `git log`;
+#   - a doc names a git commit: a word of 7 to 40 lowercase hexadecimal characters with at least
+#     one digit and one letter a-f (`git checkout <hash>`, "at <hash>"). A 0x literal
+#     (0x7FC00000, 0x1234abcd) is not a word of its own and passes; write any other hex value
+#     (an encoding, a trace word) with its 0x. Words without a digit (deadbeef) pass;
+#   - a doc gives a chain of figures: a number, optionally one unit word, then `->` or `→`, then
+#     a number (1,040,705 -> 1,009,369; 6.5 MB → 2.05 MB): a doc states today's figure, and how
+#     it changed belongs in `git log`. An arrow between words (HBM -> UB) passes, and so does a
+#     number mapped to a 0x literal (1.0→0x3F80). Put a before/after that is not history in two
+#     columns or in words ("2.05 MB against 6.5 MB").
 # Otherwise it prints one summary line and exits 0.
 # Usage: scripts/docs_check.sh [--root DIR]    check DIR (default: the repository)
 #        scripts/docs_check.sh --self-test     run the checker on generated good and bad trees
@@ -33,8 +42,12 @@ if [ "${1:-}" = "--self-test" ]; then
     printf '`build/x.json`, `runs/<timestamp>/loss.png`, `docs/*.md`.\n' >>"$tmp/$tree/README.md"
     printf '# A\n[back](../README.md)\n```\nmake sim\n```\n' >"$tmp/$tree/docs/a.md"
   done
+  printf '%s\n' 'Fine: `0x7FC00000`, a 0x1234abcd literal, deadbeef, HBM -> UB, conv1 → pool2.' \
+    >>"$tmp/good/docs/a.md"
   printf 'Bad: [gone](missing.md), `scripts/gone.sh`, `make nosuch`,\n' >>"$tmp/bad/docs/a.md"
   printf 'the third %s, `make VAR="a b" alsonot`.\n' "$word" >>"$tmp/bad/docs/a.md"
+  printf '%s\n' 'The step took 598,916 cycles at 277ecf4;' 'now 6.5 MB → 2.05 MB.' \
+    >>"$tmp/bad/docs/a.md"
   "$0" --root "$tmp/good" >"$tmp/good.out" 2>&1 || {
     echo "docs-check self-test: FAILED — a correct tree was rejected:" >&2
     cat "$tmp/good.out" >&2
@@ -45,12 +58,12 @@ if [ "${1:-}" = "--self-test" ]; then
     exit 1
   fi
   n="$(grep -c '^docs/a.md:[0-9]*: ' "$tmp/bad.out" || true)"
-  if [ "$n" -ne 5 ]; then
-    echo "docs-check self-test: FAILED — expected 5 findings in the bad tree, got $n:" >&2
+  if [ "$n" -ne 7 ]; then
+    echo "docs-check self-test: FAILED — expected 7 findings in the bad tree, got $n:" >&2
     cat "$tmp/bad.out" >&2
     exit 1
   fi
-  echo "docs-check self-test: ok (a correct tree passes, a tree with 5 faults gives 5 findings)"
+  echo "docs-check self-test: ok (a correct tree passes, a tree with 7 faults gives 7 findings)"
   exit 0
 fi
 
@@ -66,6 +79,12 @@ import sys
 
 root = sys.argv[1]
 WORD = re.compile("sess" + "ion", re.IGNORECASE)
+# A git commit hash: 7-40 lowercase hex characters, at least one letter a-f and one digit, a
+# whole word (so the digits of a 0x literal, glued to its x, never match).
+HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+# A chain of figures: a number (not the tail of a word or of another number), an optional unit
+# word, -> or the arrow sign, then a number that is not a 0x literal.
+CHAIN = re.compile(r"(?<![\w.])\d[\d,.]*(?: ?[A-Za-z%\u00b5]+)? ?(?:->|\u2192) ?(?!0[xX])\d[\d,.]*")
 # Top-level folders whose paths the docs name; a token must start with one of them.
 DIRS = r"(?:rtl|harness|sim|sw|tests|bench|waves|docs|scripts|examples|\.ci)"
 PATH = re.compile(r"(?<![\w./<>-])(" + DIRS + r"/[A-Za-z0-9_./+<>*{}|…$-]*)")
@@ -162,6 +181,12 @@ for doc in docs(root):
         if WORD.search(line):
             failures.append(f"{doc}:{lineno}: names a work \"" + "sess" + "ion\" "
                             f"(history belongs in git log): {line.strip()[:80]}")
+        for m in HASH.finditer(line):
+            failures.append(f"{doc}:{lineno}: names a git commit {m.group(0)} "
+                            f"(history belongs in git log; write a hex value as 0x...)")
+        for m in CHAIN.finditer(line):
+            failures.append(f"{doc}:{lineno}: a chain of figures \"{m.group(0).rstrip('.,')}\" "
+                            f"(state today's figure; how it changed belongs in git log)")
         if line.lstrip().startswith("```"):
             in_code = not in_code
             continue
@@ -191,5 +216,5 @@ if failures:
     sys.exit(1)
 print(f"docs-check: ok — {len(docs(root))} docs; {checked['links']} links, "
       f"{checked['paths']} repository paths, {checked['make']} make targets checked; "
-      f"no work-history words")
+      f"no work-history words, commit hashes or chains of figures")
 PYTHON
