@@ -17,6 +17,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "sw/compiler/conv_pool_lowering.h"
 #include "sw/compiler/feature_lowering.h"
 #include "sw/compiler/lowering_util.h"
 #include "sw/compiler/matmul_lowering.h"
@@ -127,6 +128,23 @@ bool dropout_keep(uint32_t seed, uint32_t step, uint32_t sample, uint32_t unit, 
   return !(f < 1.0f + rate);
 }
 
+bool conv_pool_fused(const DenseStackSpec& spec, size_t i, const ChipShape& chip) {
+  using K = FeatureLayerSpec::Kind;
+  if (i + 1 >= spec.features.size()) return false;
+  const FeatureLayerSpec &c = spec.features[i], &p = spec.features[i + 1];
+  if (c.kind != K::kConv || !c.relu || p.kind != K::kMaxPool || p.pool != 2) return false;
+  const auto shapes = feature_shapes(spec);
+  const Shape3 &in = shapes[i], &out = shapes[i + 1];
+  const uint64_t n = static_cast<uint64_t>(chip.n);
+  // A stride-1 conv of a multiple of N channels streams its input by implicit GEMM, whose
+  // pieces are single output rows: there the pool stays a layer of its own. Elsewhere: two
+  // output rows a piece in an ACC half; two pieces' scratch (2 N bytes an ACC row) in a quarter
+  // of the UB.
+  if (c.stride == 1 && in.c % n == 0) return false;
+  return out.h % 2 == 0 && out.w % 2 == 0 && c.filters % n == 0 &&
+         2 * uint64_t{out.w} <= chip.acc_rows / 2 && 8 * uint64_t{out.w} * n <= chip.ub_bytes / 4;
+}
+
 std::vector<Shape3> feature_shapes(const DenseStackSpec& spec) {
   std::vector<Shape3> shapes{spec.input_shape};
   if (spec.features.empty()) return shapes;
@@ -223,11 +241,13 @@ struct FeatureOp {
   lowering::ConvGeom g;
   bool conv = false;
   uint32_t M = 0, Mpad = 0, Kpad = 0, Fpad = 0, Kdpad = 0, Cpad = 0, Min = 0;
-  uint32_t act_px = 0;  // output pixel pitch in HBM (bytes): conv F x 2, pool C x 2
-  uint32_t g_px = 0;    // output-gradient pixel pitch: conv Fpad x 2 ([Mpad][Fpad]), pool C x 2
-  bool bwd = false;     // a conv at or before it: it runs backward
-  bool dx = false;      // a conv before it: it computes its input gradient
-  int param = -1;       // conv: its index among the layers with weights
+  uint32_t act_px = 0;      // output pixel pitch in HBM (bytes): conv F x 2, pool C x 2
+  uint32_t g_px = 0;        // output-gradient pixel pitch: conv Fpad x 2 ([Mpad][Fpad]), pool C x 2
+  bool bwd = false;         // a conv at or before it: it runs backward
+  bool dx = false;          // a conv before it: it computes its input gradient
+  bool pool_fused = false;  // conv: the max-pool after it runs in its epilogue (conv_pool_fused)
+  bool fused_pool = false;  // max-pool: taken by the conv before it
+  int param = -1;           // conv: its index among the layers with weights
 };
 struct FeaturePlan {
   std::vector<FeatureOp> ops;
@@ -236,7 +256,8 @@ struct FeaturePlan {
   bool x0_in_place = false;   // the last op writes the Flatten buffer x0 itself
   bool dz0_in_place = false;  // the last op reads its output gradient from dz0 itself
 };
-FeaturePlan plan_features(const DenseStackSpec& spec, uint32_t n, uint32_t batch) {
+FeaturePlan plan_features(const DenseStackSpec& spec, const ChipShape& chip, uint32_t batch) {
+  const uint32_t n = chip.n;
   FeaturePlan fp;
   const auto shapes = feature_shapes(spec);
   auto pad = [&](uint64_t v) { return static_cast<uint32_t>((v + n - 1) / n * n); };
@@ -264,6 +285,8 @@ FeaturePlan plan_features(const DenseStackSpec& spec, uint32_t n, uint32_t batch
     }
     op.bwd = fp.first_conv >= 0;
     op.dx = fp.first_conv >= 0 && fp.first_conv < static_cast<int>(i);
+    op.pool_fused = op.conv && conv_pool_fused(spec, i, chip);
+    op.fused_pool = i > 0 && fp.ops.back().pool_fused;
     fp.ops.push_back(op);
   }
   if (!fp.ops.empty()) {
@@ -366,13 +389,13 @@ std::pair<uint64_t, uint64_t> DenseStackStep::state_range() const {
 
 uint32_t DenseStackStep::ones_count() const {
   uint32_t ones = padded(batch_);
-  for (const auto& op : plan_features(spec_, chip_.n, batch_).ops) ones = std::max(ones, op.Mpad);
+  for (const auto& op : plan_features(spec_, chip_, batch_).ops) ones = std::max(ones, op.Mpad);
   return ones;
 }
 
 void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
   const uint32_t N = chip_.n, B = batch_, Bpad = padded(B), L = spec_.layers.size();
-  const FeaturePlan fp = plan_features(spec_, N, B);
+  const FeaturePlan fp = plan_features(spec_, chip_, B);
   const uint32_t nf = fp.ops.size();
   Layout& Y = layout_;
   Y = Layout{};
@@ -439,14 +462,19 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
   }
   if (nf) {
     const uint32_t last = nf - 1;
-    add("x0", uint64_t{Bpad} * P[0] * 2, ffwd(last), bwd(1));
+    // (a pool the conv before it takes is written in that conv's phase)
+    auto written = [&](uint32_t i) { return fp.ops[i].fused_pool ? ffwd(i - 1) : ffwd(i); };
+    add("x0", uint64_t{Bpad} * P[0] * 2, written(last), bwd(1));
     if (fp.first_conv >= 0) add("dz0", uint64_t{Bpad} * P[0] * 2, bwd(1), fbwd(last));
     for (uint32_t i = 0; i < nf; ++i) {
       const FeatureOp& op = fp.ops[i];
       const std::string id = feature_name(op, i);
       const uint64_t pixels = uint64_t{B} * op.out.h * op.out.w;
-      if (i != last || !fp.x0_in_place)
-        add(id + ".out", pixels * op.act_px, ffwd(i),
+      if (op.pool_fused)  // the argmax codes, from the forward to the pool's backward
+        add(id + ".argmax", uint64_t{B} * fp.ops[i + 1].out.size() * 2, ffwd(i),
+            fp.ops[i + 1].bwd ? fbwd(i + 1) : ffwd(i));
+      if ((i != last || !fp.x0_in_place) && !op.pool_fused)
+        add(id + ".out", pixels * op.act_px, written(i),
             i == last           ? ffwd(i)
             : fp.ops[i + 1].bwd ? fbwd(i + 1)
                                 : ffwd(i + 1));
@@ -492,7 +520,7 @@ void DenseStackStep::compile() {
       if (t.name == name) return t.addr;
     throw std::logic_error("no transient " + name);
   };
-  const FeaturePlan fp = plan_features(spec_, N, B);
+  const FeaturePlan fp = plan_features(spec_, chip_, B);
   const uint32_t nf = fp.ops.size();
   auto x_addr = [&](uint32_t l) {
     return l == 0 ? (nf ? transient("x0") : Y.images) : transient("x" + std::to_string(l));
@@ -657,12 +685,15 @@ void DenseStackStep::compile() {
   };
   for (uint32_t i = 0; i < nf; ++i) {
     const FeatureOp& op = fp.ops[i];
+    if (op.fused_pool) continue;  // ran in the conv's epilogue
     const std::string id = feature_name(op, i);
     phase("fwd_" + id);
-    const MapRef x = out_ref(int(i) - 1), y = out_ref(int(i));
-    const bool last = i + 1 == nf;
+    // the op whose output this phase writes: the pool a conv takes, else the op's
+    const uint32_t io = op.pool_fused ? i + 1 : i;
+    const MapRef x = out_ref(int(i) - 1), y = out_ref(int(io));
+    const bool last = io + 1 == nf;
     const uint64_t x0 = last ? transient("x0") : 0;
-    const uint64_t flat = op.out.size();
+    const uint64_t flat = fp.ops[io].out.size();
     if (last && fp.x0_in_place) {  // x0 [Bpad][P0]: padding columns and samples zero
       if (P0 != flat)
         zero(x0, uint64_t{Bpad} * P0 * 2);
@@ -702,21 +733,31 @@ void DenseStackStep::compile() {
          (reads_in_place(op) ? std::string("the input map")
                              : id + ".padded (" + std::to_string(padded_rows(op)) + " x " +
                                    std::to_string(padded_cols(op)) + ")"));
-    const Epilogue fepi{nullptr, [&](const Block& k) {
-                          const uint32_t pitch = k.ct * row2n;
-                          emit_bias_relu(b, k, ub_bias, relu);
-                          b.signal(isa::Unit::kVpu);
-                          const uint32_t valid = std::min(k.ct * N, F - k.c0 * N);
-                          b.dma_copy(ub(k.scratch, {{valid, 2}, {k.rows, int32_t(pitch)}}),
-                                     hbm(y.addr + (uint64_t{k.r0} * F + k.c0 * N) * 2,
-                                         {{valid, 2}, {k.rows, int32_t(F * 2)}}),
-                                     2);
-                        }};
+    Epilogue fepi{nullptr, [&](const Block& k) {
+                    const uint32_t pitch = k.ct * row2n;
+                    emit_bias_relu(b, k, ub_bias, relu);
+                    b.signal(isa::Unit::kVpu);
+                    const uint32_t valid = std::min(k.ct * N, F - k.c0 * N);
+                    b.dma_copy(ub(k.scratch, {{valid, 2}, {k.rows, int32_t(pitch)}}),
+                               hbm(y.addr + (uint64_t{k.r0} * F + k.c0 * N) * 2,
+                                   {{valid, 2}, {k.rows, int32_t(F * 2)}}),
+                               2);
+                  }};
+    if (op.pool_fused) {  // the max-pool in the epilogue: pairs of output rows a piece
+      const FeatureOp& pool = fp.ops[io];
+      if (y.px != F * 2 || y.sample != uint64_t{pool.out.size()} * 2)
+        throw std::logic_error(id + ": the pooled map is not compact");
+      mm.row_align = 2 * op.out.w;
+      const ConvPoolOut po{y.addr, transient(id + ".argmax"), op.out.w, F};
+      fepi.run = [&b, po, ub_bias](const Block& k) { emit_conv_pool_epilogue(b, k, po, ub_bias); };
+      note(id + " + " + feature_name(pool, io) + ": the 2 x 2 max-pool, its argmax codes (" + id +
+           ".argmax) and the relu in the epilogue");
+    }
     // implicit GEMM over the (padded) input map at stride 1, as for the input gradient
     std::string how;
     const uint32_t C = op.in.c, k = op.g.k;
-    if (choices_.implicit_gemm && op.g.s == 1 && C % N == 0 && op.Kpad == k * k * C &&
-        src.map.px == C * 2 && src.map.space == isa::Space::kHbm &&
+    if (choices_.implicit_gemm && !op.pool_fused && op.g.s == 1 && C % N == 0 &&
+        op.Kpad == k * k * C && src.map.px == C * 2 && src.map.space == isa::Space::kHbm &&
         op.M == uint64_t{B} * op.out.h * op.out.w) {
       ImplicitA ia;
       ia.addr = src.map.addr;
@@ -1161,6 +1202,17 @@ void DenseStackStep::compile() {
       const MapRef g = grad_ref(i);
       const FeatureOp* prev = i > 0 ? &fp.ops[i - 1] : nullptr;
       const bool prev_relu = prev && prev->conv && prev->f.relu;
+      if (op.fused_pool) {  // dz of the conv before: dp routed by the argmax codes
+        const MapRef gin = grad_ref(i - 1);
+        const uint32_t F = op.out.c;
+        if (g.px != F * 2 || g.sample != uint64_t{op.out.size()} * 2 || gin.px != F * 2)
+          throw std::logic_error(id + ": the pooled gradient is not compact");
+        prepare_grad(i - 1, false);
+        emit_pool_route(b, arena_lo, arena_hi, B, op.out.h, op.out.w, F, g.addr,
+                        transient(feature_name(fp.ops[i - 1], i - 1) + ".argmax"), gin.addr);
+        note(id + ": the pooled gradient routed by the argmax codes, with the relu gradient");
+        continue;
+      }
       if (!op.conv) {
         const MapRef x = out_ref(i - 1), gin = grad_ref(i - 1);
         prepare_grad(i - 1, op.in.h % op.f.pool || op.in.w % op.f.pool);

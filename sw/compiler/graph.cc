@@ -140,10 +140,10 @@ Graph build_forward(const DenseStackSpec& spec, uint32_t batch) {
                    map_input ? std::vector<uint32_t>{B, s0.h, s0.w, s0.c}
                              : std::vector<uint32_t>{B, spec.inputs},
                    DType::kF32,
-                   spec.norm.on ? "(pixels / 255 - mean) / sqrt(variance), by the host: mean " +
-                                      num_str(spec.norm.mean) + ", variance " +
-                                      num_str(spec.norm.variance)
-                                : std::string("pixels / 255"));
+                   spec.norm.on
+                       ? "(pixels / 255 - mean) / sqrt(variance), by the host: mean " +
+                             num_str(spec.norm.mean) + ", variance " + num_str(spec.norm.variance)
+                       : std::string("pixels / 255"));
   if (spec.norm.on) {  // Normalization (the model's first layer), read back by stack_from_graph
     g.at(cur).num["norm_mean"] = spec.norm.mean;
     g.at(cur).num["norm_variance"] = spec.norm.variance;
@@ -356,8 +356,9 @@ const char* opt_suffix(const Graph& g) {
 }
 
 // An MXU op with its bias epilogue: mm -> bias_add -> [relu] -> [dropout], or -> bias_add ->
-// softmax cross-entropy (+ accuracy, + its gradient); on the CNN target a conv chain that feeds
-// a 2x2 max-pool takes the pool too (with the argmax it keeps for the backward pass).
+// softmax cross-entropy (+ accuracy, + its gradient); a conv chain that feeds a 2x2 max-pool
+// takes the pool too, with the argmax it keeps for the backward pass (on the DenseStackStep
+// target where conv_pool_fused says the chip runs it so).
 void fuse_epilogue(Graph& g, int mm, Target target) {
   const Node m = g.at(mm);
   const int a = only_of(g, forward_consumers(g, mm), "bias_add");
@@ -405,7 +406,9 @@ void fuse_epilogue(Graph& g, int mm, Target target) {
     }
   }
   const Node e = g.at(end);
-  if (target == Target::kCnnStep && m.op == "conv2d" && end != a) {
+  const bool dense = target == Target::kDenseStack;
+  if (m.op == "conv2d" && end != a &&
+      (!dense || conv_pool_fused(g.spec, static_cast<size_t>(m.layer), g.chip))) {
     const int p = only_of(g, forward_consumers(g, end), "maxpool");
     if (p >= 0 && g.at(p).num.at("pool") == 2) {
       const int f = add_in(g, m.layer, false, "fused.conv2d_bias_relu_maxpool", g.at(p).name,
@@ -413,18 +416,22 @@ void fuse_epilogue(Graph& g, int mm, Target target) {
                            "relu(max(z) + b) == max(relu(z + b)); also argmax: window position "
                            "0..3 of the max, 4 where relu is off");
       g.at(f).num = num;
-      const int argmax =
-          add_in(g, m.layer, false, "output", "argmax", {f}, g.at(p).shape, DType::kI32,
-                 "kept for the backward pass: 3-bit codes, 10 to an int32 word");
+      const int argmax = add_in(g, m.layer, false, "output", "argmax", {f}, g.at(p).shape,
+                                dense ? DType::kBf16 : DType::kI32,
+                                dense ? "kept for the backward pass: a code a pooled value (bf16)"
+                                      : "kept for the backward pass: 3-bit codes, 10 to an int32 "
+                                        "word");
       g.replace_uses(p, f);
       // maxpool_grad -> relu_grad: route the pooled gradient to the argmax position
       for (int pg : g.consumers(f)) {
         if (g.at(pg).op != "maxpool_grad") continue;
         const int rg = only_of(g, g.consumers(pg), "relu_grad");
         if (rg < 0) continue;
-        const int route = add_in(g, m.layer, true, "fused.maxpool_relu_grad", g.at(rg).name,
-                                 {argmax, g.at(pg).inputs[2]}, g.at(rg).shape, DType::kF32,
-                                 "dz = dp at the argmax position, 0 elsewhere");
+        // (DenseStackStep: in the pool layer's backward phase)
+        const int route =
+            add_in(g, dense ? g.at(p).layer : m.layer, true, "fused.maxpool_relu_grad",
+                   g.at(rg).name, {argmax, g.at(pg).inputs[2]}, g.at(rg).shape, DType::kF32,
+                   "dz = dp at the argmax position, 0 elsewhere");
         g.replace_uses(rg, route);
         g.at(pg).dead = g.at(rg).dead = true;
       }
@@ -540,7 +547,7 @@ void fuse(Graph& g, Target target) {
     const Node w = g.at(id);
     if (w.dead || w.op != wgrad) continue;
     if (w.num.at("in_c") != 1 || w.num.at("stride") != 1 ||
-        static_cast<uint32_t>(w.shape.back()) % static_cast<uint32_t>(g.n) != 0)
+        static_cast<uint32_t>(w.shape.back()) % static_cast<uint32_t>(g.chip.n) != 0)
       continue;
     for (auto& bn : g.nodes()) {
       if (bn.dead || bn.op != bgrad || bn.layer != w.layer) continue;
@@ -714,6 +721,12 @@ DenseStackSpec stack_from_graph(const Graph& g) {
       f.same = num("same") != 0;
       f.relu = op.find("_relu") != std::string::npos;
       s.features.push_back(f);
+      if (op == "fused.conv2d_bias_relu_maxpool") {  // the pool it took (MaxPool2D(2))
+        FeatureLayerSpec p;
+        p.kind = FK::kMaxPool;
+        p.pool = 2;
+        s.features.push_back(p);
+      }
     } else if (op == "maxpool" || op == "avgpool") {
       FeatureLayerSpec f;
       f.kind = op == "maxpool" ? FK::kMaxPool : FK::kAvgPool;
@@ -780,11 +793,11 @@ Graph compile_graph(const CnnSpec& spec, uint32_t batch, PassDumps* dumps) {
   return run_passes(build_forward(spec, batch), Target::kCnnStep, dumps);
 }
 
-Graph compile_graph(const DenseStackSpec& spec, OptimizerSpec::Kind optimizer, int n,
-                    uint32_t batch, PassDumps* dumps) {
+Graph compile_graph(const DenseStackSpec& spec, OptimizerSpec::Kind optimizer,
+                    const ChipShape& chip, uint32_t batch, PassDumps* dumps) {
   Graph g = build_forward(spec, batch);
   g.optimizer = optimizer;
-  g.n = n;
+  g.chip = chip;
   return run_passes(std::move(g), Target::kDenseStack, dumps);
 }
 

@@ -63,7 +63,7 @@ class Graph {
   // The model the graph was built from (layer names, the optimizer).
   DenseStackSpec spec;
   OptimizerSpec::Kind optimizer = OptimizerSpec::Kind::kAdam;
-  int n = 16;  // the chip's array size (some fusions depend on it)
+  ChipShape chip;  // the chip (some fusions depend on its array and ACC sizes)
 
  private:
   std::vector<Node> nodes_;
@@ -93,7 +93,7 @@ std::vector<std::string> graph_phases(const Graph& g, Target target);
 // All passes; `dumps` (optional) receives the dump after each one, labelled.
 using PassDumps = std::vector<std::pair<std::string, std::string>>;
 Graph compile_graph(const CnnSpec& spec, uint32_t batch, PassDumps* dumps = nullptr);
-Graph compile_graph(const DenseStackSpec& spec, OptimizerSpec::Kind optimizer, int n,
+Graph compile_graph(const DenseStackSpec& spec, OptimizerSpec::Kind optimizer, const ChipShape& chip,
                     uint32_t batch, PassDumps* dumps = nullptr);
 
 }  // namespace tessera::compiler

@@ -44,8 +44,8 @@ void emit_zero_fill(ProgramBuilder& b, uint32_t ub_zero, uint32_t zero_bytes, is
 // A contraction group of plain weights (group g: kgn of its KGN rows, column tiles c0 ..
 // c0 + ctn / N) into the UB buffer `wbuf` laid out as load_weight_tile reads it: W^T rows
 // (w_by_column) as [column][KGN], else [contraction row][CT N].
-void load_weight_group(ProgramBuilder& b, const Matmul& op, uint32_t g, uint32_t KGN,
-                       uint32_t kgn, uint32_t c0, uint32_t ctn, uint32_t CT, uint32_t wbuf) {
+void load_weight_group(ProgramBuilder& b, const Matmul& op, uint32_t g, uint32_t KGN, uint32_t kgn,
+                       uint32_t c0, uint32_t ctn, uint32_t CT, uint32_t wbuf) {
   const uint32_t N = b.n();
   if (op.w_by_column)
     b.dma_copy(hbm(op.w + uint64_t{c0} * N * op.w_pitch + uint64_t{g} * KGN * 2,
@@ -57,8 +57,8 @@ void load_weight_group(ProgramBuilder& b, const Matmul& op, uint32_t g, uint32_t
                ub(wbuf, {{ctn, 2}, {kgn, int32_t(CT * N * 2)}}), 2);
 }
 // MXU.LDW of tile (contraction tile kt of the group, column tile c) from such a buffer.
-void load_weight_tile(ProgramBuilder& b, const Matmul& op, uint32_t wbuf, uint32_t kt,
-                      uint32_t c, uint32_t KGN, uint32_t CT) {
+void load_weight_tile(ProgramBuilder& b, const Matmul& op, uint32_t wbuf, uint32_t kt, uint32_t c,
+                      uint32_t KGN, uint32_t CT) {
   const uint32_t N = b.n();
   if (op.w_by_column)
     b.mxu_ldw(wbuf + (c * N * KGN + kt * N) * 2, KGN * 2, true);
@@ -100,19 +100,26 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   // The A gather's staging buffers (Matmul::a_stage_bytes) when a tiling fits beside them;
   // else the search runs again without them and the gather reads HBM (stage kNoStage).
   const uint64_t align = std::max<uint64_t>(4ull * N, 64);
+  const uint32_t ra = std::max(1u, op.row_align);
+  if (op.M % ra)
+    throw std::logic_error(std::string(op.name) + ": " + std::to_string(op.M) +
+                           " rows are not whole multiples of " + std::to_string(ra));
   auto search = [&](uint32_t stage_bytes) {
     Tiling best, rows_first;
     for (uint32_t ct = op.whole_columns ? op.Ct : 1; ct <= op.Ct; ++ct) {
       if (ct > half) break;
-      const uint32_t r = std::min(op.M, half / ct);
+      const uint32_t r = std::min(op.M, half / ct) / ra * ra;
       // epilogue pieces: `nbuf` buffers in at most half the arena
       const uint32_t pr = op.epi_row_bytes
                               ? static_cast<uint32_t>(std::min<uint64_t>(
-                                    r, arena / 2 / nbuf / (uint64_t{ct} * op.epi_row_bytes)))
+                                    r, arena / 2 / nbuf / (uint64_t{ct} * op.epi_row_bytes))) /
+                                    ra * ra
                               : r;
       if (pr < 1) continue;
       const uint64_t left = arena - nbuf * uint64_t{pr} * ct * op.epi_row_bytes;
-      for (uint32_t rr = r; rr >= 1; rr = rr > 1 ? (rr + 1) / 2 : 0) {
+      // row blocks of the largest size and its halvings (in whole multiples of row_align)
+      for (uint32_t ru = r / ra; ru >= 1; ru = ru > 1 ? (ru + 1) / 2 : 0) {
+        const uint32_t rr = ru * ra;
         // plain operands: the largest block where one contraction tile of A and W
         // double-buffers, the least HBM traffic
         if (!gathered && 2 * (uint64_t{rr} * 2 * N + ct * tile) + 256 > left) continue;
@@ -123,7 +130,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
         // they were measured with (the model picks worse ones for them).
         const bool plain_model = !gathered && !epi.load;
         const uint32_t p_max = std::min(pr, rr);
-        for (uint32_t p : {p_max, std::max<uint32_t>(1, p_max / 2)}) {
+        for (uint32_t p : {p_max, std::max<uint32_t>(ra, p_max / 2 / ra * ra)}) {
           if (p != p_max && !(plain_model && op.epi_row_bytes) && !by_rows) break;
           UbArena t(ub_lo, ub_hi, static_cast<int>(N), op.name);
           const uint64_t sc = uint64_t{p} * ct * op.epi_row_bytes;
@@ -157,7 +164,8 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
           const uint64_t time = gathered || plain_model ? std::max(dma, mxu) : traffic;
           // the whole contraction in one group: larger pieces buy no longer runs, only a coarser
           // pipeline, so half-size pieces (an epilogue without a load part)
-          const uint32_t pk = kg == op.Kt && !epi.load && p >= 2 ? p / 2 : p;
+          // (a row-aligned epilogue keeps whole blocks: its pieces already combine rows)
+          const uint32_t pk = kg == op.Kt && !epi.load && p >= 2 && ra == 1 ? p / 2 : p;
           if (time < best.time && (p == p_max || !by_rows)) best = {rr, ct, pk, kg, traffic, time};
           // (all column tiles in one group, A read once; full-size pieces where they leave room,
           // halved again, as for every matmul, when the whole contraction is one group)
@@ -276,8 +284,10 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   for (size_t k = 0; k < blocks.size(); ++k) {
     Steps next;
     if (k + 1 < blocks.size()) {
-      if (op.interleave) next = mm_steps(blocks[k + 1]);
-      else emit_mm(blocks[k + 1]);
+      if (op.interleave)
+        next = mm_steps(blocks[k + 1]);
+      else
+        emit_mm(blocks[k + 1]);
     }
     const std::vector<Block>& pk = pieces[k];
     size_t done = 0;  // next's steps emitted
@@ -330,8 +340,8 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
         // a trial allocation: the arena aligns every buffer
         UbArena t(ub_lo, ub_hi, static_cast<int>(N), op.name);
         bool fits = true;
-        for (uint64_t bytes : {piece, piece, stage, stage, uint64_t{kg} * ct * tile,
-                               uint64_t{kg} * ct * tile}) {
+        for (uint64_t bytes :
+             {piece, piece, stage, stage, uint64_t{kg} * ct * tile, uint64_t{kg} * ct * tile}) {
           if (t.free() < bytes) {
             fits = false;
             break;
@@ -378,8 +388,7 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
   auto stage_direct = [&](const Blk& bk, uint32_t sb) {
     const uint32_t n = bk.rows + span, p_lo = bk.i0, p_hi = bk.i0 + n;
     if (last_i0[sb] != bk.i0 || last_rows[sb] != bk.rows) {
-      emit_zero_fill(b, a.ub_zero, a.zero_bytes, isa::Space::kUb, stage[sb],
-                     uint64_t{n} * a.px, 4);
+      emit_zero_fill(b, a.ub_zero, a.zero_bytes, isa::Space::kUb, stage[sb], uint64_t{n} * a.px, 4);
       last_i0[sb] = bk.i0;
       last_rows[sb] = bk.rows;
     }
@@ -443,8 +452,7 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
           const uint32_t ky = t * N / kc, off = (t * N % kc) * 2;
           for (uint32_t c = 0; c < bk.ct; ++c) {
             load_weight_tile(b, op, wb, kt, c, KGN, CT);
-            b.mxu_mm(t > 0, stage[bk.sb] + ky * a.w * a.px + off, a.px, bk.rows,
-                     bk.acc0 + c * R);
+            b.mxu_mm(t > 0, stage[bk.sb] + ky * a.w * a.px + off, a.px, bk.rows, bk.acc0 + c * R);
           }
         }
         b.signal(isa::Unit::kMxu);

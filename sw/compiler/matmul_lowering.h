@@ -38,6 +38,9 @@ struct Matmul {
   // rows are consecutive at acc0 + c R (also when a column group has more than 256 tiles, the
   // longest acc_stride).
   bool acc_interleave = false;
+  // Row blocks and epilogue pieces hold whole multiples of this many rows (M must be one): an
+  // epilogue that combines rows (the conv + max-pool fusion: two output rows of a map).
+  uint32_t row_align = 1;
   // An operand gathered by the caller instead of read from HBM rows (a convolution's, from
   // its map): fills the UB rows `pitch` bytes apart with operand[r0 + r][c0 + j], r < rows,
   // j < cols. A's operand is A; the weights' (w_by_column false) has a row per contraction

@@ -66,7 +66,7 @@ int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec_
   try {
     // the graph passes, then the step compiler on the layer stack the lowered graph describes
     const compiler::Graph g = compiler::compile_graph(spec_in, compiler::OptimizerSpec::Kind::kAdam,
-                                                      c.n, o.batch, &dumps);
+                                                      c, o.batch, &dumps);
     compiler::OptimizerSpec os;
     os.label_smoothing = o.label_smoothing;
     step = std::make_unique<compiler::DenseStackStep>(

@@ -767,7 +767,8 @@ int evaluate_dense(const EvaluateOptions& opt, std::ostream& out, std::ostream& 
                     "compiler's models");
     spec = compiler::stack_from_graph(compiler::compile_graph(keras::dense_stack_spec(model.layers),
                                                               compiler::OptimizerSpec::Kind::kAdam,
-                                                              opt.array, opt.batch));
+                                                              driver::chip_for_array(opt.array),
+                                                              opt.batch));
   } catch (const std::exception& e) {
     return refuse(e.what());
   }

@@ -257,7 +257,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
           compiler::compile_graph(keras::dense_stack_spec(model_desc.layers),
                                   opt.optimizer == "sgd" ? compiler::OptimizerSpec::Kind::kSgd
                                                          : compiler::OptimizerSpec::Kind::kAdam,
-                                  opt.array, opt.batch));
+                                  driver::chip_for_array(opt.array), opt.batch));
     } catch (const std::exception& e) {
       err << "tessera train: " << opt.model << ": " << e.what() << "\n";
       return 2;

@@ -16,6 +16,7 @@
 
 #include "sw/numerics/fp_ref.h"
 #include "tessera/dense_step.h"
+#include "tessera/driver.h"
 
 namespace tessera::test {
 
@@ -74,7 +75,10 @@ inline RefConv ref_conv(const compiler::Shape3& in, const compiler::FeatureLayer
 }
 
 // images: [B][inputs] bf16 bits (with features: [B][H][W][C]); params in Keras layout.
-// `step`: the training step's number from 1 (the Dropout masks').
+// `step`: the training step's number from 1 (the Dropout masks'). A Conv2D + MaxPool2D pair
+// that the chip runs fused (conv_pool_fused on driver::chip_for_array(n)) routes the pooled
+// gradient to the first window position holding the max of the fp32 sums before the bias, and
+// only where max + bias > 0 (the chip's argmax; the pooled values are the same either way).
 inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
                                            const compiler::DenseParams& p,
                                            const std::vector<uint16_t>& images,
@@ -95,6 +99,8 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
   // ---- the layers before Flatten ----
   std::vector<RefMap> maps(nf + 1);          // [0] the input, [i + 1] op i's output
   std::vector<std::vector<float>> cols(nf);  // a conv's im2col rows
+  std::vector<std::vector<float>> raw(nf);   // a fused conv's fp32 sums before the bias
+  const ChipShape chip = driver::chip_for_array(n);
   maps[0].s = spec.input_shape;
   if (nf) {
     maps[0].v.resize(images.size());
@@ -123,7 +129,12 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
                   col[m * K + (ky * g.k + kx) * C + c] = x.at(b, iy, ix, c);
               }
             for (uint32_t u = 0; u < F; ++u) {
-              float z = mxu_dot(col, m * K, 1, w16[j], u, F, K, n) + p.bias[j][u];
+              const float sum = mxu_dot(col, m * K, 1, w16[j], u, F, K, n);
+              if (compiler::conv_pool_fused(spec, i, chip)) {
+                raw[i].resize(size_t{B} * g.ho * g.wo * F);
+                raw[i][m * F + u] = sum;
+              }
+              float z = sum + p.bias[j][u];
               if (f.relu) z = std::max(z, 0.0f);
               y.v[m * F + u] = bf16_round(z);
             }
@@ -252,7 +263,28 @@ inline DenseRefResult dense_reference_step(const compiler::DenseStackSpec& spec,
     auto in_at = [&](uint32_t b, uint32_t yy, uint32_t xx, uint32_t c) {
       return ((size_t{b} * xin.s.h + yy) * xin.s.w + xx) * xin.s.c + c;
     };
-    if (f.kind != Kind::kConv) {
+    const bool fused = i > 0 && compiler::conv_pool_fused(spec, i - 1, chip);
+    if (fused) {  // the chip's argmax: on the conv's fp32 sums before the bias
+      const auto& s = raw[i - 1];
+      const auto& bias = p.bias[j];
+      for (uint32_t b = 0; b < B; ++b)
+        for (uint32_t oy = 0; oy < y.s.h; ++oy)
+          for (uint32_t ox = 0; ox < y.s.w; ++ox)
+            for (uint32_t c = 0; c < y.s.c; ++c) {
+              const float go = g[((size_t{b} * y.s.h + oy) * y.s.w + ox) * y.s.c + c];
+              float tap[4];
+              for (uint32_t t = 0; t < 4; ++t)
+                tap[t] = s[in_at(b, 2 * oy + t / 2, 2 * ox + t % 2, c)];
+              const float m = std::max(std::max(tap[0], tap[1]), std::max(tap[2], tap[3]));
+              uint32_t code = 3;
+              for (uint32_t t = 3; t-- > 0;)
+                if (tap[t] == m) code = t;
+              const bool on = m + bias[c] > 0;
+              for (uint32_t t = 0; t < 4; ++t)
+                gin[in_at(b, 2 * oy + t / 2, 2 * ox + t % 2, c)] =
+                    t == code && on ? bf16_round(go) : 0.0f;
+            }
+    } else if (f.kind != Kind::kConv) {
       const uint32_t q = f.pool;
       for (uint32_t b = 0; b < B; ++b)
         for (uint32_t oy = 0; oy < y.s.h; ++oy)

@@ -189,6 +189,53 @@ TEST(DenseStackStep, ConvKernelRowRunsMatchTheReference) {
   }
 }
 
+// The conv + relu + max-pool fusion (conv_pool_fused): the example CNN's pattern at a small
+// size, at N = 4 and 16, and a second convolution (a gathered operand: 4 channels at N = 16)
+// whose pool is fused behind an unfused pool; the step against the host reference, which routes
+// the pooled gradient by the chip's argmax. The plan names the fusion, and the phases have no
+// forward pool phase.
+TEST(DenseStackStep, ConvPoolFusionMatchesTheHostReference) {
+  using Kind = compiler::FeatureLayerSpec::Kind;
+  compiler::OptimizerSpec sgd;
+  sgd.kind = compiler::OptimizerSpec::Kind::kSgd;
+  sgd.lr = 0.5f;
+  struct Case {
+    Arch a;
+    int n;
+  };
+  const std::vector<Case> cases = {
+      {conv_arch({14, 14, 1},
+                 {{Kind::kConv, 16, 3, 1, false, true}, {Kind::kMaxPool, 0, 3, 1, false, false, 2}},
+                 {{10, false}}, 6),
+       16},
+      {conv_arch({14, 14, 1},
+                 {{Kind::kConv, 8, 3, 1, false, true}, {Kind::kMaxPool, 0, 3, 1, false, false, 2}},
+                 {{7, false}}, 5),
+       4},
+      {conv_arch({18, 18, 1},
+                 {{Kind::kConv, 4, 3, 1, false, true},
+                  {Kind::kMaxPool, 0, 3, 1, false, false, 2},
+                  {Kind::kConv, 16, 3, 1, true, true},
+                  {Kind::kMaxPool, 0, 3, 1, false, false, 2}},
+                 {{12, true}, {10, false}}, 4),
+       16}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(describe(c.a) + " N " + std::to_string(c.n));
+    const tessera::ChipShape chip = driver::chip_for_array(c.n);
+    size_t fused = 0;
+    for (size_t i = 0; i < c.a.spec.features.size(); ++i)
+      fused += compiler::conv_pool_fused(c.a.spec, i, chip);
+    // (the third case's first pair, 4 filters at N = 16, stays unfused; its second is fused)
+    EXPECT_EQ(fused, 1u);
+    std::vector<std::string> plan;
+    const StepRun r = run_step(c.a, sgd, c.n, 91, 0, {}, &plan);
+    bool noted = false;
+    for (const auto& l : plan) noted |= l.find("max-pool, its argmax codes") != std::string::npos;
+    EXPECT_TRUE(noted);
+    expect_gradients(c.a, r, sgd.lr, c.n);
+  }
+}
+
 // A one-channel first convolution's weight gradient by taps: the samples a contraction group
 // covers staged in the UB (8 x 8 images at N = 4), and, where two staging buffers would crowd
 // the N = 4 chip's 8 KiB UB (32 x 32 images), the taps read from HBM; both against the host.

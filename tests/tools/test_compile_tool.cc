@@ -170,7 +170,8 @@ TEST_F(CompileCli, DenseStackDumpsItsLoweringAndPlan) {
   spec.layers = {{256, true}, {10, false}};
   // every graph pass's text is the graph the in-process compiler dumps after that pass
   compiler::PassDumps dumps;
-  compiler::compile_graph(spec, compiler::OptimizerSpec::Kind::kAdam, 4, 8, &dumps);
+  compiler::compile_graph(spec, compiler::OptimizerSpec::Kind::kAdam, driver::chip_for_array(4), 8,
+                          &dumps);
   ASSERT_EQ(dumps.size(), 5u);
   for (size_t i = 0; i < dumps.size(); ++i) {
     const std::string block =

@@ -71,6 +71,16 @@ struct DenseStackSpec {
 // The feature maps: [0] the input, [i + 1] the output of features[i]; throws
 // std::invalid_argument naming the layer (from 0, in model order) for what cannot be lowered.
 std::vector<Shape3> feature_shapes(const DenseStackSpec& spec);
+// The fusion rule conv + relu + max-pool (docs/compiler.md, "Fusion by pattern"): feature layer
+// i, a Conv2D with relu, and the MaxPool2D(2) after it run as one op when its output map has an
+// even height and width, its filters are a multiple of N, two output rows fit an ACC half and
+// its operand is gathered (not a stride-1 conv of a multiple of N channels: implicit GEMM):
+// the matmul's epilogue adds the bias, applies the relu, pools and keeps the argmax (the first
+// window position holding the max of the fp32 sums, before the bias: 0..3; 4 where the relu is
+// off), and the backward pass routes the pooled gradient by it. The pooled values are the
+// unfused ones bit for bit; the routing differs only where taps tie after the bias and the
+// rounding to bf16 (the unfused path routes to the first of them).
+bool conv_pool_fused(const DenseStackSpec& spec, size_t i, const ChipShape& chip);
 // (K, U) of every layer with weights, in model order: Conv2D K = k k C_in, U = filters (its
 // kernel [k][k][C_in][filters] read as a K x U matrix, rows (ky, kx, c)); Dense K = inputs.
 std::vector<std::pair<uint32_t, uint32_t>> weight_shapes(const DenseStackSpec& spec);

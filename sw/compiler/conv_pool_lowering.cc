@@ -1,0 +1,144 @@
+// The conv + relu + max-pool fusion's lowering (sw/compiler/conv_pool_lowering.h).
+#include "sw/compiler/conv_pool_lowering.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "sw/compiler/lowering_util.h"
+#include "sw/numerics/fp_ref.h"
+
+namespace tessera::compiler::lowering {
+namespace {
+using Fn = isa::Funct;
+constexpr isa::Kind kBf16 = isa::Kind::kUbBf16;
+constexpr isa::Kind kAcc = isa::Kind::kAcc;
+uint32_t bits_of(float v) { return fp::bits(v); }
+}  // namespace
+
+void emit_conv_pool_epilogue(ProgramBuilder& b, const Block& k, const ConvPoolOut& out,
+                             uint32_t ub_bias) {
+  const uint32_t N = b.n(), wo = out.wo, wp = wo / 2, row2n = 2 * N;
+  if (wo % 2 || k.rows % (2 * wo) || k.r0 % (2 * wo))
+    throw std::logic_error("conv + max-pool epilogue: a piece of " + std::to_string(k.rows) +
+                           " rows at " + std::to_string(k.r0) + " is not pairs of " +
+                           std::to_string(wo) + "-pixel rows");
+  const uint32_t rows_p = k.rows / (2 * wo), pixels = rows_p * wp;
+  const uint32_t pitch = k.ct * row2n;  // a pooled pixel's tiles in the scratch
+  const uint32_t pooled = k.scratch, codes = k.scratch + pixels * pitch;
+  b.vpu_lif(14, 3.0f);
+  for (uint32_t c = 0; c < k.ct; ++c) {
+    b.vpu_ld(isa::Kind::kUbF32, 7, ub_bias + (k.c0 + c) * 4 * N);
+    for (uint32_t q = 0; q < rows_p; ++q)
+      for (uint32_t px = 0; px < wp; ++px) {
+        const uint32_t r = q * 2 * wo + 2 * px;  // the window's top-left row in the piece
+        b.vpu_ld(kAcc, 1, k.acc(r, c));
+        b.vpu_ld(kAcc, 2, k.acc(r + 1, c));
+        b.vpu_ld(kAcc, 3, k.acc(r + wo, c));
+        b.vpu_ld(kAcc, 4, k.acc(r + wo + 1, c));
+        b.vpu_op(Fn::kMax, 5, 1, 2);
+        b.vpu_op(Fn::kMax, 6, 3, 4);
+        b.vpu_op(Fn::kMax, 5, 5, 6);
+        b.vpu_op(Fn::kAdd, 6, 5, 7);
+        b.vpu_op(Fn::kMax, 6, 6, 0);
+        const uint32_t at = (q * wp + px) * pitch + c * row2n;
+        b.vpu_st(kBf16, 6, pooled + at);
+        // code = x2 == max ? 2 : 3, then x1 == max ? 1 : code, x0 == max ? 0 : code (selne:
+        // va = vb ? imm : vc), then 0 < relu ? code : 4 (sellt: va < vb ? vc : imm)
+        b.vpu_op(Fn::kSelNe, 11, 3, 5, 14, bits_of(2.0f));
+        b.vpu_op(Fn::kSelNe, 11, 2, 5, 11, bits_of(1.0f));
+        b.vpu_op(Fn::kSelNe, 11, 1, 5, 11, bits_of(0.0f));
+        b.vpu_op(Fn::kSelLt, 11, 0, 6, 11, bits_of(4.0f));
+        b.vpu_st(kBf16, 11, codes + at);
+      }
+  }
+  b.signal(isa::Unit::kVpu);
+  // pooled pixels of the piece: from pooled row r0 / (2 wo), all samples one after the other
+  const uint64_t pix0 = uint64_t{k.r0} / (2 * wo) * wp;
+  const uint32_t valid = std::min(k.ct * N, out.f - k.c0 * N);
+  for (const auto& [src, dst] : {std::pair<uint32_t, uint64_t>{pooled, out.pooled},
+                                 std::pair<uint32_t, uint64_t>{codes, out.codes}})
+    b.dma_copy(ub(src, {{valid, 2}, {pixels, int32_t(pitch)}}),
+               hbm(dst + (pix0 * out.f + k.c0 * N) * 2, {{valid, 2}, {pixels, int32_t(out.f * 2)}}),
+               2);
+}
+
+void emit_pool_route(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint32_t batch, uint32_t hp,
+                     uint32_t wp, uint32_t f, uint64_t dp, uint64_t codes, uint64_t dz) {
+  const uint32_t N = b.n(), wo = 2 * wp, ct = f / N, px_bytes = f * 2;
+  if (f % N) throw std::logic_error("pooling route: channels not a multiple of N");
+  // A chunk: pooled rows [g0, g0 + q) whole, or one pooled row's pixels [p0, p0 + np). Its UB:
+  // dp and codes (np pixels each), dz (2 rows x 2 np pixels): 12 np f bytes, two sets.
+  const uint64_t room = (ub_hi - ub_lo) - 6 * 64 - 64;
+  const uint64_t row_set = uint64_t{12} * wp * f;
+  const uint32_t rows_total = batch * hp;
+  uint32_t q = static_cast<uint32_t>(std::min<uint64_t>(rows_total, room / (2 * row_set)));
+  uint32_t np = wp;
+  if (q == 0) {
+    q = 1;
+    np = static_cast<uint32_t>(std::min<uint64_t>(wp, room / (2 * uint64_t{12} * f)));
+    if (np == 0)
+      throw std::invalid_argument("MaxPool2D gradient: a pixel of " + std::to_string(f) +
+                                  " channels does not fit the " + std::to_string(ub_hi - ub_lo) +
+                                  " bytes of UB the phase has");
+  }
+  struct Chunk {
+    uint32_t g0, rows, p0, cols;
+  };
+  std::vector<Chunk> chunks;
+  for (uint32_t g = 0; g < rows_total; g += q)
+    for (uint32_t p = 0; p < wp; p += np)
+      chunks.push_back({g, std::min(q, rows_total - g), p, std::min(np, wp - p)});
+  UbArena a(ub_lo, ub_hi, static_cast<int>(N), "pooling route");
+  const uint64_t in_bytes = uint64_t{q} * np * px_bytes;
+  uint32_t dp_ub[2], code_ub[2], dz_ub[2];
+  for (int i = 0; i < 2; ++i) {
+    dp_ub[i] = a.take(in_bytes);
+    code_ub[i] = a.take(in_bytes);
+    dz_ub[i] = a.take(4 * in_bytes);
+  }
+  // dp and codes: the chunk's pooled pixels, contiguous in HBM and in the UB
+  auto pooled_walk = [&](uint64_t base, const Chunk& c) {
+    return hbm(base + (uint64_t{c.g0} * wp + c.p0) * px_bytes,
+               {{f, 2}, {c.cols, int32_t(px_bytes)}, {c.rows, int32_t(wp * px_bytes)}});
+  };
+  auto staged = [&](uint32_t at, const Chunk& c) {
+    return ub(at, {{f, 2}, {c.cols, int32_t(px_bytes)}, {c.rows, int32_t(c.cols * px_bytes)}});
+  };
+  auto load = [&](const Chunk& c, int i) {
+    b.dma_copy(pooled_walk(dp, c), staged(dp_ub[i], c), 2);
+    b.dma_copy(pooled_walk(codes, c), staged(code_ub[i], c), 2);
+    b.signal(isa::Unit::kDma);
+  };
+  for (int t = 0; t < 4; ++t) b.vpu_lif(10 + t, static_cast<float>(t));
+  auto run = [&](const Chunk& c, int i) {
+    // dz in the UB: [pooled row][dy][2 cols pixels][f]; tap t of pixel p at (dy, 2 p + dx)
+    const uint32_t zrow = 2 * c.cols * px_bytes;  // one conv row's pixels of the chunk
+    for (uint32_t r = 0; r < c.rows; ++r)
+      for (uint32_t p = 0; p < c.cols; ++p)
+        for (uint32_t j = 0; j < ct; ++j) {
+          const uint32_t in = (r * c.cols + p) * px_bytes + j * 2 * N;
+          b.vpu_ld(kBf16, 1, dp_ub[i] + in);
+          b.vpu_ld(kBf16, 2, code_ub[i] + in);
+          for (uint32_t t = 0; t < 4; ++t) {
+            const uint32_t dy = t / 2, dx = t % 2;
+            b.vpu_op(Fn::kSelEq, 3, 2, 10 + t, 1, 0);  // code == t ? dp : 0
+            b.vpu_st(kBf16, 3,
+                     dz_ub[i] + (2 * r + dy) * zrow + (2 * p + dx) * px_bytes + j * 2 * N);
+          }
+        }
+    b.signal(isa::Unit::kVpu);
+    // conv rows 2 g + dy, columns [2 p0, 2 p0 + 2 cols), of M rows (b, oy, ox) wo pixels apart
+    b.dma_copy(ub(dz_ub[i], {{f, 2}, {2 * c.cols, int32_t(px_bytes)}, {2 * c.rows, int32_t(zrow)}}),
+               hbm(dz + (uint64_t{2 * c.g0} * wo + 2 * c.p0) * px_bytes,
+                   {{f, 2}, {2 * c.cols, int32_t(px_bytes)}, {2 * c.rows, int32_t(wo * px_bytes)}}),
+               2);
+  };
+  load(chunks[0], 0);
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    if (k + 1 < chunks.size()) load(chunks[k + 1], int((k + 1) % 2));
+    run(chunks[k], int(k % 2));
+  }
+}
+
+}  // namespace tessera::compiler::lowering

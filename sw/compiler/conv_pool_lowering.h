@@ -1,0 +1,38 @@
+// The lowering of the conv + relu + max-pool fusion (conv_pool_fused, tessera/dense_step.h;
+// docs/compiler.md, "Fusion by pattern"): the Conv2D matmul's epilogue that pools its ACC rows
+// and keeps the argmax, and the backward pass's routing of the pooled gradient by that argmax.
+// The codes are kept as bf16 numbers 0..4 (exact), a code per pooled value: the window position
+// (dy, dx) row-major of the first tap holding the max, 4 where the relu output is 0.
+#pragma once
+
+#include <cstdint>
+
+#include "sw/compiler/matmul_lowering.h"
+#include "sw/compiler/program_builder.h"
+
+namespace tessera::compiler::lowering {
+
+// Where the fused epilogue writes: the pooled map ([pooled pixel][F] bf16, pooled pixels of all
+// samples one after the other) and the codes (the same layout). The convolution's output map is
+// wo pixels wide (even), F = ct N channels.
+struct ConvPoolOut {
+  uint64_t pooled = 0, codes = 0;
+  uint32_t wo = 0, f = 0;
+};
+// One epilogue piece of the Conv2D matmul (Matmul::row_align = 2 wo: its rows are pairs of
+// output rows): per 2x2 window and column tile, from the four fp32 sums in the ACC: the max;
+// max + bias (the fp32 row at ub_bias + tile 4N), relu, to bf16: the pooled value; the argmax
+// code. The piece's scratch holds rows / 4 pixels of pooled values, then of codes ([pixel]
+// [tile][N] bf16 each: 1.5 N bytes an ACC row of a tile, within Matmul::epi_row_bytes = 2 N).
+// Registers V1..V7, V11, V14; V0 must be zero.
+void emit_conv_pool_epilogue(ProgramBuilder& b, const Block& k, const ConvPoolOut& out,
+                             uint32_t ub_bias);
+// The conv's output gradient dz ([M rows (b, oy, ox)][F] bf16, the map ho = 2 hp by wo = 2 wp
+// pixels a sample) from the pooled gradient dp and the codes (both [pooled pixel][F] bf16): dz
+// at window position t of a pooled value = dp where its code is t, else 0. Chunks of pooled rows
+// (or of a pooled row's pixels, when a row does not fit) staged through the UB arena
+// [ub_lo, ub_hi), double-buffered. Registers V1..V3, V10..V13.
+void emit_pool_route(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint32_t batch, uint32_t hp,
+                     uint32_t wp, uint32_t f, uint64_t dp, uint64_t codes, uint64_t dz);
+
+}  // namespace tessera::compiler::lowering
