@@ -272,6 +272,8 @@ int main(int argc, char** argv) {
     // Under mpirun (one chip per rank, docs/multichip.md): every rank runs this; a failure on
     // one rank that the others cannot see ends the whole job instead of leaving them waiting.
     tessera::mpi::init();
+    for (const CLI::Option* o : trn->get_options())  // what a resume does not take from the run
+      if (o->count() > 0 && !o->get_lnames().empty()) tr.given.insert(o->get_lnames().front());
     int rc = 2;
     try {
       rc = tessera::tools::train(tr, std::cout, std::cerr);

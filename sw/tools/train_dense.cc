@@ -23,12 +23,14 @@
 #include "sw/numerics/fp_ref.h"
 #include "sw/runlog/file_util.h"
 #include "sw/tools/run_folder.h"
+#include "sw/tools/run_options.h"
 #include "sw/tools/step_report.h"
 #include "tessera/checkpoint.h"
 #include "tessera/data.h"
 #include "tessera/dense_step.h"
 #include "tessera/driver.h"
 #include "tessera/keras.h"
+#include "tessera/model_file.h"
 #include "tessera/metrics.h"
 #include "tessera/weight_manifest.h"
 
@@ -501,6 +503,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     runlog::make_dirs(run_dir);  // refuses an --out that is a file, naming it
     std::string why;
     if (!lock.acquire(run_dir, why)) return refuse(why);
+    write_run_options(run_dir, opt, keras::model_description_json(model));
     runlog::make_dirs(run_dir + "/checkpoint");
     remove_stale_tmp_files(run_dir);
     remove_stale_tmp_files(run_dir + "/checkpoint");

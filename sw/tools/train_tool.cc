@@ -23,6 +23,7 @@
 #include "sw/compiler/graph.h"
 #include "sw/runlog/file_util.h"
 #include "sw/tools/run_folder.h"
+#include "sw/tools/run_options.h"
 #include "sw/tools/step_report.h"
 #include "sw/tools/train_dense.h"
 #include "tessera/checkpoint.h"
@@ -194,7 +195,13 @@ std::string image_size_error(const std::string& dir, const char* name, const dat
          std::to_string(w);
 }
 
-int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
+int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
+  // ---- a resume takes the run's own configuration from its folder (run_options.h) ----
+  TrainOptions opt = given;
+  if (const std::string why = apply_run_options(opt); !why.empty()) {
+    err << "tessera train: " << why << "\n";
+    return 2;
+  }
   // ---- under mpirun: one chip per rank; the same options everywhere; rank 0 reports ----
   const bool distributed = mpi::launched();
   const int rank = mpi::rank();
@@ -430,6 +437,7 @@ int train(const TrainOptions& opt, std::ostream& out_all, std::ostream& err) {
   // file from the checkpoint's step (the rows a killed run logged after its checkpoint go); any
   // other run starts them afresh. Either way the tmp files of writers killed mid-write go.
   const bool in_place = rank == 0 && same_folder(resume_run_dir(opt.resume), run_dir);
+  if (rank == 0) write_run_options(run_dir, opt, keras::model_description_json(model_desc));
   const std::vector<std::string> columns = {"epoch", "step_cycles", "mxu_utilization",
                                             "wall_seconds"};
   std::unique_ptr<runlog::MetricsCsv> csv_writer;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <set>
 #include <string>
 
 #include "tessera/data.h"
@@ -54,6 +55,9 @@ struct TrainOptions {
   // label smoothing (0: sparse categorical cross-entropy).
   float beta1 = compiler::OptimizerSpec{}.beta1, beta2 = compiler::OptimizerSpec{}.beta2;
   float label_smoothing = 0;
+  // The flags given on the command line (their long names without "--"): a resume takes every
+  // other option from the run's folder (run_options.h).
+  std::set<std::string> given;
   bool default_betas() const {
     return beta1 == compiler::OptimizerSpec{}.beta1 && beta2 == compiler::OptimizerSpec{}.beta2;
   }

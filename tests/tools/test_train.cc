@@ -804,10 +804,10 @@ TEST_F(TrainTool, GeneralModelResumesBitIdentically) {
   ASSERT_EQ(rc.status, 0) << rc.err;
   EXPECT_NE(rc.out.find("resuming"), std::string::npos) << rc.out;
   EXPECT_EQ(read_file(b + "/checkpoint/ckpt.tsr"), ckpt3) << "the resumed checkpoint changed";
-  // another recipe (no label smoothing) is refused, the checkpoint untouched
+  // another recipe (no label smoothing, asked for) is refused, the checkpoint untouched
   const Result rs = train("--model " + model +
                           " --array 4 --steps 6 --batch 4 --seed 3 --lr 3e-3 --lr-schedule cosine"
-                          " --beta2 0.99 --resume " + b + " --out " + path("s"));
+                          " --beta2 0.99 --label-smoothing 0 --resume " + b + " --out " + path("s"));
   EXPECT_EQ(rs.status, 2) << rs.err;
   EXPECT_NE(rs.err.find("label_smoothing=0.1"), std::string::npos) << rs.err;
   EXPECT_EQ(read_file(b + "/checkpoint/ckpt.tsr"), ckpt3);
@@ -841,6 +841,48 @@ TEST_F(TrainTool, GeneralModelResumesBitIdentically) {
   EXPECT_EQ(again.status, 0) << again.err;
   EXPECT_EQ(read_file(b + "/metrics.csv"), before);
   EXPECT_EQ(load(b + "/checkpoint/ckpt.tsr").step, 6u);
+}
+
+// --resume DIR takes the run's own configuration from its folder (run.json, model.json): a
+// functional run made with --seed 7 and stopped at step 3, resumed with nothing but --steps,
+// continues in its own folder on the functional backend and ends exactly as the uninterrupted
+// run; a flag given is checked against the run (another seed is refused, naming it). The same
+// for a general-compiler model with its optimizer options.
+TEST_F(TrainTool, ResumeTakesTheRunsOwnConfiguration) {
+  const std::string a = path("a"), b = path("b");
+  const std::string flags = "--backend functional --steps 6 --batch 8 --seed 7 ";
+  ASSERT_EQ(train(flags + "--stop-after 3 --out " + a).status, 0);
+  for (const char* f : {"/run.json", "/model.json"}) EXPECT_TRUE(exists(a + f)) << f;
+  ASSERT_EQ(train(flags + "--out " + b).status, 0);
+  // no --backend, --seed, --batch or --out: the run's own
+  const Result r = sh(kTessera + " train" + kCommon + " --resume " + a + " --steps 6");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("resuming"), std::string::npos) << r.out;
+  EXPECT_NE(read_file(a + "/summary.json").find("\"backend\": \"functional\""),
+            std::string::npos);
+  EXPECT_EQ(read_file(a + "/checkpoint/ckpt.tsr"), read_file(b + "/checkpoint/ckpt.tsr"));
+  EXPECT_EQ(columns(read_file(a + "/metrics.csv"), 3), columns(read_file(b + "/metrics.csv"), 3));
+  // a flag given that the run contradicts
+  const std::string ckpt = read_file(a + "/checkpoint/ckpt.tsr");
+  const Result seed = sh(kTessera + " train" + kCommon + " --resume " + a + " --steps 8 --seed 8");
+  EXPECT_EQ(seed.status, 2);
+  EXPECT_NE(seed.err.find("--seed 7"), std::string::npos) << seed.err;
+  EXPECT_EQ(read_file(a + "/checkpoint/ckpt.tsr"), ckpt);
+
+  // a general-compiler model: its model file, optimizer and schedule come from the folder
+  const std::string model = model_file("mlp.json", R"({"class_name": "Flatten"},
+      {"class_name": "Dense", "units": 16, "activation": "relu"},
+      {"class_name": "Dense", "units": 10, "activation": "softmax"})");
+  const std::string c = path("c"), d = path("d");
+  const std::string mflags = "--model " + model +
+                             " --array 4 --steps 6 --batch 4 --seed 3 --optimizer sgd --lr 0.05"
+                             " --momentum 0.9 --lr-schedule linear ";
+  ASSERT_EQ(train(mflags + "--stop-after 2 --out " + c).status, 0);
+  ASSERT_EQ(train(mflags + "--out " + d).status, 0);
+  std::filesystem::remove(model);  // the folder's model.json is what a resume reads
+  const Result rm = sh(kTessera + " train" + kCommon + " --resume " + c);
+  ASSERT_EQ(rm.status, 0) << rm.err;
+  EXPECT_EQ(read_file(c + "/checkpoint/ckpt.tsr"), read_file(d + "/checkpoint/ckpt.tsr"));
 }
 
 // The line "test accuracy A loss L (N images)" of a run's output.
@@ -1033,10 +1075,15 @@ TEST_F(TrainTool, ChipsTrainDataParallelLikeOneChip) {
   const Result bad = train("--chips 3 --steps 1 --batch 8 --out " + path("bad"));
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("not a multiple of the 3 replicas"), std::string::npos) << bad.err;
-  // a checkpoint of a 2-chip run is another configuration for a 1-chip run
-  const Result resume =
-      train("--steps 5 --batch 8 --seed 2 --resume " + path("two") + " --out " + path("three"));
-  EXPECT_EQ(resume.status, 2) << resume.out;
+  // a resume takes the run's 2 chips (run.json); on one chip, asked for, the 2-chip checkpoint
+  // is another configuration
+  const Result resume = train("--steps 5 --resume " + path("two") + " --out " + path("three"));
+  ASSERT_EQ(resume.status, 0) << resume.err;
+  EXPECT_NE(read_file(path("three/summary.json")).find("\"chips\": 2"), std::string::npos);
+  const Result one_chip =
+      train("--steps 5 --chips 1 --resume " + path("two") + " --out " + path("four"));
+  EXPECT_EQ(one_chip.status, 2) << one_chip.out;
+  EXPECT_NE(one_chip.err.find("replicas=2"), std::string::npos) << one_chip.err;
 }
 
 // --arith host: the host-arithmetic build of the N = 16 chip trains exactly as the pure-RTL
