@@ -93,6 +93,8 @@ class ChipSim {
     sim_.context().fatalOnError(!on);
   }
   bool single_eval() const { return sim_.single_eval(); }
+  // With stop_on_assertion: an RTL assertion has failed (the ring's per-cycle check).
+  bool assertion_failed() { return stop_on_assertion_ && sim_.context().gotError(); }
 
   Model& top() { return sim_.top(); }
   uint64_t cycle() const { return sim_.cycle(); }

@@ -82,6 +82,13 @@ class RingSim {
   // The last run's timeline samples of chip r (this process's chips; run's sample_every).
   const std::vector<ChipSample>& samples(int r) const { return samples_.at(r); }
   bool is_local(int r) const { return !transport_ || r == transport_->local(); }
+  // An RTL assertion on a chip of this process ends the run (RingRun::chips[r].assertion_failed,
+  // the error naming the chip, the cycle and the decode PC; every process of the ring stops)
+  // instead of aborting the process (ChipSim::stop_on_assertion). Off by default.
+  void stop_on_assertion(bool on) {
+    for (auto& c : chips_)
+      if (c) c->stop_on_assertion(on);
+  }
   ChipSim<Model>& chip(int r) {
     if (!is_local(r) || !chips_.at(r))
       throw std::logic_error("RingSim: chip " + std::to_string(r) + " is in another process");
@@ -136,7 +143,7 @@ class RingSim {
       for (const ChipState& s : state_) {
         all_ended = all_ended && s.ended && s.ended_at < window_ * latency_;
         quiet = quiet && !s.active_in_window;
-        faulted = faulted || s.faulted;
+        faulted = faulted || s.faulted || s.asserted;
       }
       for (int r = 0; r < n_; ++r) {
         for (int l = 0; l < 2; ++l) quiet = quiet && outstanding(r, l) == 0;
@@ -145,7 +152,7 @@ class RingSim {
         stop_ = true;
       } else if (faulted) {
         stop_ = true;
-        out.error = "a chip faulted; the others were stopped";
+        out.error = "a chip faulted or failed an RTL assertion; the others were stopped";
       } else if (done_cycles >= max_cycles) {
         stop_ = true;
         out.timed_out = true;
@@ -209,13 +216,17 @@ class RingSim {
       cr.fault_info = st.fault_info;
       cr.cycles = st.ended ? st.ended_at : window_ * latency_;
       cr.timed_out = !st.ended;
+      cr.assertion_failed = st.asserted;
       out.chips.push_back(cr);
       out.cycles = std::max(out.cycles, cr.cycles);
       for (int l = 0; l < 2; ++l) {
         out.link_flits.push_back(st.sent[l]);
         out.flits += st.sent[l];
       }
-      if (cr.status == isa::STATUS_RUNNING) {
+      if (st.asserted) {
+        out.error += "\n  chip " + std::to_string(r) + ": RTL assertion failed at cycle " +
+                     std::to_string(cr.cycles) + " (decode at pc 0x" + hex(st.pc) + ")";
+      } else if (cr.status == isa::STATUS_RUNNING) {
         out.error += "\n  chip " + std::to_string(r) + ": stopped while running at pc 0x" +
                      hex(st.pc) + " (unit state 0x" + hex(st.unit_state) + ")";
       } else if (cr.status == isa::STATUS_FAULTED) {
@@ -237,7 +248,7 @@ class RingSim {
   };
   // Plain data: it crosses processes as bytes (RingTransport).
   struct ChipState {
-    bool ended = false, faulted = false, active_in_window = false;
+    bool ended = false, faulted = false, asserted = false, active_in_window = false;
     uint64_t ended_at = 0;
     uint64_t sent[2] = {0, 0};     // flits sent on each port
     uint64_t credits[2] = {0, 0};  // credits this chip's port returned (for the far sender)
@@ -349,6 +360,7 @@ class RingSim {
         s.credits[port] += o.credit;
         s.active_in_window = s.active_in_window || o.valid || o.credit;
       }
+      if (s.asserted) continue;  // stopped on an RTL assertion: its clock stays still
       if (!s.ended) {
         // STATUS is the sequencer's state (no input reaches it within a cycle): as the last
         // clock edge left it, like ChipSim::run.
@@ -362,6 +374,10 @@ class RingSim {
         }
       }
       c.step();
+      if (c.assertion_failed()) {
+        s.asserted = s.ended = true;
+        s.ended_at = cycle;
+      }
     }
   }
 

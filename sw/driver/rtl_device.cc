@@ -140,6 +140,7 @@ class RtlCluster : public Cluster {
       : Cluster(c),
         transport_(mpi::launched() ? std::make_unique<MpiTransport>() : nullptr),
         ring_(chips, c.channels, kLinkLatency, threads, hbm::HbmTiming{}, "", transport_.get()) {
+    ring_.stop_on_assertion(true);  // reported as a chip's error, as for one chip
     for (int r = 0; r < chips; ++r) {
       if (!ring_.is_local(r)) {
         views_.push_back(nullptr);
@@ -167,6 +168,13 @@ class RtlCluster : public Cluster {
     const chip::RingRun run = ring_.run(progs, timeout, true, every);
     for (int r = 0; r < size(); ++r) {
       const chip::ChipRun& c = run.chips[r];
+      if (c.assertion_failed)
+        throw DeviceAssertion("chip " + std::to_string(r) + ": RTL assertion failed at cycle " +
+                                  std::to_string(c.cycles) +
+                                  ": the program did what the chip's checks forbid (the "
+                                  "simulator's report names the check); the ring:" +
+                                  run.error,
+                              0, 0, 0, 0, c.cycles);
       if (c.status == isa::STATUS_FAULTED) {
         throw DeviceFault("chip " + std::to_string(r) + ": chip fault " + fault_name(c.fault_code) +
                               " at cycle " + std::to_string(c.cycles) + "; the ring:" + run.error,

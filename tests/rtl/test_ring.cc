@@ -18,6 +18,7 @@
 #include "tessera/allreduce.h"
 #include "tessera/asm.h"
 #include "tessera/compiler.h"
+#include "tessera/driver.h"
 #include "tessera/functional_model.h"
 #include "tessera/functional_ring.h"
 #include "tests/common/test_util.h"
@@ -592,4 +593,23 @@ TEST(RingTrainStep, DataParallelStepBitIdenticalToTheFunctionalRing) {
 }
 
 }  // namespace
+// An RTL assertion on one chip of a ring (chip 1 reads accumulator rows never written: the
+// SRAM model's check) ends the run with an error that names the chip, the cycle and the decode
+// PC, as a single chip's does, instead of aborting the process; the other chip is stopped.
+TEST(RingAssertion, AChipsAssertionNamesTheChipTheCycleAndThePc) {
+  auto cluster =
+      driver::Cluster::open(driver::DeviceConfig(kSmallChip, driver::Backend::kRtl), 2, 1);
+  const uint64_t p0 = cluster->chip(0).load_program(assemble("nop\nnop\nhalt\n"));
+  const uint64_t p1 = cluster->chip(1).load_program(assemble("vpu.ld acc, v1, 5\nhalt\n"));
+  try {
+    cluster->run_all({p0, p1}, 100000);
+    FAIL() << "the ring ran to its end";
+  } catch (const driver::DeviceAssertion& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("chip 1: RTL assertion failed at cycle "), std::string::npos) << what;
+    EXPECT_NE(what.find("decode at pc 0x"), std::string::npos) << what;
+    EXPECT_GT(e.cycle, 0u) << what;
+  }
+}
+
 }  // namespace tessera

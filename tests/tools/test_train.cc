@@ -1135,8 +1135,8 @@ TEST_P(TrainMpi, MpiRanksMatchThreadsBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Chips, TrainMpi, ::testing::Values(2, 4));
 
-// A rank that dies (SIGKILL at its first step) ends the job within seconds with an error,
-// never a hang; a rank started with other options, or a rank count other than --chips, is
+// A rank that dies (SIGKILL at its first step, or after a checkpoint: the job then resumes bit
+// for bit) ends the job within seconds with an error, never a hang; a rank started with other options, or a rank count other than --chips, is
 // refused at start-up.
 TEST_F(TrainTool, MpiFaultsEndTheJob) {
   const std::string flags = "--backend rtl --array 16 --chips 2 --batch 2 --steps 3 --out ";
@@ -1148,6 +1148,22 @@ TEST_F(TrainTool, MpiFaultsEndTheJob) {
   EXPECT_NE(k.status, 124) << "timed out: the surviving rank hung";
   EXPECT_LT(secs, 60.0);
   EXPECT_NE((k.out + k.err).find("rank 1"), std::string::npos) << k.out << k.err;
+
+  // killed mid-run after a checkpoint, the job resumes under mpirun from nothing but --resume
+  // (the run's options from its folder) and ends bit for bit as the uninterrupted run
+  const Result mid = sh("TESSERA_TEST_KILL=1:2 timeout 120 " + kMpirun + " -np 2 " +
+                        train_cmd(flags + path("mid") + " --checkpoint-every 1"));
+  EXPECT_NE(mid.status, 0);
+  EXPECT_NE(mid.status, 124) << "timed out: the surviving rank hung";
+  ASSERT_TRUE(exists(path("mid/checkpoint/ckpt.tsr"))) << mid.out << mid.err;
+  const Result resumed =
+      sh(kMpirun + " -np 2 " + kTessera + " train" + kCommon + " --resume " + path("mid"));
+  ASSERT_EQ(resumed.status, 0) << resumed.out << resumed.err;
+  const Result whole = train(flags + path("whole") + " --checkpoint-every 1");
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  EXPECT_EQ(read_file(path("mid/checkpoint/ckpt.tsr")), read_file(path("whole/checkpoint/ckpt.tsr")));
+  EXPECT_EQ(columns(read_file(path("mid/metrics.csv")), 3),
+            columns(read_file(path("whole/metrics.csv")), 3));
 
   const Result mism = sh(kMpirun + " -np 1 " + train_cmd(flags + path("a") + " --seed 1") +
                          " : -np 1 " + train_cmd(flags + path("a") + " --seed 2"));
