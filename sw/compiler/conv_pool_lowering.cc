@@ -141,4 +141,84 @@ void emit_pool_route(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint32_t
   }
 }
 
+namespace {
+// The pooled rows [g0, g1) that conv rows [r0, end) lie in, staged at `at` (dp, then codes).
+struct Staged {
+  uint64_t g0 = 0, g1 = 0;
+  uint32_t at = 0;
+};
+Staged stage_pooled_rows(ProgramBuilder& b, const RouteOperand& r, uint64_t r0, uint64_t end,
+                         uint32_t at) {
+  const uint32_t wp = r.wo / 2, px_bytes = r.f * 2;
+  Staged s{r0 / r.wo / 2, (end - 1) / r.wo / 2 + 1, at};
+  const uint32_t pixels = static_cast<uint32_t>((s.g1 - s.g0) * wp);
+  if (2ull * pixels * px_bytes > r.stage_bytes)
+    throw std::logic_error(
+        "pooling route in the weight gradient: a group's pooled rows exceed "
+        "the staging");
+  for (const auto& [from, to] : {std::pair<uint64_t, uint32_t>{r.dp, at},
+                                 std::pair<uint64_t, uint32_t>{r.codes, at + pixels * px_bytes}})
+    b.dma_copy(hbm(from + s.g0 * wp * px_bytes, {{r.f, 2}, {pixels, int32_t(px_bytes)}}),
+               ub(to, {{r.f, 2}, {pixels, int32_t(px_bytes)}}), 2);
+  b.signal(isa::Unit::kDma);
+  return s;
+}
+}  // namespace
+
+void emit_route_operand(ProgramBuilder& b, RouteOperand& r, uint64_t r0, uint32_t rows, uint32_t c0,
+                        uint32_t cols, uint32_t dst, uint32_t pitch) {
+  const uint32_t N = b.n(), wo = r.wo, wp = wo / 2, px_bytes = r.f * 2, tiles = cols / N;
+  if (cols % N || wo % 2) throw std::logic_error("pooling route: columns or width");
+  const uint64_t end = std::min<uint64_t>(r0 + rows, r.m);
+  // this call's stage: prefetched by the call before, or loaded now
+  Staged cur;
+  if (r0 < end) {
+    if (r.ahead_r0 == r0) {
+      cur = {r0 / wo / 2, (end - 1) / wo / 2 + 1, r.stage[r.ahead_buf]};
+    } else {
+      r.ahead_buf = r.turn++ % 2;
+      cur = stage_pooled_rows(b, r, r0, end, r.stage[r.ahead_buf]);
+    }
+  }
+  // the next call's (the following rows), into the other buffer, before this call's VPU work
+  const uint64_t n0 = r0 + rows, n1 = std::min<uint64_t>(n0 + rows, r.m);
+  r.ahead_r0 = ~0ull;
+  if (n0 < n1) {
+    r.ahead_buf = r.turn++ % 2;
+    stage_pooled_rows(b, r, n0, n1, r.stage[r.ahead_buf]);
+    r.ahead_r0 = n0;
+  }
+  for (uint64_t m = std::max<uint64_t>(r0, r.m); m < r0 + rows; ++m)  // the padding rows
+    for (uint32_t j = 0; j < tiles; ++j)
+      b.vpu_st(kBf16, 0, dst + static_cast<uint32_t>(m - r0) * pitch + j * 2 * N);
+  if (r0 < end) {
+    const uint32_t s = cur.at;
+    const uint32_t s_codes = s + static_cast<uint32_t>((cur.g1 - cur.g0) * wp) * px_bytes;
+    for (int t = 0; t < 4; ++t) b.vpu_lif(10 + t, static_cast<float>(t));
+    for (uint64_t y = r0 / wo; y * wo < end; ++y) {  // conv rows (b ho + oy)
+      const uint64_t ma = std::max<uint64_t>(r0, y * wo),
+                     mb = std::min<uint64_t>(end, (y + 1) * wo);
+      const uint32_t dy = static_cast<uint32_t>(y % 2);
+      const uint32_t row0 = static_cast<uint32_t>(y / 2 - cur.g0) * wp;  // staged pixel, ox 0
+      // pair by pair, every column tile of a pair together: a row's pairs are one loop body
+      for (uint64_t m = ma; m < mb;) {
+        const uint32_t ox = static_cast<uint32_t>(m - y * wo);
+        const uint32_t n = std::min<uint32_t>(2 - ox % 2, static_cast<uint32_t>(mb - m));
+        for (uint32_t j = 0; j < tiles; ++j) {
+          const uint32_t at = (row0 + ox / 2) * px_bytes + (c0 + j * N) * 2;
+          b.vpu_ld(kBf16, 7, s + at);
+          b.vpu_ld(kBf16, 8, s_codes + at);
+          for (uint32_t k = 0; k < n; ++k) {
+            const uint32_t dx = ox % 2 + k;
+            b.vpu_op(Fn::kSelEq, 9, 8, 10 + 2 * dy + dx, 7, 0);  // code == tap ? dp : 0
+            b.vpu_st(kBf16, 9, dst + static_cast<uint32_t>(m + k - r0) * pitch + j * 2 * N);
+          }
+        }
+        m += n;
+      }
+    }
+  }
+  b.signal(isa::Unit::kVpu);
+}
+
 }  // namespace tessera::compiler::lowering

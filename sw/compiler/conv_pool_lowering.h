@@ -35,4 +35,25 @@ void emit_conv_pool_epilogue(ProgramBuilder& b, const Block& k, const ConvPoolOu
 void emit_pool_route(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint32_t batch, uint32_t hp,
                      uint32_t wp, uint32_t f, uint64_t dp, uint64_t codes, uint64_t dz);
 
+// The same routing inside the conv's weight gradient (pool_routed_in_weight_gradient): its
+// weight operand, dz rows [r0, r0 + rows) (M rows (b, oy, ox) of a map wo wide, its height
+// even) and columns [c0, c0 + cols), made in the UB at `dst` (rows `pitch` bytes apart) from dp
+// and the codes; rows from m on (the contraction's padding) zero. The pooled rows the call's
+// conv rows lie in (at most stage_bytes of dp and codes) are staged by DMA in one of two
+// buffers, the next call's (rows r0 + rows on) prefetched into the other before this call's VPU
+// work. Per pair of conv rows sharing a pooled value and a column tile: 2 loads, 2 seleq, 2
+// stores. Registers V7..V13 (the optimizer's working registers; its constants stay).
+struct RouteOperand {
+  uint64_t dp = 0, codes = 0;  // [pooled pixel][f] bf16
+  uint32_t wo = 0, f = 0;
+  uint64_t m = 0;  // batch ho wo
+  uint32_t stage[2] = {0, 0};
+  uint32_t stage_bytes = 0;
+  // the prefetch: the conv row its stage starts the call at, and which buffer
+  uint64_t ahead_r0 = ~0ull;
+  uint32_t ahead_buf = 0, turn = 0;
+};
+void emit_route_operand(ProgramBuilder& b, RouteOperand& r, uint64_t r0, uint32_t rows, uint32_t c0,
+                        uint32_t cols, uint32_t dst, uint32_t pitch);
+
 }  // namespace tessera::compiler::lowering

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 
 #include "sw/compiler/conv_pool_lowering.h"
@@ -145,6 +146,20 @@ bool conv_pool_fused(const DenseStackSpec& spec, size_t i, const ChipShape& chip
          2 * uint64_t{out.w} <= chip.acc_rows / 2 && 8 * uint64_t{out.w} * n <= chip.ub_bytes / 4;
 }
 
+// The routing's stage (pool_routed_in_weight_gradient): this many pooled rows of dp and codes;
+// a contraction group then spans at most (kRouteStageRows - 2) 2 wo conv rows.
+constexpr uint32_t kRouteStageRows = 6;
+
+bool pool_routed_in_weight_gradient(const DenseStackSpec& spec, size_t i, const ChipShape& chip) {
+  if (!conv_pool_fused(spec, i, chip)) return false;
+  for (size_t j = 0; j < i; ++j)
+    if (spec.features[j].kind == FeatureLayerSpec::Kind::kConv) return false;
+  const auto shapes = feature_shapes(spec);
+  const Shape3 &in = shapes[i], &pooled = shapes[i + 2];
+  return in.c == 1 && spec.features[i].stride == 1 &&
+         2 * uint64_t{kRouteStageRows} * pooled.w * pooled.c * 4 <= chip.ub_bytes / 3;
+}
+
 std::vector<Shape3> feature_shapes(const DenseStackSpec& spec) {
   std::vector<Shape3> shapes{spec.input_shape};
   if (spec.features.empty()) return shapes;
@@ -247,7 +262,8 @@ struct FeatureOp {
   bool dx = false;          // a conv before it: it computes its input gradient
   bool pool_fused = false;  // conv: the max-pool after it runs in its epilogue (conv_pool_fused)
   bool fused_pool = false;  // max-pool: taken by the conv before it
-  int param = -1;           // conv: its index among the layers with weights
+  bool route_in_dw = false;  // conv, and its fused pool: the routing in the conv's weight gradient
+  int param = -1;            // conv: its index among the layers with weights
 };
 struct FeaturePlan {
   std::vector<FeatureOp> ops;
@@ -287,6 +303,8 @@ FeaturePlan plan_features(const DenseStackSpec& spec, const ChipShape& chip, uin
     op.dx = fp.first_conv >= 0 && fp.first_conv < static_cast<int>(i);
     op.pool_fused = op.conv && conv_pool_fused(spec, i, chip);
     op.fused_pool = i > 0 && fp.ops.back().pool_fused;
+    op.route_in_dw = op.conv ? pool_routed_in_weight_gradient(spec, i, chip)
+                             : op.fused_pool && fp.ops.back().route_in_dw;
     fp.ops.push_back(op);
   }
   if (!fp.ops.empty()) {
@@ -464,15 +482,19 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
     const uint32_t last = nf - 1;
     // (a pool the conv before it takes is written in that conv's phase)
     auto written = [&](uint32_t i) { return fp.ops[i].fused_pool ? ffwd(i - 1) : ffwd(i); };
+    // (a pool routed in the conv's weight gradient: its gradient is read in the conv's phase)
+    auto read = [&](uint32_t i) {
+      return !fp.ops[i].conv && fp.ops[i].route_in_dw ? fbwd(i - 1) : fbwd(i);
+    };
     add("x0", uint64_t{Bpad} * P[0] * 2, written(last), bwd(1));
-    if (fp.first_conv >= 0) add("dz0", uint64_t{Bpad} * P[0] * 2, bwd(1), fbwd(last));
+    if (fp.first_conv >= 0) add("dz0", uint64_t{Bpad} * P[0] * 2, bwd(1), read(last));
     for (uint32_t i = 0; i < nf; ++i) {
       const FeatureOp& op = fp.ops[i];
       const std::string id = feature_name(op, i);
       const uint64_t pixels = uint64_t{B} * op.out.h * op.out.w;
       if (op.pool_fused)  // the argmax codes, from the forward to the pool's backward
         add(id + ".argmax", uint64_t{B} * fp.ops[i + 1].out.size() * 2, ffwd(i),
-            fp.ops[i + 1].bwd ? fbwd(i + 1) : ffwd(i));
+            fp.ops[i + 1].bwd ? read(i + 1) : ffwd(i));
       if ((i != last || !fp.x0_in_place) && !op.pool_fused)
         add(id + ".out", pixels * op.act_px, written(i),
             i == last           ? ffwd(i)
@@ -482,9 +504,9 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
         add(id + ".padded", uint64_t{B} * padded_rows(op) * padded_cols(op) * op.in.c * 2, ffwd(i),
             op.bwd ? fbwd(i) : ffwd(i));
       if (!op.bwd) continue;
-      if (i != last || !fp.dz0_in_place) {
+      if ((i != last || !fp.dz0_in_place) && !(op.conv && op.route_in_dw)) {
         const uint64_t bytes = op.conv ? uint64_t{op.Mpad} * op.g_px : pixels * op.g_px;
-        add(id + ".grad", bytes, i == last ? fbwd(i) : fbwd(i + 1), fbwd(i));
+        add(id + ".grad", bytes, i == last ? fbwd(i) : fbwd(i + 1), read(i));
       }
       if (op.conv) {
         if (!weight_grad_by_taps(op, N))
@@ -1196,10 +1218,12 @@ void DenseStackStep::compile() {
     // ---- the layers before Flatten, backward (last first) ----
     for (int i = int(nf) - 1; i >= 0 && i >= fp.first_conv; --i) {
       const FeatureOp& op = fp.ops[i];
+      if (op.fused_pool && op.route_in_dw) continue;  // routed in the conv's weight gradient
       const std::string id = feature_name(op, i);
       phase("bwd_" + id);
       const bool last = i + 1 == int(nf);
-      const MapRef g = grad_ref(i);
+      const bool routed = op.conv && op.route_in_dw;  // its dz made in the UB, never stored
+      const MapRef g = routed ? MapRef{} : grad_ref(i);
       const FeatureOp* prev = i > 0 ? &fp.ops[i - 1] : nullptr;
       const bool prev_relu = prev && prev->conv && prev->f.relu;
       if (op.fused_pool) {  // dz of the conv before: dp routed by the argmax codes
@@ -1338,6 +1362,7 @@ void DenseStackStep::compile() {
       dw.epi_row_bytes = upd_bytes;
       dw.acc_interleave = true;
       const uint32_t K = xmap.cols();
+      uint64_t dw_hi = arena_hi;  // the routing's staging buffers (if any) above the matmul's
       if (by_taps) {  // [d W; d b] = [patches(x) ones]^T dz: rows the taps and a ones row
         dw.M = K + 1;
         dw.Ct = op.Fpad / N;
@@ -1377,6 +1402,34 @@ void DenseStackStep::compile() {
         dw.a_run = xmap.wo;
         dw.w = g.addr;
         dw.w_pitch = op.g_px;
+        if (routed) {  // dz from dp and the argmax codes, in the weight loads
+          const FeatureOp& pool = fp.ops[i + 1];
+          const MapRef dp = grad_ref(i + 1);
+          if (dp.px != F * 2 || dp.sample != uint64_t{pool.out.size()} * 2)
+            throw std::logic_error(id + ": the pooled gradient is not compact");
+          auto ro = std::make_shared<RouteOperand>();
+          ro->dp = dp.addr;
+          ro->codes = transient(id + ".argmax");
+          ro->wo = op.out.w;
+          ro->f = F;
+          ro->m = op.M;
+          // a stage holds kRouteStageRows pooled rows of dp and codes: a group of at most
+          // (kRouteStageRows - 2) 2 wo conv rows lies in as many
+          ro->stage_bytes = static_cast<uint32_t>(uint64_t{kRouteStageRows} * pool.out.w * F * 4);
+          dw_hi -= 2 * uint64_t{ro->stage_bytes};
+          ro->stage[0] = static_cast<uint32_t>(dw_hi);
+          ro->stage[1] = static_cast<uint32_t>(dw_hi + ro->stage_bytes);
+          dw.max_group_tiles = std::max(1u, (kRouteStageRows - 2) * 2 * op.out.w / N);
+          dw.operand_buffers = 3;
+          dw.w_gather = [&b, ro](uint64_t r0, uint32_t rows, uint32_t c0, uint32_t cols,
+                                 uint32_t dst, uint32_t pitch, bool, uint32_t) {
+            emit_route_operand(b, *ro, r0, rows, c0, cols, dst, pitch);
+          };
+          dw.w_run = F;
+          note(id + " + " + feature_name(pool, i + 1) +
+               ": the pooled gradient routed by the argmax codes into the weight gradient's "
+               "operand loads (dz never stored)");
+        }
       } else {  // d W^T = dz^T patches(x): rows the filters, columns (ky, kx, c)
         dw.M = F;
         dw.Ct = op.Kpad / N;
@@ -1401,7 +1454,7 @@ void DenseStackStep::compile() {
         kb.scratch = (k.scratch + kw.rows * k.ct * upd_bytes + row4n - 1) / row4n * row4n;
         update(load, kb, bias_of(R), op.Fpad);
       };
-      note(emit_matmul(b, dw, arena_lo, arena_hi, chip_.acc_rows,
+      note(emit_matmul(b, dw, arena_lo, dw_hi, chip_.acc_rows,
                        {[&](const Block& k) { dw_update(true, k); },
                         [&](const Block& k) { dw_update(false, k); }}));
       if (by_taps) continue;

@@ -427,9 +427,12 @@ void fuse_epilogue(Graph& g, int mm, Target target) {
         if (g.at(pg).op != "maxpool_grad") continue;
         const int rg = only_of(g, g.consumers(pg), "relu_grad");
         if (rg < 0) continue;
-        // (DenseStackStep: in the pool layer's backward phase)
+        // (DenseStackStep: in the pool layer's backward phase, or in the conv's where its weight
+        // gradient's operand loads route)
+        const bool own_phase =
+            dense && !pool_routed_in_weight_gradient(g.spec, static_cast<size_t>(m.layer), g.chip);
         const int route =
-            add_in(g, dense ? g.at(p).layer : m.layer, true, "fused.maxpool_relu_grad",
+            add_in(g, own_phase ? g.at(p).layer : m.layer, true, "fused.maxpool_relu_grad",
                    g.at(rg).name, {argmax, g.at(pg).inputs[2]}, g.at(rg).shape, DType::kF32,
                    "dz = dp at the argmax position, 0 elsewhere");
         g.replace_uses(rg, route);

@@ -101,6 +101,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   // else the search runs again without them and the gather reads HBM (stage kNoStage).
   const uint64_t align = std::max<uint64_t>(4ull * N, 64);
   const uint32_t ra = std::max(1u, op.row_align);
+  const uint32_t nop = std::clamp(op.operand_buffers, 2u, 3u);
   if (op.M % ra)
     throw std::logic_error(std::string(op.name) + ": " + std::to_string(op.M) +
                            " rows are not whole multiples of " + std::to_string(ra));
@@ -141,8 +142,9 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
           if (stage_bytes)
             for (int i = 0; i < 2; ++i) t.take(stage_bytes);
           const uint64_t per_tile = uint64_t{rr} * 2 * N + ct * tile;
-          const uint32_t kg =
-              static_cast<uint32_t>(std::min<uint64_t>(op.Kt, t.free() / (2 * per_tile + 128)));
+          const uint32_t kg = static_cast<uint32_t>(
+              std::min<uint64_t>(op.max_group_tiles ? std::min(op.Kt, op.max_group_tiles) : op.Kt,
+                                 t.free() / (nop * per_tile + 128)));
           if (kg < 1) continue;
           const uint64_t rblocks = ceil_div(op.M, rr), cgroups = ceil_div(op.Ct, ct);
           const uint64_t groups = ceil_div(op.Kt, kg), kgn = uint64_t{kg} * N;
@@ -189,10 +191,12 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   uint32_t scratch[4] = {0, 0, 0, 0};
   if (op.epi_row_bytes)
     for (uint32_t i = 0; i < nbuf; ++i) scratch[i] = a.take(uint64_t{PR} * CT * op.epi_row_bytes);
-  uint32_t abuf[2], wbuf[2], stage[2] = {kNoStage, kNoStage};
+  // (the A stages: two, whatever the operand buffers — a stage is read only by its own load's
+  // gather, which the DMA finishes before it starts the next load)
+  uint32_t abuf[3], wbuf[3], stage[2] = {kNoStage, kNoStage};
   if (stage_bytes)
     for (int i = 0; i < 2; ++i) stage[i] = a.take(stage_bytes);
-  for (int i = 0; i < 2; ++i) {
+  for (uint32_t i = 0; i < nop; ++i) {
     abuf[i] = a.take(uint64_t{R} * KG * N * 2);
     wbuf[i] = a.take(uint64_t{CT} * N * KG * N * 2);
   }
@@ -207,7 +211,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
                         static_cast<uint32_t>(blocks.size() % 2) * half});
   uint32_t slot = 0;
   // the shape of each buffer's last gathered load (rows, first column, columns)
-  std::array<std::array<uint64_t, 3>, 2> a_shape{}, w_shape{};
+  std::array<std::array<uint64_t, 3>, 3> a_shape{}, w_shape{};
   auto fresh = [](std::array<uint64_t, 3>& last, std::array<uint64_t, 3> now) {
     const bool f = last != now;
     last = now;
@@ -221,11 +225,11 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
     auto slots =
         std::make_shared<std::vector<uint32_t>>();  // the buffer each group was loaded into
     auto load = [&, k, ctn, slots](uint32_t g) {
-      const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = slot++ % 2;
+      const uint32_t kgn = std::min(KG, op.Kt - g * KG) * N, i = slot++ % nop;
       slots->push_back(i);
       if (op.a_gather)
         op.a_gather(k.r0, k.rows, g * KGN, kgn, abuf[i], KGN * 2,
-                    fresh(a_shape[i], {k.rows, uint64_t{g} * KGN, kgn}), stage[i]);
+                    fresh(a_shape[i], {k.rows, uint64_t{g} * KGN, kgn}), stage[i % 2]);
       else
         b.dma_copy(hbm(op.a + uint64_t{k.r0} * op.a_pitch + uint64_t{g} * KGN * 2,
                        {{kgn, 2}, {k.rows, int32_t(op.a_pitch)}}),

@@ -41,6 +41,13 @@ struct Matmul {
   // Row blocks and epilogue pieces hold whole multiples of this many rows (M must be one): an
   // epilogue that combines rows (the conv + max-pool fusion: two output rows of a map).
   uint32_t row_align = 1;
+  // The operand buffers in rotation (A and weights): 2, or 3 for a weight gather with VPU work
+  // (the conv + max-pool routing): it then fills a buffer the MXU has released a group earlier,
+  // so the in-order decoder's MXU work of group g runs beside the gather of group g + 2.
+  uint32_t operand_buffers = 2;
+  // At most this many contraction tiles a group (0: as many as fit; a gather whose staging holds
+  // a bounded stretch of its source).
+  uint32_t max_group_tiles = 0;
   // An operand gathered by the caller instead of read from HBM rows (a convolution's, from
   // its map): fills the UB rows `pitch` bytes apart with operand[r0 + r][c0 + j], r < rows,
   // j < cols. A's operand is A; the weights' (w_by_column false) has a row per contraction
@@ -90,12 +97,12 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
                         uint32_t acc_rows, const Epilogue& epi);
 
 // A convolution's A operand as a compact map walked at stride 1 (a stride-1 forward's input
-// map, padded or not; the input gradient's padded, dilated gradient map): operand row (b, oy, ox), k-tile t reads the N channels at pixel
-// (oy + ky, ox + kx) of sample b, where t's contraction index t N lies in kernel row ky at
-// byte (kx C + f) 2 of the row's taps. With the map's rows `w` pixels long, the rows of one
-// tap and channel tile are one constant stride apart over the flattened index i = oy w + ox:
-// the MXU streams them straight from a UB-staged stretch of the map (implicit GEMM), the
-// columns ox >= wo computed and dropped by the epilogue.
+// map, padded or not; the input gradient's padded, dilated gradient map): operand row (b, oy, ox),
+// k-tile t reads the N channels at pixel (oy + ky, ox + kx) of sample b, where t's contraction
+// index t N lies in kernel row ky at byte (kx C + f) 2 of the row's taps. With the map's rows `w`
+// pixels long, the rows of one tap and channel tile are one constant stride apart over the
+// flattened index i = oy w + ox: the MXU streams them straight from a UB-staged stretch of the map
+// (implicit GEMM), the columns ox >= wo computed and dropped by the epilogue.
 struct ImplicitA {
   uint64_t addr = 0;    // the map in HBM: samples `sample` bytes apart, rows of w pixels
   uint32_t px = 0;      // bytes a pixel: its C channels (C a multiple of N)

@@ -30,8 +30,8 @@
 #include "tessera/dense_step.h"
 #include "tessera/driver.h"
 #include "tessera/keras.h"
-#include "tessera/model_file.h"
 #include "tessera/metrics.h"
+#include "tessera/model_file.h"
 #include "tessera/weight_manifest.h"
 
 namespace tessera::tools {
@@ -503,7 +503,6 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     runlog::make_dirs(run_dir);  // refuses an --out that is a file, naming it
     std::string why;
     if (!lock.acquire(run_dir, why)) return refuse(why);
-    write_run_options(run_dir, opt, keras::model_description_json(model));
     runlog::make_dirs(run_dir + "/checkpoint");
     remove_stale_tmp_files(run_dir);
     remove_stale_tmp_files(run_dir + "/checkpoint");
@@ -519,6 +518,8 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     return refuse(e.what());
   }
   runlog::MetricsCsv& csv = *csv_writer;
+  // The run's configuration (what --resume DIR takes), once its folder has passed the checks.
+  write_run_options(run_dir, opt, keras::model_description_json(model));
   const std::string ckpt_path = run_dir + "/checkpoint/ckpt.tsr";
   // The rows of the steps a checkpoint covers are made durable before it is written.
   auto save = [&](uint64_t steps_done) {
@@ -768,10 +769,9 @@ int evaluate_dense(const EvaluateOptions& opt, std::ostream& out, std::ostream& 
                     ": the example CNN is evaluated by tessera train (and "
                     "keras::Sequential::evaluate); this command takes the general "
                     "compiler's models");
-    spec = compiler::stack_from_graph(compiler::compile_graph(keras::dense_stack_spec(model.layers),
-                                                              compiler::OptimizerSpec::Kind::kAdam,
-                                                              driver::chip_for_array(opt.array),
-                                                              opt.batch));
+    spec = compiler::stack_from_graph(compiler::compile_graph(
+        keras::dense_stack_spec(model.layers), compiler::OptimizerSpec::Kind::kAdam,
+        driver::chip_for_array(opt.array), opt.batch));
   } catch (const std::exception& e) {
     return refuse(e.what());
   }

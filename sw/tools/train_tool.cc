@@ -437,7 +437,6 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
   // file from the checkpoint's step (the rows a killed run logged after its checkpoint go); any
   // other run starts them afresh. Either way the tmp files of writers killed mid-write go.
   const bool in_place = rank == 0 && same_folder(resume_run_dir(opt.resume), run_dir);
-  if (rank == 0) write_run_options(run_dir, opt, keras::model_description_json(model_desc));
   const std::vector<std::string> columns = {"epoch", "step_cycles", "mxu_utilization",
                                             "wall_seconds"};
   std::unique_ptr<runlog::MetricsCsv> csv_writer;
@@ -461,6 +460,8 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
     return 2;
   }
   runlog::MetricsCsv& csv = *csv_writer;
+  // The run's configuration (what --resume DIR takes), once its folder has passed the checks.
+  if (rank == 0) write_run_options(run_dir, opt, keras::model_description_json(model_desc));
   runlog::EventWriter& events = *event_writer;
   const std::string ckpt_path = run_dir + "/checkpoint/ckpt.tsr";
   const int n = opt.array;

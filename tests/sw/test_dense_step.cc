@@ -190,10 +190,10 @@ TEST(DenseStackStep, ConvKernelRowRunsMatchTheReference) {
 }
 
 // The conv + relu + max-pool fusion (conv_pool_fused): the example CNN's pattern at a small
-// size, at N = 4 and 16, and a second convolution (a gathered operand: 4 channels at N = 16)
-// whose pool is fused behind an unfused pool; the step against the host reference, which routes
-// the pooled gradient by the chip's argmax. The plan names the fusion, and the phases have no
-// forward pool phase.
+// size, at N = 4 and 16 (the routing inside the weight gradient's operand loads), and a second
+// convolution (a gathered operand: 4 channels at N = 16, an input gradient: the routing in the
+// pool's phase) whose pool is fused behind an unfused pool; the step against the host
+// reference, which routes the pooled gradient by the chip's argmax. The plan names both.
 TEST(DenseStackStep, ConvPoolFusionMatchesTheHostReference) {
   using Kind = compiler::FeatureLayerSpec::Kind;
   compiler::OptimizerSpec sgd;
@@ -229,9 +229,20 @@ TEST(DenseStackStep, ConvPoolFusionMatchesTheHostReference) {
     EXPECT_EQ(fused, 1u);
     std::vector<std::string> plan;
     const StepRun r = run_step(c.a, sgd, c.n, 91, 0, {}, &plan);
-    bool noted = false;
-    for (const auto& l : plan) noted |= l.find("max-pool, its argmax codes") != std::string::npos;
+    bool noted = false, routed = false;
+    for (const auto& l : plan) {
+      noted |= l.find("max-pool, its argmax codes") != std::string::npos;
+      routed |= l.find("operand loads (dz never stored)") != std::string::npos;
+    }
     EXPECT_TRUE(noted);
+    // a first convolution (one channel, stride 1) routes inside its weight gradient's operand
+    // loads; the third case's second convolution, which has an input gradient, in the pool's
+    // own backward phase
+    EXPECT_EQ(routed, c.a.spec.features.size() == 2);
+    size_t in_dw = 0;
+    for (size_t i = 0; i < c.a.spec.features.size(); ++i)
+      in_dw += compiler::pool_routed_in_weight_gradient(c.a.spec, i, chip);
+    EXPECT_EQ(in_dw, routed ? 1u : 0u);
     expect_gradients(c.a, r, sgd.lr, c.n);
   }
 }

@@ -81,6 +81,12 @@ std::vector<Shape3> feature_shapes(const DenseStackSpec& spec);
 // unfused ones bit for bit; the routing differs only where taps tie after the bias and the
 // rounding to bf16 (the unfused path routes to the first of them).
 bool conv_pool_fused(const DenseStackSpec& spec, size_t i, const ChipShape& chip);
+// A fused pair whose convolution is the first (no input gradient) and takes one input channel
+// at stride 1 (its weight gradient reads dz as the weight operand, [dW; db] by taps): the
+// routing runs inside that matmul's operand loads — dz is made in the UB from dp and the codes
+// and never stored — where two stages of six pooled rows of dp and codes take at most a third
+// of the UB; the pool then has no backward phase of its own.
+bool pool_routed_in_weight_gradient(const DenseStackSpec& spec, size_t i, const ChipShape& chip);
 // (K, U) of every layer with weights, in model order: Conv2D K = k k C_in, U = filters (its
 // kernel [k][k][C_in][filters] read as a K x U matrix, rows (ky, kx, c)); Dense K = inputs.
 std::vector<std::pair<uint32_t, uint32_t>> weight_shapes(const DenseStackSpec& spec);
