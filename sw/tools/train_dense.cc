@@ -29,9 +29,12 @@
 #include "tessera/data.h"
 #include "tessera/dense_step.h"
 #include "tessera/driver.h"
+#include "tessera/isa_gen.h"
 #include "tessera/keras.h"
 #include "tessera/metrics.h"
 #include "tessera/model_file.h"
+#include "tessera/plot.h"
+#include "tessera/tfevents.h"
 #include "tessera/weight_manifest.h"
 
 namespace tessera::tools {
@@ -499,6 +502,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   // continues its metrics.csv from the checkpoint's step, any other run starts it afresh.
   RunFolderLock lock;
   std::unique_ptr<runlog::MetricsCsv> csv_writer;
+  std::unique_ptr<runlog::EventWriter> event_writer;  // TensorBoard scalars, as the CNN's runs
   try {
     runlog::make_dirs(run_dir);  // refuses an --out that is a file, naming it
     std::string why;
@@ -508,16 +512,19 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     remove_stale_tmp_files(run_dir + "/checkpoint");
     const std::vector<std::string> columns = {"epoch", "step_cycles"};
     if (same_folder(resume_run_dir(opt.resume), run_dir)) {
-      csv_writer =
-          std::make_unique<runlog::MetricsCsv>(run_dir, columns, static_cast<int64_t>(first_step));
+      const auto at = static_cast<int64_t>(first_step);
+      csv_writer = std::make_unique<runlog::MetricsCsv>(run_dir, columns, at);
+      event_writer = std::make_unique<runlog::EventWriter>(run_dir, at);
     } else {
-      remove_event_files(run_dir);  // an earlier run's curves (this path writes none)
+      remove_event_files(run_dir);  // an earlier run's curves
       csv_writer = std::make_unique<runlog::MetricsCsv>(run_dir, columns);
+      event_writer = std::make_unique<runlog::EventWriter>(run_dir);
     }
   } catch (const std::exception& e) {
     return refuse(e.what());
   }
   runlog::MetricsCsv& csv = *csv_writer;
+  runlog::EventWriter& events = *event_writer;
   // The run's configuration (what --resume DIR takes), once its folder has passed the checks.
   write_run_options(run_dir, opt, keras::model_description_json(model));
   const std::string ckpt_path = run_dir + "/checkpoint/ckpt.tsr";
@@ -527,6 +534,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     compiler::DenseOptState st;
     tr.step->read_state(dev_read, dev.get(), p, st);
     csv.sync();
+    events.sync();
     runlog::save_checkpoint(
         ckpt_path, dense_checkpoint(signature, spec, adam, p, st, steps_done, pipe.position(),
                                     opt.seed, loss, correct / opt.batch));
@@ -566,6 +574,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   out << ", batch " << opt.batch << ", " << steps << " steps on "
       << driver::backend_name(dc.backend) << " N = " << dc.n << "\n";
   uint64_t last_step = first_step;
+  std::string rtl_report;  // the profiled rtl step's per-phase report (cycle_report.txt)
   for (uint64_t s = first_step; s < steps; ++s) {
     const data::Batch batch = pipe.next();
     for (const auto& w : tr.step->batch_image(images_of(spec, batch), batch.labels))
@@ -597,8 +606,14 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
         for (const auto& p : st.phases)
           r << p.name << std::string(p.name.size() < 10 ? 10 - p.name.size() : 1, ' ')
             << p.mxu_bound << "  " << p.vpu << "  " << p.hbm_bytes / 16 << "\n";
-        runlog::write_file_atomically(run_dir + "/cycle_report.txt", r.str());
+        rtl_report = r.str();
         write_chrome_trace(run_dir + "/timeline.json", phases, rep);
+        try {
+          write_roofline(run_dir + "/roofline.png", phases, dc.n,
+                         compiler::DenseStackStep::kHbmBytesPerCycle);
+        } catch (const std::exception& e) {
+          err << "tessera train: roofline.png not written: " << e.what() << "\n";
+        }
       }
     } catch (const std::exception& e) {
       err << "tessera train: step " << s << ": " << e.what() << "\n";
@@ -608,6 +623,15 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     cycles.push_back(rep.cycles);
     csv.add_row(static_cast<int64_t>(s), loss, correct / opt.batch,
                 {double(batch.epoch), double(rep.cycles)});
+    events.add_scalar("loss", static_cast<int64_t>(s), loss);
+    events.add_scalar("accuracy", static_cast<int64_t>(s), correct / opt.batch);
+    if (rep.cycles) {
+      events.add_scalar("step_cycles", static_cast<int64_t>(s), static_cast<float>(rep.cycles));
+      events.add_scalar("mxu_utilization", static_cast<int64_t>(s),
+                        static_cast<float>(double(rep.perf[isa::PERF_MACS]) /
+                                           (double(rep.cycles) * dc.n * dc.n)));
+    }
+    events.flush();
     last_step = s + 1;
     try {
       const bool epoch_end = batch.index + 1 == per_epoch;
@@ -665,6 +689,26 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   std::sort(sorted.begin(), sorted.end());
   const uint64_t median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
 
+  // cycle_report.txt: the profiled rtl step's phases when one ran, then the program's
+  // statistics; loss.png: the curves of metrics.csv (as the CNN's runs)
+  {
+    const auto& ps = tr.step->stats();
+    std::ostringstream r;
+    r << (rtl_report.empty() ? "no rtl step ran (--backend rtl profiles its first step)\n"
+                             : rtl_report)
+      << "\nprogram: " << ps.instructions << " instructions (" << ps.loops << " REPEAT loops; "
+      << ps.executed << " executed: DMA " << ps.dma << ", MXU " << ps.mxu << ", VPU " << ps.vpu
+      << "; " << ps.waits << " waits, " << ps.signals << " signals), " << ps.macs << " MACs, "
+      << ps.dma_elements << " DMA elements, " << ps.hbm_bytes << " HBM bytes\n"
+      << "bound " << tr.step->bound_cycles()
+      << " cycles (per phase the largest of MXU, VPU, DMA)\n";
+    runlog::write_file_atomically(run_dir + "/cycle_report.txt", r.str());
+  }
+  try {
+    runlog::plot_training_curves(csv.path(), run_dir + "/loss.png");
+  } catch (const std::exception& e) {
+    err << "tessera train: loss.png not written: " << e.what() << "\n";
+  }
   export_dense_weights(run_dir + "/weights", model.name, spec, p);
   runlog::write_file_atomically(run_dir + "/weights/test_probs.f32", f32_bytes(probs));
   std::ostringstream js;
@@ -686,7 +730,9 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   runlog::write_file_atomically(run_dir + "/summary.json", js.str());
   out << "test accuracy " << test_acc << " loss " << test_loss << " (" << total << " images)";
   if (median) out << ", median step " << median << " cycles";
-  out << "\nwrote " << run_dir << "/{summary.json,metrics.csv,weights/}\n";
+  out << "\nwrote " << run_dir
+      << "/{summary.json,metrics.csv,events.out.tfevents.*,loss.png,cycle_report.txt"
+      << (rtl_report.empty() ? "" : ",timeline.json,roofline.png") << ",weights/}\n";
   return 0;
 }
 

@@ -455,8 +455,8 @@ std::vector<std::string> summary_without_wall_clock(const std::string& path) {
   std::vector<std::string> out;
   for (auto l : lines(read_file(path))) {
     bool skip = false;
-    for (const char* k : {"\"wall_seconds\"", "\"eval_wall_seconds\"",
-                          "\"images_per_second_wall\"", "\"first_step\""})
+    for (const char* k : {"\"wall_seconds\"", "\"eval_wall_seconds\"", "\"images_per_second_wall\"",
+                          "\"first_step\""})
       skip = skip || l.find(k) != std::string::npos;
     if (skip) continue;
     if (!l.empty() && l.back() == ',') l.pop_back();
@@ -677,9 +677,8 @@ TEST_F(TrainTool, ModelFileOfTheExampleTrainsAsTheDefault) {
   const std::string flags = "--steps 3 --batch 8 --seed 2 --out ";
   const Result r1 = train(flags + path("default"));
   ASSERT_EQ(r1.status, 0) << r1.err;
-  const Result r2 =
-      train("--model " + std::string(TESSERA_SOURCE_DIR) + "/examples/models/example_cnn.json " +
-            flags + path("file"));
+  const Result r2 = train("--model " + std::string(TESSERA_SOURCE_DIR) +
+                          "/examples/models/example_cnn.json " + flags + path("file"));
   ASSERT_EQ(r2.status, 0) << r2.err;
   EXPECT_EQ(columns(read_file(path("default/metrics.csv")), 3),
             columns(read_file(path("file/metrics.csv")), 3));
@@ -718,8 +717,7 @@ TEST_F(TrainTool, ConvModelTrainsBitIdenticallyOnRtlAndExportsItsLayers) {
       {"class_name": "Dropout", "rate": 0.25, "seed": 5},
       {"class_name": "Dense", "units": 10, "activation": "softmax"}]})";
   }
-  const std::string flags =
-      "--model " + model + " --array 4 --steps 2 --batch 4 --seed 3 ";
+  const std::string flags = "--model " + model + " --array 4 --steps 2 --batch 4 --seed 3 ";
   const Result rf = train(flags + "--backend functional --out " + path("cf"));
   ASSERT_EQ(rf.status, 0) << rf.err;
   const Result rr = train(flags + "--backend rtl --out " + path("cr"));
@@ -764,10 +762,10 @@ TEST_F(TrainTool, ConvModelTrainsBitIdenticallyOnRtlAndExportsItsLayers) {
     EXPECT_GE(refs + 32, 16 * (step_cycles / 3900)) << report;
   }
   const std::string manifest = read_file(path("cf/weights/manifest.json"));
-  for (const char* want : {"tessera-sequential-weights-1", "\"input_shape\": [28, 28, 1]",
-                           "\"shape\": [5, 5, 1, 4]", "\"padding\": \"same\"",
-                           "\"class_name\": \"AveragePooling2D\", \"pool_size\": 2",
-                           "\"shape\": [8, 12]", "\"class_name\": \"Dropout\", \"rate\": 0.25"})
+  for (const char* want :
+       {"tessera-sequential-weights-1", "\"input_shape\": [28, 28, 1]", "\"shape\": [5, 5, 1, 4]",
+        "\"padding\": \"same\"", "\"class_name\": \"AveragePooling2D\", \"pool_size\": 2",
+        "\"shape\": [8, 12]", "\"class_name\": \"Dropout\", \"rate\": 0.25"})
     EXPECT_NE(manifest.find(want), std::string::npos) << want << "\n" << manifest;
   EXPECT_EQ(read_file(path("cf/weights/conv0_kernel.f32")).size(), 5u * 5 * 1 * 4 * 4);
 }
@@ -807,7 +805,8 @@ TEST_F(TrainTool, GeneralModelResumesBitIdentically) {
   // another recipe (no label smoothing, asked for) is refused, the checkpoint untouched
   const Result rs = train("--model " + model +
                           " --array 4 --steps 6 --batch 4 --seed 3 --lr 3e-3 --lr-schedule cosine"
-                          " --beta2 0.99 --label-smoothing 0 --resume " + b + " --out " + path("s"));
+                          " --beta2 0.99 --label-smoothing 0 --resume " +
+                          b + " --out " + path("s"));
   EXPECT_EQ(rs.status, 2) << rs.err;
   EXPECT_NE(rs.err.find("label_smoothing=0.1"), std::string::npos) << rs.err;
   EXPECT_EQ(read_file(b + "/checkpoint/ckpt.tsr"), ckpt3);
@@ -828,8 +827,8 @@ TEST_F(TrainTool, GeneralModelResumesBitIdentically) {
   ASSERT_EQ(rows_a.size(), 7u);
   ASSERT_EQ(rows_c.size(), 4u);  // the header and steps 3..5
   for (size_t i = 1; i < rows_c.size(); ++i) EXPECT_EQ(rows_c[i], rows_a[3 + i]) << i;
-  for (const char* t : {"conv0_kernel.f32", "dense1_kernel.f32", "dense2_bias.f32",
-                        "test_probs.f32"}) {
+  for (const char* t :
+       {"conv0_kernel.f32", "dense1_kernel.f32", "dense2_bias.f32", "test_probs.f32"}) {
     const std::string w = read_file(a + "/weights/" + t);
     EXPECT_FALSE(w.empty()) << t;
     EXPECT_EQ(w, read_file(b + "/weights/" + t)) << t;
@@ -858,8 +857,7 @@ TEST_F(TrainTool, ResumeTakesTheRunsOwnConfiguration) {
   const Result r = sh(kTessera + " train" + kCommon + " --resume " + a + " --steps 6");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("resuming"), std::string::npos) << r.out;
-  EXPECT_NE(read_file(a + "/summary.json").find("\"backend\": \"functional\""),
-            std::string::npos);
+  EXPECT_NE(read_file(a + "/summary.json").find("\"backend\": \"functional\""), std::string::npos);
   EXPECT_EQ(read_file(a + "/checkpoint/ckpt.tsr"), read_file(b + "/checkpoint/ckpt.tsr"));
   EXPECT_EQ(columns(read_file(a + "/metrics.csv"), 3), columns(read_file(b + "/metrics.csv"), 3));
   // a flag given that the run contradicts
@@ -902,9 +900,10 @@ TEST_F(TrainTool, EvaluateGivesTheTrainingRunsTestResults) {
       {"class_name": "Dense", "units": 12, "activation": "relu"},
       {"class_name": "Dense", "units": 10, "activation": "softmax"})");
   const std::string run = path("run");
-  const Result rt =
-      train("--model " + model + " --array 4 --steps 3 --batch 8 --seed 5 --label-smoothing 0.2 "
-            "--out " + run);
+  const Result rt = train("--model " + model +
+                          " --array 4 --steps 3 --batch 8 --seed 5 --label-smoothing 0.2 "
+                          "--out " +
+                          run);
   ASSERT_EQ(rt.status, 0) << rt.err;
   const std::string want = test_line(rt.out);
   ASSERT_NE(want.find("(64 images)"), std::string::npos) << rt.out;
@@ -912,9 +911,9 @@ TEST_F(TrainTool, EvaluateGivesTheTrainingRunsTestResults) {
   ASSERT_EQ(probs.size(), 64u * 10 * 4);
   for (const char* backend : {"functional", "rtl"}) {
     const std::string pf = path(std::string("probs_") + backend + ".f32");
-    const Result re = sh(kTessera + " evaluate " + run + "/weights --model " + model +
-                         " --array 4 --batch 8 --eval-samples 64 --backend " + backend +
-                         " --probs " + pf);
+    const Result re =
+        sh(kTessera + " evaluate " + run + "/weights --model " + model +
+           " --array 4 --batch 8 --eval-samples 64 --backend " + backend + " --probs " + pf);
     ASSERT_EQ(re.status, 0) << re.err;
     EXPECT_EQ(test_line(re.out), want) << backend;
     EXPECT_EQ(read_file(pf), probs) << backend;
@@ -948,8 +947,8 @@ TEST_F(TrainTool, DenseStackTrainsBitIdenticallyOnRtlAndExportsItsWeights) {
   ASSERT_EQ(rr.status, 0) << rr.err;
   EXPECT_EQ(columns(read_file(path("f/metrics.csv")), 3),
             columns(read_file(path("r/metrics.csv")), 3));
-  for (const char* t : {"dense0_kernel.f32", "dense0_bias.f32", "dense1_kernel.f32",
-                        "dense1_bias.f32"}) {
+  for (const char* t :
+       {"dense0_kernel.f32", "dense0_bias.f32", "dense1_kernel.f32", "dense1_bias.f32"}) {
     const std::string a = read_file(path("f/weights/") + t);
     EXPECT_FALSE(a.empty()) << t;
     EXPECT_EQ(a, read_file(path("r/weights/") + t)) << t;
@@ -957,6 +956,21 @@ TEST_F(TrainTool, DenseStackTrainsBitIdenticallyOnRtlAndExportsItsWeights) {
   const std::string report = read_file(path("r/cycle_report.txt"));
   for (const char* phase : {"fwd1", "fwd2", "bwd2", "bwd1"})
     EXPECT_NE(report.find(phase), std::string::npos) << report;
+  // the run folder holds what the CNN's runs hold: the TensorBoard events (a scalar a step:
+  // loss, accuracy, and on rtl the cycles), the curves, the cycle report (the program's
+  // statistics; the profiled rtl step's phases), its timeline and roofline
+  for (const char* dir : {"f", "r"}) {
+    bool events = false;
+    for (const auto& e : fs::directory_iterator(path(dir)))
+      events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 &&
+                fs::file_size(e.path()) > 0;
+    EXPECT_TRUE(events) << dir;
+    EXPECT_GT(read_file(path(dir) + "/loss.png").size(), 100u) << dir;
+    EXPECT_NE(read_file(path(dir) + "/cycle_report.txt").find("\nprogram: "), std::string::npos);
+  }
+  EXPECT_NE(read_file(path("r/timeline.json")).find("traceEvents"), std::string::npos);
+  EXPECT_GT(read_file(path("r/roofline.png")).size(), 100u);
+  EXPECT_FALSE(exists(path("f/timeline.json"))) << "no rtl step, no timeline";
   EXPECT_NE(read_file(path("f/summary.json")).find("\"compiler\": \"DenseStackStep\""),
             std::string::npos);
   EXPECT_NE(read_file(path("f/summary.json")).find("\"lr_schedule\": \"cosine\""),
@@ -1136,8 +1150,8 @@ TEST_P(TrainMpi, MpiRanksMatchThreadsBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Chips, TrainMpi, ::testing::Values(2, 4));
 
 // A rank that dies (SIGKILL at its first step, or after a checkpoint: the job then resumes bit
-// for bit) ends the job within seconds with an error, never a hang; a rank started with other options, or a rank count other than --chips, is
-// refused at start-up.
+// for bit) ends the job within seconds with an error, never a hang; a rank started with other
+// options, or a rank count other than --chips, is refused at start-up.
 TEST_F(TrainTool, MpiFaultsEndTheJob) {
   const std::string flags = "--backend rtl --array 16 --chips 2 --batch 2 --steps 3 --out ";
   const auto t0 = std::chrono::steady_clock::now();
@@ -1161,7 +1175,8 @@ TEST_F(TrainTool, MpiFaultsEndTheJob) {
   ASSERT_EQ(resumed.status, 0) << resumed.out << resumed.err;
   const Result whole = train(flags + path("whole") + " --checkpoint-every 1");
   ASSERT_EQ(whole.status, 0) << whole.err;
-  EXPECT_EQ(read_file(path("mid/checkpoint/ckpt.tsr")), read_file(path("whole/checkpoint/ckpt.tsr")));
+  EXPECT_EQ(read_file(path("mid/checkpoint/ckpt.tsr")),
+            read_file(path("whole/checkpoint/ckpt.tsr")));
   EXPECT_EQ(columns(read_file(path("mid/metrics.csv")), 3),
             columns(read_file(path("whole/metrics.csv")), 3));
 
