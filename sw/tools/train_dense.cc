@@ -83,6 +83,12 @@ std::vector<uint16_t> images_of(const compiler::DenseStackSpec& spec, const data
 }
 
 // A compiled step on a device: the program and its HBM.
+std::string hex(uint64_t v) {
+  std::ostringstream s;
+  s << std::hex << v;
+  return s.str();
+}
+
 struct Compiled {
   std::unique_ptr<compiler::DenseStackStep> step;
   uint64_t prog = 0;
@@ -385,7 +391,10 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     return 2;
   };
   if (opt.chips != 1) return refuse("--chips: data parallelism runs the example CNN only");
-  if (opt.backend == "sampled") return refuse("--backend sampled runs the example CNN only");
+  // sampled: every step on the functional model, every sample_every-th also on the rtl chip from
+  // the same HBM state, checked bit-identical (state, loss, correct count) and timed
+  const bool sampled = opt.backend == "sampled";
+  if (sampled && opt.sample_every < 1) return refuse("--sample-every: at least 1");
   compiler::OptimizerSpec os;
   if (opt.optimizer == "sgd") {
     if (!opt.default_betas()) return refuse("--beta1/--beta2 are Adam's");
@@ -408,8 +417,8 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   const auto in = model.layers.front().input_shape;
   data::Dataset train_ds, test_ds;
   driver::DeviceConfig dc, ec;
-  std::unique_ptr<driver::Device> dev, edev;
-  Compiled tr;
+  std::unique_ptr<driver::Device> dev, edev, rdev;  // rdev: the sampled mode's rtl chip
+  Compiled tr, rtr;
   try {
     const std::string dir = opt.data.empty() ? data::default_data_dir() : opt.data;
     train_ds = data::load_mnist(dir, data::Split::kTrain);
@@ -427,11 +436,19 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
       return refuse("input_shape " + std::to_string(in[0]) + "x" + std::to_string(in[1]) + "x" +
                     std::to_string(in[2]) + ": the dataset's images have one channel");
     dc = driver::chip_for_array(opt.array);
-    dc.backend = driver::parse_backend(opt.backend);
+    dc.backend = sampled ? driver::Backend::kFunctional : driver::parse_backend(opt.backend);
     dc.arith = driver::parse_arith(opt.arith);
     dc.channels = opt.channels;
     dev = driver::Device::open(dc);
     tr = compile_on(*dev, spec, os, opt.batch, compiler::StepKind::kTrain, nullptr);
+    if (sampled) {  // the same program at the same addresses on a fresh rtl chip
+      driver::DeviceConfig rc = dc;
+      rc.backend = driver::Backend::kRtl;
+      rdev = driver::Device::open(rc);
+      rtr = compile_on(*rdev, spec, os, opt.batch, compiler::StepKind::kTrain, nullptr);
+      if (rtr.prog != tr.prog || rtr.step->state_range() != tr.step->state_range())
+        throw std::logic_error("sampled: the rtl chip's layout differs from the functional's");
+    }
     ec = dc;
     ec.backend = driver::parse_backend(opt.eval_backend);
     if (ec.backend != dc.backend) edev = driver::Device::open(ec);
@@ -468,7 +485,10 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
       compiler::DenseParams p;
       compiler::DenseOptState st;
       from_dense_checkpoint(c, path, spec, adam, p, st);
-      for (const auto& w : tr.step->state_image(p, st)) dev->write(w.first, w.second);
+      for (const auto& w : tr.step->state_image(p, st)) {
+        dev->write(w.first, w.second);
+        if (rdev) rdev->write(w.first, w.second);  // (its constants: the ones row, ...)
+      }
       first_step = c.step;
       for (const auto& [key, value] : c.meta) {
         if (key == "loss") loss = std::strtof(value.c_str(), nullptr);
@@ -482,8 +502,10 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     }
   } else {
     const compiler::DenseParams init = compiler::glorot_init(spec, opt.seed);
-    for (const auto& w : tr.step->state_image(init, compiler::zero_opt_state(spec)))
+    for (const auto& w : tr.step->state_image(init, compiler::zero_opt_state(spec))) {
       dev->write(w.first, w.second);
+      if (rdev) rdev->write(w.first, w.second);  // (its constants: the ones row, ...)
+    }
     if (!opt.dump_init.empty()) {  // the initial weights, for tests/reference/dense_ref.py
       export_dense_weights(opt.dump_init, model.name, spec, init);
       out << "wrote the initial weights to " << opt.dump_init << "\n";
@@ -572,9 +594,13 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     out << ", beta_1 " << os.beta1 << " beta_2 " << os.beta2;
   if (os.label_smoothing > 0) out << ", label smoothing " << os.label_smoothing;
   out << ", batch " << opt.batch << ", " << steps << " steps on "
-      << driver::backend_name(dc.backend) << " N = " << dc.n << "\n";
+      << (sampled ? "functional, every " + std::to_string(opt.sample_every) +
+                        "th step also on rtl (checked bit-identical),"
+                  : std::string(driver::backend_name(dc.backend)))
+      << " N = " << dc.n << "\n";
   uint64_t last_step = first_step;
   std::string rtl_report;  // the profiled rtl step's per-phase report (cycle_report.txt)
+  uint64_t sampled_steps = 0;
   for (uint64_t s = first_step; s < steps; ++s) {
     const data::Batch batch = pipe.next();
     for (const auto& w : tr.step->batch_image(images_of(spec, batch), batch.labels))
@@ -582,11 +608,40 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     const auto lr_row = tr.step->lr_image(os.lr_at(s));
     dev->write(lr_row.first, lr_row.second);
     driver::RunReport rep;
-    // the first step on the rtl chip is sampled: the per-phase cycle report and timeline
-    const bool profile = s == first_step && dc.backend == driver::Backend::kRtl;
-    dev->set_sampling(profile ? 256 : 0);
+    // sampled: this step also on the rtl chip, from the functional model's state
+    const bool sample_now = sampled && s % opt.sample_every == 0;
+    driver::Device& timed = sample_now ? *rdev : *dev;
+    // the first step on the rtl chip is profiled: the per-phase cycle report and timeline
+    const bool profile = rtl_report.empty() && (sample_now || dc.backend == driver::Backend::kRtl);
+    timed.set_sampling(profile ? 256 : 0);
     try {
-      rep = dev->run(tr.prog, 2'000'000'000);
+      if (sample_now) {
+        // the functional model's whole data region (state, constants and the transients whose
+        // padding a step reads but leaves as it finds it), then this step's batch and rate
+        const auto& y = tr.step->layout();
+        rdev->write(y.base, dev->read(y.base, y.bytes));
+        const auto [lo, hi] = tr.step->state_range();
+        for (const auto& w : tr.step->batch_image(images_of(spec, batch), batch.labels))
+          rdev->write(w.first, w.second);
+        rdev->write(lr_row.first, lr_row.second);
+        rep = rdev->run(tr.prog, 2'000'000'000);
+        dev->run(tr.prog, 2'000'000'000);
+        const auto a = dev->read(lo, hi - lo), b = rdev->read(lo, hi - lo);
+        float fl, fc, rl, rcorr;
+        tr.step->read_metrics(dev_read, dev.get(), fl, fc);
+        tr.step->read_metrics(dev_read, rdev.get(), rl, rcorr);
+        if (a != b || std::memcmp(&fl, &rl, 4) != 0 || fc != rcorr) {
+          size_t at = 0;
+          while (at < a.size() && a[at] == b[at]) ++at;
+          err << "tessera train: sampled step " << s << ": rtl and functional differ ("
+              << (a != b ? "HBM state at 0x" + hex(lo + at) : std::string("loss/accuracy"))
+              << ")\n";
+          return 1;
+        }
+        ++sampled_steps;
+      } else {
+        rep = dev->run(tr.prog, 2'000'000'000);
+      }
       if (profile) {
         const auto phases = phase_timings(tr.step->stats(), tr.prog, rep);
         std::ostringstream r;
@@ -620,7 +675,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
       return 1;
     }
     tr.step->read_metrics(dev_read, dev.get(), loss, correct);
-    cycles.push_back(rep.cycles);
+    if (rep.cycles) cycles.push_back(rep.cycles);
     csv.add_row(static_cast<int64_t>(s), loss, correct / opt.batch,
                 {double(batch.epoch), double(rep.cycles)});
     events.add_scalar("loss", static_cast<int64_t>(s), loss);
@@ -713,8 +768,8 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
   runlog::write_file_atomically(run_dir + "/weights/test_probs.f32", f32_bytes(probs));
   std::ostringstream js;
   js << "{\n  \"model\": \"" << model.name << "\",\n  \"compiler\": \"DenseStackStep\",\n"
-     << "  \"backend\": \"" << driver::backend_name(dc.backend) << "\",\n  \"array\": " << dc.n
-     << ",\n  \"optimizer\": \""
+     << "  \"backend\": \"" << (sampled ? "sampled" : driver::backend_name(dc.backend))
+     << "\",\n  \"array\": " << dc.n << ",\n  \"optimizer\": \""
      << (os.kind == compiler::OptimizerSpec::Kind::kAdam ? "adam" : "sgd")
      << "\",\n  \"lr\": " << g9(os.lr) << ",\n  \"lr_schedule\": \""
      << compiler::schedule_name(os.schedule) << "\"";
@@ -724,9 +779,9 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
      << ",\n  \"steps\": " << steps << ",\n  \"first_step\": " << first_step
      << ",\n  \"seed\": " << opt.seed << ",\n  \"final_loss\": " << g9(loss)
      << ",\n  \"test_samples\": " << total << ",\n  \"test_loss\": " << g9(test_loss)
-     << ",\n  \"test_accuracy\": " << g9(test_acc) << ",\n  \"median_step_cycles\": " << median
-     << ",\n  \"train_seconds\": " << g9(train_s) << ",\n  \"test_probs_images\": " << keep
-     << "\n}\n";
+     << ",\n  \"test_accuracy\": " << g9(test_acc) << ",\n  \"sampled_steps\": " << sampled_steps
+     << ",\n  \"median_step_cycles\": " << median << ",\n  \"train_seconds\": " << g9(train_s)
+     << ",\n  \"test_probs_images\": " << keep << "\n}\n";
   runlog::write_file_atomically(run_dir + "/summary.json", js.str());
   out << "test accuracy " << test_acc << " loss " << test_loss << " (" << total << " images)";
   if (median) out << ", median step " << median << " cycles";
