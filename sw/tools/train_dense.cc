@@ -387,10 +387,14 @@ void export_dense_weights(const std::string& dir, const std::string& model_name,
 int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
                 const compiler::DenseStackSpec& spec, std::ostream& out, std::ostream& err) {
   auto refuse = [&](const std::string& why) {
-    err << "tessera train: " << opt.model << ": " << why << "\n";
+    err << "tessera train: " << (opt.model.empty() ? "the example CNN" : opt.model) << ": " << why
+        << "\n";
     return 2;
   };
-  if (opt.chips != 1) return refuse("--chips: data parallelism runs the example CNN only");
+  if (opt.chips != 1)
+    return refuse(
+        "--chips: data parallelism runs CnnTrainStep's models only (the example CNN with Adam "
+        "1e-3, a constant rate, Keras's betas and no label smoothing)");
   // sampled: every step on the functional model, every sample_every-th also on the rtl chip from
   // the same HBM state, checked bit-identical (state, loss, correct count) and timed
   const bool sampled = opt.backend == "sampled";
@@ -865,11 +869,6 @@ int evaluate_dense(const EvaluateOptions& opt, std::ostream& out, std::ostream& 
       return refuse("--array " + std::to_string(opt.array) +
                     ": the chip's array size N is a power of two from 4");
     model = keras::load_model_description(opt.model);
-    if (!keras::is_dense_stack(model.layers, static_cast<uint32_t>(opt.array)))
-      return refuse(opt.model +
-                    ": the example CNN is evaluated by tessera train (and "
-                    "keras::Sequential::evaluate); this command takes the general "
-                    "compiler's models");
     spec = compiler::stack_from_graph(compiler::compile_graph(
         keras::dense_stack_spec(model.layers), compiler::OptimizerSpec::Kind::kAdam,
         driver::chip_for_array(opt.array), opt.batch));

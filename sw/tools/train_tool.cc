@@ -253,9 +253,12 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
       return 2;
     }
   }
-  if (keras::is_dense_stack(
-          model_desc.layers,
-          static_cast<uint32_t>(opt.array))) {  // the Dense-stack compiler's model
+  // The general compiler takes every model CnnTrainStep does not, and the example CNN with any
+  // recipe but CnnTrainStep's (Adam 1e-3, constant rate, Keras betas, no label smoothing):
+  // SGD, schedules, betas, label smoothing (one chip; data parallelism is CnnTrainStep's).
+  const bool cnn_recipe = opt.optimizer == "adam" && opt.lr == 0 && opt.lr_schedule == "constant" &&
+                          opt.default_betas() && opt.label_smoothing == 0;
+  if (keras::is_dense_stack(model_desc.layers, static_cast<uint32_t>(opt.array)) || !cnn_recipe) {
     compiler::DenseStackSpec spec;
     try {
       // The graph passes (build, autodiff, numerics, fuse, lower) refuse an op with no
@@ -270,12 +273,6 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
       return 2;
     }
     return train_dense(opt, model_desc, spec, out, err);
-  }
-  if (opt.optimizer != "adam" || opt.lr != 0 || opt.lr_schedule != "constant" ||
-      !opt.default_betas() || opt.label_smoothing != 0) {
-    err << "tessera train: the example CNN trains with Adam 1e-3 (--optimizer/--lr/--lr-schedule/"
-           "--beta1/--beta2/--label-smoothing are for Dense stacks)\n";
-    return 2;
   }
   try {
     keras::lowerable_spec(model_desc.layers);
@@ -721,9 +718,19 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
   } catch (const std::exception& e) {
     err << "tessera train: loss.png not written: " << e.what() << "\n";
   }
+  {  // the weight export, as a general-compiler run's (tessera evaluate reads it)
+    compiler::CnnParams cp;
+    compiler::AdamState ca;
+    model->get_state(cp, ca);
+    compiler::DenseParams dp;
+    dp.kernel = {cp.conv_kernel, cp.dense_kernel};
+    dp.bias = {cp.conv_bias, cp.dense_bias};
+    export_dense_weights(run_dir + "/weights", model_desc.name,
+                         keras::dense_stack_spec(model_desc.layers), dp);
+  }
   out << report.str() << "wrote " << run_dir << "/{summary.json,metrics.csv,"
       << events.path().substr(events.path().rfind('/') + 1)
-      << ",loss.png,cycle_report.txt,checkpoint/ckpt.tsr}\n";
+      << ",loss.png,cycle_report.txt,checkpoint/ckpt.tsr,weights/}\n";
   return 0;
 }
 

@@ -176,7 +176,7 @@ const BadInputCase kCases[] = {
      2, "$D/model_drop.json: compile: layer 1 (Dropout): Dropout is lowered after a hidden relu",
      "out"},
     {"Dense stack: data parallelism", TRAIN QUICK SMALL OUT "--model $D/model_mlp.json --chips 2",
-     2, "$D/model_mlp.json: --chips: data parallelism runs the example CNN only", "out"},
+     2, "$D/model_mlp.json: --chips: data parallelism runs CnnTrainStep's models only", "out"},
     {"Dense stack: checkpoint of another recipe (lr)",
      TRAIN QUICK SMALL OUT "--model $D/model_mlp.json --seed 1 --lr 0.002 --resume $D/mlp_good",
      2, "checkpoint $D/mlp_good/checkpoint/ckpt.tsr: checkpoint is for model", "out"},

@@ -293,8 +293,9 @@ TEST_F(TrainTool, BadInputExitsBeforeTraining) {
   check("--arith fast", 2, "--arith");
   check("--batch 5000", 2, "--batch");
   check("--bogus", 2, "--bogus");
-  check("--label-smoothing 0.1", 2, "--label-smoothing are for Dense stacks");
-  check("--beta2 0.99", 2, "--beta2");
+  // the example CNN's other recipes run on the general compiler, on one chip
+  check("--label-smoothing 0.1 --chips 2", 2, "data parallelism runs CnnTrainStep's models only");
+  check("--chips 2 --beta2 0.99", 2, "--chips");
   check("--label-smoothing 1.5", -1, "--label-smoothing");
   const std::string mlp = std::string(TESSERA_SOURCE_DIR) + "/examples/models/mlp.json";
   check("--model " + mlp + " --beta1 1", 2, "--beta1/--beta2: in [0, 1)");
@@ -688,6 +689,55 @@ TEST_F(TrainTool, ModelFileOfTheExampleTrainsAsTheDefault) {
   expect_same_checkpoint(c1, c2);
   EXPECT_NE(read_file(path("file/summary.json")).find("\"model\": \"example_cnn\""),
             std::string::npos);
+}
+
+// A CnnTrainStep run exports its weights as a general-compiler run does, and tessera evaluate
+// takes them through the general compiler (its conv + max-pool fusion): the run's own test
+// accuracy and loss.
+TEST_F(TrainTool, TheExampleCnnsWeightsEvaluateThroughTheGeneralCompiler) {
+  const Result t = train("--steps 4 --batch 16 --seed 4 --out " + path("t"));  // 64 test images
+  ASSERT_EQ(t.status, 0) << t.err;
+  double loss = 0, acc = 0;
+  const size_t at = t.out.find("test: loss ");
+  ASSERT_NE(at, std::string::npos) << t.out;
+  ASSERT_EQ(std::sscanf(t.out.c_str() + at, "test: loss %lf, accuracy %lf", &loss, &acc), 2);
+  const Result e = sh(kTessera + " evaluate " + path("t/weights") + " --model " +
+                      std::string(TESSERA_SOURCE_DIR) +
+                      "/examples/models/example_cnn.json --eval-samples 64 --batch 16");
+  ASSERT_EQ(e.status, 0) << e.err;
+  double eloss = 0, eacc = 0;
+  const size_t ea = e.out.find("test accuracy ");
+  ASSERT_NE(ea, std::string::npos) << e.out;
+  ASSERT_EQ(std::sscanf(e.out.c_str() + ea, "test accuracy %lf loss %lf", &eacc, &eloss), 2);
+  EXPECT_EQ(eacc, acc) << t.out << e.out;
+  EXPECT_NEAR(eloss, loss, 1e-5 * loss) << t.out << e.out;
+}
+
+// The example CNN with a recipe CnnTrainStep does not run (SGD with momentum and a cosine
+// schedule; Adam's betas; label smoothing) trains through the general compiler, whose conv +
+// relu + max-pool fusion takes its first layers: on the rtl chip bit-identical to the
+// functional backend, the run folder complete.
+TEST_F(TrainTool, TheExampleCnnTakesEveryOptimizerOption) {
+  const std::string flags =
+      "--array 4 --steps 3 --batch 4 --seed 2 --optimizer sgd --lr 0.05 "
+      "--momentum 0.9 --lr-schedule cosine ";
+  const Result f = train(flags + "--out " + path("f"));
+  ASSERT_EQ(f.status, 0) << f.err;
+  const Result r = train(flags + "--backend rtl --out " + path("r"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(columns(read_file(path("f/metrics.csv")), 3),
+            columns(read_file(path("r/metrics.csv")), 3));
+  EXPECT_EQ(read_file(path("f/weights/conv0_kernel.f32")),
+            read_file(path("r/weights/conv0_kernel.f32")));
+  const std::string summary = read_file(path("f/summary.json"));
+  EXPECT_NE(summary.find("\"compiler\": \"DenseStackStep\""), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"optimizer\": \"sgd\""), std::string::npos) << summary;
+  const Result adam = train(
+      "--array 4 --steps 2 --batch 4 --beta2 0.99 --label-smoothing 0.1 "
+      "--out " +
+      path("a"));
+  ASSERT_EQ(adam.status, 0) << adam.err;
+  EXPECT_NE(read_file(path("a/summary.json")).find("\"label_smoothing\": 0.1"), std::string::npos);
 }
 
 // A Dense stack (Flatten -> Dense(24, relu) -> Dense(10, softmax)) trains through the
