@@ -489,10 +489,7 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
       compiler::DenseParams p;
       compiler::DenseOptState st;
       from_dense_checkpoint(c, path, spec, adam, p, st);
-      for (const auto& w : tr.step->state_image(p, st)) {
-        dev->write(w.first, w.second);
-        if (rdev) rdev->write(w.first, w.second);  // (its constants: the ones row, ...)
-      }
+      for (const auto& w : tr.step->state_image(p, st)) dev->write(w.first, w.second);
       first_step = c.step;
       for (const auto& [key, value] : c.meta) {
         if (key == "loss") loss = std::strtof(value.c_str(), nullptr);
@@ -506,10 +503,8 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     }
   } else {
     const compiler::DenseParams init = compiler::glorot_init(spec, opt.seed);
-    for (const auto& w : tr.step->state_image(init, compiler::zero_opt_state(spec))) {
+    for (const auto& w : tr.step->state_image(init, compiler::zero_opt_state(spec)))
       dev->write(w.first, w.second);
-      if (rdev) rdev->write(w.first, w.second);  // (its constants: the ones row, ...)
-    }
     if (!opt.dump_init.empty()) {  // the initial weights, for tests/reference/dense_ref.py
       export_dense_weights(opt.dump_init, model.name, spec, init);
       out << "wrote the initial weights to " << opt.dump_init << "\n";
@@ -620,17 +615,16 @@ int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
     timed.set_sampling(profile ? 256 : 0);
     try {
       if (sample_now) {
-        // the functional model's whole data region (state, constants and the transients whose
-        // padding a step reads but leaves as it finds it), then this step's batch and rate
-        const auto& y = tr.step->layout();
-        rdev->write(y.base, dev->read(y.base, y.bytes));
-        const auto [lo, hi] = tr.step->state_range();
+        // the functional model's state (weights, optimizer state, powers, constants: contract
+        // 4), then this step's batch and rate
+        const auto [lo, len] = tr.step->state_range();
+        rdev->write(lo, dev->read(lo, len));
         for (const auto& w : tr.step->batch_image(images_of(spec, batch), batch.labels))
           rdev->write(w.first, w.second);
         rdev->write(lr_row.first, lr_row.second);
         rep = rdev->run(tr.prog, 2'000'000'000);
         dev->run(tr.prog, 2'000'000'000);
-        const auto a = dev->read(lo, hi - lo), b = rdev->read(lo, hi - lo);
+        const auto a = dev->read(lo, len), b = rdev->read(lo, len);
         float fl, fc, rl, rcorr;
         tr.step->read_metrics(dev_read, dev.get(), fl, fc);
         tr.step->read_metrics(dev_read, rdev.get(), rl, rcorr);
