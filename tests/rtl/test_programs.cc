@@ -251,5 +251,30 @@ TEST(Programs, RowSoftmaxMatchesFloat64) {
   EXPECT_LT(err, 1e-5);
 }
 
+// Every Verilator build of the chip reports, in its CONFIG CSRs, the configuration the host
+// takes from chip_params.h (tessera/chip.h): the builds and the host read one source.
+TEST(ChipParams, EveryRtlBuildReportsTheGeneratedConfiguration) {
+  auto log2 = [](uint64_t v) {
+    uint32_t l = 0;
+    while ((uint64_t{1} << l) < v) ++l;
+    return l;
+  };
+  for (driver::DeviceConfig c : driver::rtl_configurations()) {
+    for (const driver::Arith a : {driver::Arith::kRtl, driver::Arith::kHost}) {
+      if (a == driver::Arith::kHost && !driver::rtl_host_arith_built(c)) continue;
+      c.arith = a;
+      SCOPED_TRACE("N " + std::to_string(c.n) + ", " + std::to_string(c.channels) +
+                   " channel(s), arith " + driver::arith_name(a));
+      auto dev = driver::Device::open(c);
+      EXPECT_EQ(dev->csr_read(isa::CSR_CONFIG0),
+                log2(c.n) | log2(chip_params::QUEUE_DEPTH) << 8 | log2(c.channels) << 16);
+      EXPECT_EQ(dev->csr_read(isa::CSR_CONFIG1), c.ub_bytes);
+      EXPECT_EQ(dev->csr_read(isa::CSR_CONFIG2), c.acc_rows);
+    }
+  }
+  EXPECT_EQ(static_cast<const ChipShape&>(driver::rtl_configurations()[0]), kSmallChip);
+  EXPECT_EQ(static_cast<const ChipShape&>(driver::rtl_configurations()[1]), kFullChip);
+}
+
 }  // namespace
 }  // namespace tessera
