@@ -68,7 +68,7 @@ package tpu_pkg;
   localparam int unsigned HBM_TRFC   = 260;
   localparam int unsigned HBM_TRFCSB = 160;   // REFSB to ACT, same bank
   localparam int unsigned HBM_TRREFD = 8;     // REFSB to REFSB or ACT, any bank
-  // The tests' distinct set (the Vtpu_hbm_ctrl_alt build, tests/common/hbm_timings.h): every
+  // The tests' distinct set (the Vtpu_hbm_ctrl_alt build, hbm::HbmTiming::alternate()): every
   // value unlike the baseline's and unlike each other, tRC > tRAS + tRP, tFAW > 4 x tRRD_S, and a
   // short tREFI, so a rule or counter that reads the wrong parameter cannot pass.
   localparam int unsigned HBM_ALT_CL     = 17;

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "harness/hbm/hbm_timing_checker.h"
-#include "tests/common/hbm_timings.h"
 #include "tests/common/test_util.h"
 
 namespace tessera::hbm {
@@ -65,7 +64,7 @@ struct NamedTiming {
   bool rules_isolated;  // every case breaks its rule alone
 };
 std::vector<NamedTiming> timings() {
-  return {{"baseline", HbmTiming{}, false}, {"distinct values", test::distinct_hbm_timing(), true}};
+  return {{"baseline", HbmTiming{}, false}, {"distinct values", HbmTiming::alternate(), true}};
 }
 
 // Bank A and bank B share bank group 0; bank C is in bank group 1.

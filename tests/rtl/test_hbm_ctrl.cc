@@ -22,7 +22,6 @@
 #include "harness/hbm/hbm_device.h"
 #include "harness/sim_ctrl.h"
 #include "harness/vl_bits.h"
-#include "tests/common/hbm_timings.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {
@@ -331,7 +330,7 @@ using HbmCtrl = HbmCtrlBench<Vtpu_hbm_ctrl>;
 
 class HbmCtrlAlt : public HbmCtrlBench<Vtpu_hbm_ctrl_alt> {
  protected:
-  HbmCtrlAlt() : HbmCtrlBench(test::distinct_hbm_timing()) {}
+  HbmCtrlAlt() : HbmCtrlBench(hbm::HbmTiming::alternate()) {}
 };
 
 TEST_F(HbmCtrlAlt, RandomTrafficScoreboard) {
