@@ -21,6 +21,7 @@
 #include "sw/compiler/conv_pool_lowering.h"
 #include "sw/compiler/feature_lowering.h"
 #include "sw/compiler/lowering_util.h"
+#include "tessera/allreduce.h"
 #include "sw/compiler/matmul_lowering.h"
 #include "sw/compiler/program_builder.h"
 #include "sw/compiler/reroll.h"
@@ -344,8 +345,18 @@ std::string feature_name(const FeatureOp& op, size_t i) {
 
 DenseStackStep::DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& opt,
                                const ChipShape& chip, uint32_t batch, uint64_t hbm_base,
-                               StepKind kind, const Layout* share_state, const Choices& choices)
-    : spec_(spec), opt_(opt), chip_(chip), choices_(choices), batch_(batch), kind_(kind) {
+                               StepKind kind, const Layout* share_state, const Choices& choices,
+                               const Replication& replication)
+    : spec_(spec),
+      opt_(opt),
+      chip_(chip),
+      choices_(choices),
+      rep_(replication),
+      batch_(batch),
+      kind_(kind) {
+  if (replication.replicas < 1 || replication.rank < 0 || replication.rank >= replication.replicas)
+    throw std::invalid_argument("replication: replicas must be >= 1 and rank in 0 .. replicas - 1");
+  if (kind != StepKind::kTrain) rep_ = Replication{};  // evaluation runs on one chip
   if (chip.n < 4 || (chip.n & (chip.n - 1)))
     throw std::invalid_argument("array size N = " + std::to_string(chip.n) +
                                 ": a power of two >= 4");
@@ -391,11 +402,12 @@ DenseStackStep::DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& 
 }
 
 uint64_t DenseStackStep::data_bytes(const DenseStackSpec& spec, const ChipShape& chip,
-                                    uint32_t batch) {
+                                    uint32_t batch, const Replication& replication) {
   DenseStackStep s;
   s.spec_ = spec;
   s.chip_ = chip;
   s.batch_ = batch;
+  s.rep_ = replication;
   s.plan_hbm(0, nullptr);
   return s.layout_.bytes;
 }
@@ -463,6 +475,25 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
   Y.ones = take(uint64_t{ones} * 2);
   Y.metrics = take(2 * N * 4);
   Y.probs = take(uint64_t{Bpad} * Cpad * 4);
+  if (rep_.split() && !share) {  // the gradient vector: per layer kernel [Up][Kp], bias [Up]
+    uint64_t elems = 0;
+    const auto shapes = weight_shapes(spec_);
+    for (size_t j = 0; j < shapes.size(); ++j)
+      elems += uint64_t{padded(shapes[j].second)} * (padded(shapes[j].first) + 1);
+    if (elems > 0xFFFFFFFFull / 4)
+      throw std::invalid_argument("data parallelism: the gradient vector of " +
+                                  std::to_string(elems) + " values is above the all-reduce's 2^30");
+    Y.grads_elems = allreduce_padded_elems(static_cast<uint32_t>(elems), rep_.replicas,
+                                           static_cast<int>(N));
+    Y.grads = take(Y.grads_elems * 4);
+    uint64_t g = Y.grads;
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      Y.layers[j].g = g;
+      g += uint64_t{padded(shapes[j].second)} * padded(shapes[j].first) * 4;
+      Y.layers[j].g_b = g;
+      g += uint64_t{padded(shapes[j].second)} * 4;
+    }
+  }
   // Transients. Phases: the feature ops forward 1 .. nf, the Dense layers forward nf + l,
   // backward nf + 2L + 1 - l, the feature ops backward (last first) up to nf + 2L + nf.
   auto bwd = [&](uint32_t l) { return int(nf + 2 * L + 1 - l); };
@@ -549,6 +580,7 @@ void DenseStackStep::compile() {
   };
   const bool train = kind_ == StepKind::kTrain;
   const bool adam = opt_.kind == OptimizerSpec::Kind::kAdam;
+  const bool split = train && rep_.split();
 
   ProgramBuilder b(static_cast<int>(N), chip_.ub_bytes, chip_.acc_rows);
   StepPhases phases(b, stats_);
@@ -835,7 +867,7 @@ void DenseStackStep::compile() {
                b.vpu_op(Fn::kF2I, 8, 8);
                for (uint32_t r = 0; r < k.rows; ++r) {
                  b.vpu_ld(kF32, 5, ub_dbase + (l - 1) * row4n);
-                 b.vpu_li(7, k.r0 + r);  // the sample
+                 b.vpu_li(7, rep_.rank * B + k.r0 + r);  // the sample, in the global batch
                  b.vpu_op(Fn::kIAdd, 5, 5, 7);
                  emit_hash(b, 5, 7, 9);
                  for (uint32_t c = 0; c < k.ct; ++c) {
@@ -880,7 +912,8 @@ void DenseStackStep::compile() {
                                   "class tile, double-buffered)");
     op.epi_row_bytes = row4n + row2n + (train ? 0 : row4n);
     const uint64_t dz = train ? transient("dz" + std::to_string(L)) : 0;
-    const float inv_b = 1.0f / static_cast<float>(B);
+    // (the replicas' gradients add up to the global batch's)
+    const float inv_b = 1.0f / static_cast<float>(uint64_t{B} * rep_.replicas);
     // label smoothing eps: the target of class c is hi for the label, lo for the other real
     // classes (Keras's (1 - eps) one-hot + eps / C), and the loss ln S - sum_c t_c (z_c - max)
     // = ln S - (1 - eps) (z_label - max) - lo sum_c (z_c - max); eps 0 emits the plain loss,
@@ -1025,6 +1058,7 @@ void DenseStackStep::compile() {
       t.w = R.b;
       t.w_m = R.b_m;
       t.w_v = R.b_v;
+      t.g = R.g_b;
       return t;
     };
     // `R.streams` > 1 (a Dense layer): w, m, v interleaved, one run a row of the piece each way
@@ -1051,6 +1085,17 @@ void DenseStackStep::compile() {
         return hbm(w + off * S * 4, {{S * cn, 4}, {k.rows, int32_t(pitch * S * 4)}});
       };
       auto ustate = [&]() { return ub(uw, {{S * cn, 4}, {k.rows, int32_t(S * cn * 4)}}); };
+      if (split) {  // the gradient to the gradient vector, the update after the all-reduce
+        if (load) return;
+        for (uint32_t r = 0; r < k.rows; ++r)
+          for (uint32_t c = 0; c < k.ct; ++c) {
+            b.vpu_ld(kAcc, ar.g, k.acc(r, c));
+            b.vpu_st(kF32, ar.g, uw + (r * cn + c * N) * 4);
+          }
+        b.signal(isa::Unit::kVpu);
+        b.dma_copy(urows(uw, 4), rows4(R.g), 4);
+        return;
+      }
       if (load) {
         if (S > 1) {
           b.dma_copy(state(), ustate(), 4);
@@ -1473,9 +1518,133 @@ void DenseStackStep::compile() {
                        {[&](const Block& k) { update(true, k, bias_of(R), op.Fpad); },
                         [&](const Block& k) { update(false, k, bias_of(R), op.Fpad); }}));
     }
+    if (split) emit_split_update(b, phases, arena_lo, arena_hi, ub_lrt);
   }
 
   program_ = phases.finish(mxu_bound_);
+}
+
+void DenseStackStep::emit_split_update(ProgramBuilder& b, StepPhases& phases, uint64_t arena_lo,
+                                       uint64_t arena_hi, uint32_t ub_lrt) {
+  const uint32_t N = chip_.n, row4n = 4 * N, row2n = 2 * N;
+  const Layout& Y = layout_;
+  const bool adam = opt_.kind == OptimizerSpec::Kind::kAdam;
+  // ---- allreduce: the gradient vector summed over the ring (fenced: its own sync) ----
+  if (rep_.replicas > 1) {
+    phases.begin("allreduce");
+    AllReduceSpec ars;
+    ars.chips = rep_.replicas;
+    ars.rank = rep_.rank;
+    ars.n = static_cast<int>(N);
+    ars.hbm_addr = static_cast<uint32_t>(Y.grads);
+    ars.elems = static_cast<uint32_t>(Y.grads_elems);
+    ars.ub_base = static_cast<uint32_t>(arena_lo);
+    ars.ub_bytes = static_cast<uint32_t>(arena_hi - arena_lo);
+    std::vector<isa::Instruction> block = ring_allreduce_program(ars);
+    block.pop_back();  // its HALT
+    b.fenced_block(block);
+  }
+  // ---- update: the optimizer on every tensor from the summed gradients ----
+  phases.begin("update");
+  const AdamRegs ar;
+  if (adam) {
+    emit_adam_constants(b, ar, opt_.beta1, opt_.beta2, opt_.epsilon, ub_lrt);
+  } else {
+    b.vpu_lif(ar.b1, opt_.momentum);
+    b.vpu_ld(kF32, ar.lr_t, ub_lrt);
+  }
+  // One tensor of `elems` values (a multiple of N) as a flat vector: its gradient at g, w, m, v
+  // (`streams` > 1: interleaved N values at a time from w, as LayerRegions), the bf16 copy at
+  // w16 (0: none); in chunks through two buffer sets, chunk q + 1 loaded while the VPU updates q.
+  auto update_flat = [&](uint64_t elems, uint32_t streams, uint64_t w, uint64_t m, uint64_t v,
+                         uint64_t g, uint64_t w16) {
+    const uint32_t S = streams, tensors = S > 1 ? 1 : (adam ? 3 : 2);
+    const uint64_t per_elem = 4 + 4 * uint64_t{S > 1 ? S : tensors} + (w16 ? 2 : 0);
+    const uint64_t room = arena_hi - arena_lo > 20 * 64 ? arena_hi - arena_lo - 20 * 64 : 0;
+    const uint64_t fit = room / (2 * per_elem) / N * N;
+    if (fit == 0)
+      throw std::invalid_argument("the update phase needs more UB than the chip's " +
+                                  std::to_string(chip_.ub_bytes) + " bytes");
+    const uint32_t DR = static_cast<uint32_t>(std::min<uint64_t>({elems, fit, 65535u / S * N / N}));
+    UbArena a(arena_lo, arena_hi, static_cast<int>(N), "update");
+    uint32_t gb[2], wb[2], mb[2], vb[2], hb[2];
+    for (int i = 0; i < 2; ++i) {
+      gb[i] = a.take(uint64_t{DR} * 4);
+      wb[i] = a.take(uint64_t{DR} * 4 * (S > 1 ? S : 1));
+      mb[i] = S > 1 ? wb[i] + row4n : a.take(uint64_t{DR} * 4);
+      vb[i] = S > 1 ? wb[i] + 2 * row4n : (adam ? a.take(uint64_t{DR} * 4) : 0);
+      hb[i] = w16 ? a.take(uint64_t{DR} * 2) : 0;
+    }
+    const uint32_t stride = S > 1 ? S * row4n : row4n;  // bytes from one vector's w to the next
+    const uint64_t chunks = (elems + DR - 1) / DR;
+    auto load = [&](uint64_t q) {
+      const uint64_t e0 = q * DR, n = std::min<uint64_t>(DR, elems - e0);
+      const int i = static_cast<int>(q % 2);
+      copy_linear(b, kHbm, g + e0 * 4, kUb, gb[i], n, 4);
+      if (S > 1) {
+        copy_linear(b, kHbm, w + e0 * S * 4, kUb, wb[i], n * S, 4);
+      } else {
+        copy_linear(b, kHbm, w + e0 * 4, kUb, wb[i], n, 4);
+        copy_linear(b, kHbm, m + e0 * 4, kUb, mb[i], n, 4);
+        if (adam) copy_linear(b, kHbm, v + e0 * 4, kUb, vb[i], n, 4);
+      }
+      b.signal(isa::Unit::kDma);
+    };
+    load(0);
+    for (uint64_t q = 0; q < chunks; ++q) {
+      const uint64_t e0 = q * DR, n = std::min<uint64_t>(DR, elems - e0);
+      const int i = static_cast<int>(q % 2);
+      if (q + 1 < chunks) load(q + 1);
+      const uint32_t count = static_cast<uint32_t>(n / N);
+      if (adam) {
+        emit_adam_pipelined(
+            b, ar, count,
+            [&](uint32_t j, int gr, int mr, int vr) {
+              b.vpu_ld(kF32, gr, gb[i] + j * row4n);
+              b.vpu_ld(kF32, mr, mb[i] + j * stride);
+              b.vpu_ld(kF32, vr, vb[i] + j * stride);
+            },
+            [&](uint32_t j, int wr) { b.vpu_ld(kF32, wr, wb[i] + j * stride); },
+            [&](uint32_t j, int mr, int vr) {
+              b.vpu_st(kF32, mr, mb[i] + j * stride);
+              b.vpu_st(kF32, vr, vb[i] + j * stride);
+            },
+            [&](uint32_t j, int wr) {
+              b.vpu_st(kF32, wr, wb[i] + j * stride);
+              if (w16) b.vpu_st(kBf16, wr, hb[i] + j * row2n);
+            });
+      } else {
+        for (uint32_t j = 0; j < count; ++j) {  // as the fused epilogue: m = mu m - lr g; w += m
+          b.vpu_ld(kF32, ar.g, gb[i] + j * row4n);
+          b.vpu_ld(kF32, ar.w, wb[i] + j * stride);
+          b.vpu_ld(kF32, ar.m, mb[i] + j * stride);
+          b.vpu_op(Fn::kMul, ar.t1, ar.b1, ar.m);
+          b.vpu_op(Fn::kMul, ar.t2, ar.lr_t, ar.g);
+          b.vpu_op(Fn::kSub, ar.m, ar.t1, ar.t2);
+          b.vpu_op(Fn::kAdd, ar.w, ar.w, ar.m);
+          b.vpu_st(kF32, ar.w, wb[i] + j * stride);
+          b.vpu_st(kF32, ar.m, mb[i] + j * stride);
+          if (w16) b.vpu_st(kBf16, ar.w, hb[i] + j * row2n);
+        }
+      }
+      b.signal(isa::Unit::kVpu);
+      if (S > 1) {
+        copy_linear(b, kUb, wb[i], kHbm, w + e0 * S * 4, n * S, 4);
+      } else {
+        copy_linear(b, kUb, wb[i], kHbm, w + e0 * 4, n, 4);
+        copy_linear(b, kUb, mb[i], kHbm, m + e0 * 4, n, 4);
+        if (adam) copy_linear(b, kUb, vb[i], kHbm, v + e0 * 4, n, 4);
+      }
+      if (w16) copy_linear(b, kUb, hb[i], kHbm, w16 + e0 * 2, n, 2);
+    }
+  };
+  const auto shapes = weight_shapes(spec_);
+  for (size_t j = 0; j < shapes.size(); ++j) {
+    const LayerRegions& R = Y.layers[j];
+    const uint64_t U = padded(shapes[j].second), K = padded(shapes[j].first);
+    update_flat(U * K, R.streams, R.w, R.w_m, R.w_v, R.g, R.w16);
+    update_flat(U, 1, R.b, R.b_m, R.b_v, R.g_b, 0);
+  }
 }
 
 uint64_t DenseStackStep::bound_cycles() const {
@@ -1569,6 +1738,8 @@ std::vector<DenseStackStep::Write> DenseStackStep::state_image(const DenseParams
     ones[2 * i + 1] = 0x3F;
   }
   out.push_back({layout_.ones, ones});
+  // the gradient vector's padding stays zero (the all-reduce sums it; the update reads it)
+  if (layout_.grads_elems) out.push_back({layout_.grads, std::vector<uint8_t>(layout_.grads_elems * 4)});
   return out;
 }
 

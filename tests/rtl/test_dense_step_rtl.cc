@@ -5,8 +5,11 @@
 // powers — and the metrics byte for byte as the functional backend does, and an evaluation
 // step's probabilities likewise; the same for random convolutional networks
 // (tests/common/dense_ref.h: Conv2D, MaxPool2D, AveragePooling2D before Flatten).
+// Every other architecture of the sweeps trains data-parallel on a ring of two chips (rtl ring
+// against the functional ring, every chip's state equal).
 // TESSERA_DENSE_SWEEP sets how many architectures of each family run at N = 4 (default 20,
-// `make soak` 200); at N = 16 a 784-64-10 MLP and a small two-conv network always run.
+// `make soak` 200); at N = 16 a 784-64-10 MLP and a small two-conv network (on one chip and
+// on two) always run.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -25,49 +28,87 @@ struct Outcome {
   uint64_t cycles = 0;
 };
 
+// Two training steps of `a` (a.batch the global batch) on `chips` data-parallel replicas (a ring
+// when chips > 1), then an evaluation step on chip 0. Every chip of the ring must hold the
+// same state after each step (checked here); the outcome is chip 0's, each chip's metrics.
 Outcome run(driver::Backend backend, int n, const test::Arch& a, const compiler::OptimizerSpec& opt,
-            uint32_t seed) {
+            uint32_t seed, int chips) {
   driver::DeviceConfig cfg = driver::chip_for_array(n);
   cfg.backend = backend;
-  auto dev = driver::Device::open(cfg);
+  std::unique_ptr<driver::Device> one;
+  std::unique_ptr<driver::Cluster> ring;
+  if (chips == 1)
+    one = driver::Device::open(cfg);
+  else
+    ring = driver::Cluster::open(cfg, chips);
+  auto chip_dev = [&](int k) -> driver::Device& { return one ? *one : ring->chip(k); };
   const tessera::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
-  const uint64_t base = dev->alloc(compiler::DenseStackStep::data_bytes(a.spec, chip, a.batch));
-  compiler::DenseStackStep step(a.spec, opt, chip, a.batch, base);
-  const uint64_t eb = dev->alloc(compiler::DenseStackStep::data_bytes(a.spec, chip, a.batch));
-  compiler::DenseStackStep eval(a.spec, opt, chip, a.batch, eb, compiler::StepKind::kEvaluate,
+  const uint32_t b = a.batch / static_cast<uint32_t>(chips);
+  std::vector<std::unique_ptr<compiler::DenseStackStep>> steps;
+  std::vector<uint64_t> progs;
+  const compiler::DenseParams p0 = compiler::glorot_init(a.spec, seed);
+  for (int k = 0; k < chips; ++k) {
+    compiler::Replication rep;
+    rep.replicas = chips;
+    rep.rank = k;
+    driver::Device& dev = chip_dev(k);
+    const uint64_t base = dev.alloc(compiler::DenseStackStep::data_bytes(a.spec, chip, b, rep));
+    steps.push_back(std::make_unique<compiler::DenseStackStep>(
+        a.spec, opt, chip, b, base, compiler::StepKind::kTrain, nullptr,
+        compiler::DenseLoweringChoices{}, rep));
+    progs.push_back(dev.load_program(steps.back()->program_bytes()));
+    for (const auto& w : steps.back()->state_image(p0, compiler::zero_opt_state(a.spec)))
+      dev.write(w.first, w.second);
+  }
+  driver::Device& dev0 = chip_dev(0);
+  const compiler::DenseStackStep& step = *steps[0];
+  const uint64_t eb = dev0.alloc(compiler::DenseStackStep::data_bytes(a.spec, chip, b));
+  compiler::DenseStackStep eval(a.spec, opt, chip, b, eb, compiler::StepKind::kEvaluate,
                                 &step.layout());
-  const uint64_t prog = dev->load_program(step.program_bytes());
-  const uint64_t eprog = dev->load_program(eval.program_bytes());
-  for (const auto& w :
-       step.state_image(compiler::glorot_init(a.spec, seed), compiler::zero_opt_state(a.spec)))
-    dev->write(w.first, w.second);
+  const uint64_t eprog = dev0.load_program(eval.program_bytes());
   std::mt19937 rng(seed);
+  const size_t values = test::image_values(a.spec);
   Outcome o;
   for (int s = 0; s < 2; ++s) {
-    std::vector<uint16_t> img(size_t{a.batch} * test::image_values(a.spec));
+    std::vector<uint16_t> img(size_t{a.batch} * values);
     std::vector<uint8_t> lbl(a.batch);
     for (auto& v : img) v = fp::fp32_to_bf16(fp::bits(static_cast<float>(rng() % 256) / 255.0f));
     for (auto& v : lbl) v = static_cast<uint8_t>(rng() % a.spec.classes());
-    for (const auto& w : step.batch_image(img, lbl)) dev->write(w.first, w.second);
-    o.cycles += dev->run(prog, 500'000'000).cycles;
+    for (int k = 0; k < chips; ++k) {
+      const std::vector<uint16_t> shard(img.begin() + static_cast<long>(values * b * k),
+                                        img.begin() + static_cast<long>(values * b * (k + 1)));
+      const std::vector<uint8_t> labels(lbl.begin() + static_cast<long>(b) * k,
+                                        lbl.begin() + static_cast<long>(b) * (k + 1));
+      for (const auto& w : steps[k]->batch_image(shard, labels)) chip_dev(k).write(w.first, w.second);
+    }
+    o.cycles += one ? one->run(progs[0], 500'000'000).cycles
+                    : ring->run_all(progs, 500'000'000)[0].cycles;
     const auto [lo, bytes] = step.state_range();
-    o.state[s] = dev->read(lo, bytes);
-    o.metrics[s] = dev->read(step.layout().metrics, 2 * n * 4);
+    o.state[s] = dev0.read(lo, bytes);
+    for (int k = 0; k < chips; ++k) {
+      const std::vector<uint8_t> m = chip_dev(k).read(steps[k]->layout().metrics, 2 * n * 4);
+      o.metrics[s].insert(o.metrics[s].end(), m.begin(), m.end());
+      if (k > 0)
+        EXPECT_TRUE(chip_dev(k).read(lo, bytes) == o.state[s])
+            << "chip " << k << " of " << chips << ": state after step " << s + 1;
+    }
     if (s == 1) {
-      for (const auto& w : eval.batch_image(img, lbl)) dev->write(w.first, w.second);
-      dev->run(eprog, 500'000'000);
-      o.probs = dev->read(eval.layout().probs,
-                          size_t{eval.padded(a.batch)} * eval.padded(a.spec.classes()) * 4);
+      const std::vector<uint16_t> shard(img.begin(), img.begin() + static_cast<long>(values * b));
+      const std::vector<uint8_t> labels(lbl.begin(), lbl.begin() + b);
+      for (const auto& w : eval.batch_image(shard, labels)) dev0.write(w.first, w.second);
+      dev0.run(eprog, 500'000'000);
+      o.probs = dev0.read(eval.layout().probs,
+                          size_t{eval.padded(b)} * eval.padded(a.spec.classes()) * 4);
     }
   }
   return o;
 }
 
 void expect_identical(int n, const test::Arch& a, const compiler::OptimizerSpec& opt,
-                      uint32_t seed) {
-  const Outcome f = run(driver::Backend::kFunctional, n, a, opt, seed);
-  const Outcome r = run(driver::Backend::kRtl, n, a, opt, seed);
-  const std::string what = test::describe(a) +
+                      uint32_t seed, int chips = 1) {
+  const Outcome f = run(driver::Backend::kFunctional, n, a, opt, seed, chips);
+  const Outcome r = run(driver::Backend::kRtl, n, a, opt, seed, chips);
+  const std::string what = test::describe(a) + " on " + std::to_string(chips) + " chip(s)" +
                            (opt.kind == compiler::OptimizerSpec::Kind::kAdam ? " Adam" : " SGD") +
                            (opt.label_smoothing > 0 ? " label smoothing" : "");
   for (int s = 0; s < 2; ++s) {
@@ -85,7 +126,10 @@ TEST(DenseStepRtl, RandomStacksBitIdenticalToFunctionalAtN4) {
   const int count = env ? std::atoi(env) : 20;
   std::mt19937 rng(25);
   for (int i = 0; i < count; ++i) {
-    const test::Arch a = test::random_arch(rng);
+    test::Arch a = test::random_arch(rng);
+    // one chip, or a data-parallel pair of chips (an even global batch)
+    const int chips = i % 2 ? 2 : 1;
+    if (chips == 2) a.batch += a.batch % 2;
     compiler::OptimizerSpec opt;
     if (i % 3 == 2) {
       opt.kind = compiler::OptimizerSpec::Kind::kSgd;
@@ -93,7 +137,7 @@ TEST(DenseStepRtl, RandomStacksBitIdenticalToFunctionalAtN4) {
       opt.momentum = (i % 2) ? 0.9f : 0.0f;
     }
     if (i % 4 == 1) opt.label_smoothing = 0.1f;
-    expect_identical(4, a, opt, 1000 + i);
+    expect_identical(4, a, opt, 1000 + i, chips);
   }
 }
 
@@ -102,7 +146,10 @@ TEST(DenseStepRtl, RandomConvNetsBitIdenticalToFunctionalAtN4) {
   const int count = env ? std::atoi(env) : 20;
   std::mt19937 rng(52);
   for (int i = 0; i < count; ++i) {
-    const test::Arch a = test::random_conv_arch(rng);
+    test::Arch a = test::random_conv_arch(rng);
+    // one chip, or a data-parallel pair of chips (an even global batch)
+    const int chips = i % 2 ? 2 : 1;
+    if (chips == 2) a.batch += a.batch % 2;
     compiler::OptimizerSpec opt;
     if (i % 3 == 2) {
       opt.kind = compiler::OptimizerSpec::Kind::kSgd;
@@ -110,7 +157,7 @@ TEST(DenseStepRtl, RandomConvNetsBitIdenticalToFunctionalAtN4) {
       opt.momentum = (i % 2) ? 0.9f : 0.0f;
     }
     if (i % 4 == 1) opt.label_smoothing = 0.1f;
-    expect_identical(4, a, opt, 2000 + i);
+    expect_identical(4, a, opt, 2000 + i, chips);
   }
 }
 
@@ -126,6 +173,7 @@ TEST(DenseStepRtl, TwoConvNetBitIdenticalToFunctionalAtN16) {
   a.spec.layers = {{32, true, 0.5f, 7}, {10, false}};
   a.batch = 4;
   expect_identical(16, a, {}, 6);
+  expect_identical(16, a, {}, 6, 2);
 }
 
 TEST(DenseStepRtl, MlpBitIdenticalToFunctionalAtN16) {

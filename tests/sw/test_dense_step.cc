@@ -47,30 +47,38 @@ Arch conv_arch(compiler::Shape3 in, std::vector<compiler::FeatureLayerSpec> feat
   return a;
 }
 
-// `step_lr` > 0: the step's learning rate written by the host (lr_image), not the compiled one.
-StepRun run_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint32_t seed,
-                 float step_lr = 0, const compiler::DenseLoweringChoices& choices = {},
-                 std::vector<std::string>* plan = nullptr) {
-  driver::DeviceConfig cfg = driver::chip_for_array(n);
-  cfg.backend = driver::Backend::kFunctional;
-  auto dev = driver::Device::open(cfg);
-  const tessera::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
-  const uint64_t base = dev->alloc(compiler::DenseStackStep::data_bytes(a.spec, chip, a.batch));
-  compiler::DenseStackStep step(a.spec, opt, chip, a.batch, base, compiler::StepKind::kTrain,
-                                nullptr, choices);
-  if (plan) *plan = step.lowering_plan();
-  const uint64_t prog = dev->load_program(step.program_bytes());
-  StepRun r;
+// The step's inputs from a seed: Glorot weights with small random biases, images, labels.
+void make_inputs(const Arch& a, uint32_t seed, StepRun& r) {
   r.p0 = compiler::glorot_init(a.spec, seed);
   std::mt19937 rng(seed);
   for (auto& b : r.p0.bias)
     for (auto& v : b) v = static_cast<float>(rng() % 200) / 1000.0f - 0.1f;
-  for (const auto& w : step.state_image(r.p0, compiler::zero_opt_state(a.spec)))
-    dev->write(w.first, w.second);
   r.images.resize(size_t{a.batch} * test::image_values(a.spec));
   r.labels.resize(a.batch);
   for (auto& v : r.images) v = fp::fp32_to_bf16(fp::bits(static_cast<float>(rng() % 256) / 255.0f));
   for (auto& v : r.labels) v = static_cast<uint8_t>(rng() % a.spec.classes());
+}
+
+// `step_lr` > 0: the step's learning rate written by the host (lr_image), not the compiled one.
+StepRun run_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint32_t seed,
+                 float step_lr = 0, const compiler::DenseLoweringChoices& choices = {},
+                 std::vector<std::string>* plan = nullptr, bool split_update = false) {
+  driver::DeviceConfig cfg = driver::chip_for_array(n);
+  cfg.backend = driver::Backend::kFunctional;
+  auto dev = driver::Device::open(cfg);
+  const tessera::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
+  compiler::Replication rep;
+  rep.split_update = split_update;
+  const uint64_t base =
+      dev->alloc(compiler::DenseStackStep::data_bytes(a.spec, chip, a.batch, rep));
+  compiler::DenseStackStep step(a.spec, opt, chip, a.batch, base, compiler::StepKind::kTrain,
+                                nullptr, choices, rep);
+  if (plan) *plan = step.lowering_plan();
+  const uint64_t prog = dev->load_program(step.program_bytes());
+  StepRun r;
+  make_inputs(a, seed, r);
+  for (const auto& w : step.state_image(r.p0, compiler::zero_opt_state(a.spec)))
+    dev->write(w.first, w.second);
   for (const auto& w : step.batch_image(r.images, r.labels)) dev->write(w.first, w.second);
   if (step_lr > 0) {
     const auto row = step.lr_image(step_lr);
@@ -79,6 +87,53 @@ StepRun run_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint3
   dev->run(prog, 2'000'000'000);
   step.read_state(dev_read, dev.get(), r.p1, r.s1);
   step.read_metrics(dev_read, dev.get(), r.loss, r.correct);
+  return r;
+}
+
+// `steps` data-parallel steps of `a` (a.batch the global batch) on a functional ring of `P`
+// chips, the same inputs as run_step; every chip must end with the same state, byte for byte
+// (checked here). The loss is the mean of the replicas', the correct count their sum.
+StepRun run_ring_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint32_t seed,
+                      int P) {
+  driver::DeviceConfig cfg = driver::chip_for_array(n);
+  cfg.backend = driver::Backend::kFunctional;
+  auto ring = driver::Cluster::open(cfg, P);
+  const tessera::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
+  const uint32_t b = a.batch / static_cast<uint32_t>(P);
+  StepRun r;
+  make_inputs(a, seed, r);
+  const size_t values = test::image_values(a.spec);
+  std::vector<std::unique_ptr<compiler::DenseStackStep>> steps;
+  std::vector<uint64_t> progs;
+  for (int k = 0; k < P; ++k) {
+    compiler::Replication rep;
+    rep.replicas = P;
+    rep.rank = k;
+    driver::Device& d = ring->chip(k);
+    const uint64_t base = d.alloc(compiler::DenseStackStep::data_bytes(a.spec, chip, b, rep));
+    steps.push_back(std::make_unique<compiler::DenseStackStep>(
+        a.spec, opt, chip, b, base, compiler::StepKind::kTrain, nullptr,
+        compiler::DenseLoweringChoices{}, rep));
+    progs.push_back(d.load_program(steps.back()->program_bytes()));
+    for (const auto& w : steps.back()->state_image(r.p0, compiler::zero_opt_state(a.spec)))
+      d.write(w.first, w.second);
+    const std::vector<uint16_t> img(r.images.begin() + static_cast<long>(values * b * k),
+                                    r.images.begin() + static_cast<long>(values * b * (k + 1)));
+    const std::vector<uint8_t> lab(r.labels.begin() + static_cast<long>(b) * k,
+                                   r.labels.begin() + static_cast<long>(b) * (k + 1));
+    for (const auto& w : steps.back()->batch_image(img, lab)) d.write(w.first, w.second);
+  }
+  ring->run_all(progs, 2'000'000'000);
+  const auto [lo, bytes] = steps[0]->state_range();
+  const std::vector<uint8_t> chip0 = ring->chip(0).read(lo, bytes);
+  for (int k = 0; k < P; ++k) {
+    if (k > 0) EXPECT_TRUE(ring->chip(k).read(lo, bytes) == chip0) << "chip " << k << " of " << P;
+    float loss = 0, correct = 0;
+    steps[k]->read_metrics(dev_read, &ring->chip(k), loss, correct);
+    r.loss += loss / static_cast<float>(P);
+    r.correct += correct;
+  }
+  steps[0]->read_state(dev_read, &ring->chip(0), r.p1, r.s1);
   return r;
 }
 
@@ -494,6 +549,76 @@ TEST(DenseStackStep, RefusesWhatItCannotLower) {
     FAIL() << "400 classes on 64 ACC rows";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("softmax"), std::string::npos) << e.what();
+  }
+}
+
+// Data parallelism (Replication). The split program with one replica — the gradients stored
+// to the gradient vector, the optimizer in its own phase — ends bit for bit where the fused
+// step does: Adam and SGD with momentum, Dense stacks, conv nets (with and without the conv +
+// max-pool fusion) and Dropout.
+TEST(DenseStackStep, SplitUpdateIsBitIdenticalToTheFusedStep) {
+  using Kind = compiler::FeatureLayerSpec::Kind;
+  std::mt19937 rng(4401);
+  std::vector<std::pair<Arch, int>> cases;
+  for (int i = 0; i < 4; ++i) cases.push_back({random_arch(rng), i % 2 ? 16 : 4});
+  for (int i = 0; i < 4; ++i) cases.push_back({test::random_conv_arch(rng), i % 2 ? 16 : 4});
+  cases.push_back({conv_arch({14, 14, 1},
+                             {{Kind::kConv, 16, 3, 1, false, true},
+                              {Kind::kMaxPool, 0, 3, 1, false, false, 2}},
+                             {{10, false}}, 6),
+                   16});
+  Arch drop;
+  drop.spec.inputs = 50;
+  drop.spec.layers = {{24, true, 0.5f, 77}, {10, false}};
+  drop.batch = 12;
+  cases.push_back({drop, 4});
+  compiler::OptimizerSpec adam, sgd;
+  sgd.kind = compiler::OptimizerSpec::Kind::kSgd;
+  sgd.lr = 0.1f;
+  sgd.momentum = 0.9f;
+  for (const auto& [a, n] : cases)
+    for (const compiler::OptimizerSpec& opt : {adam, sgd}) {
+      SCOPED_TRACE(describe(a) + " N " + std::to_string(n) +
+                   (opt.kind == compiler::OptimizerSpec::Kind::kAdam ? " Adam" : " SGD"));
+      const StepRun fused = run_step(a, opt, n, 5, 0, {}, nullptr, false);
+      const StepRun split = run_step(a, opt, n, 5, 0, {}, nullptr, true);
+      EXPECT_EQ(fp::bits(fused.loss), fp::bits(split.loss));
+      for (size_t j = 0; j < fused.p1.kernel.size(); ++j) {
+        EXPECT_TRUE(fused.p1.kernel[j] == split.p1.kernel[j]) << "kernel " << j;
+        EXPECT_TRUE(fused.p1.bias[j] == split.p1.bias[j]) << "bias " << j;
+        EXPECT_TRUE(fused.s1.m.kernel[j] == split.s1.m.kernel[j]) << "m " << j;
+        EXPECT_TRUE(fused.s1.v.kernel[j] == split.s1.v.kernel[j]) << "v " << j;
+      }
+    }
+}
+
+// A data-parallel step on a functional ring of 2, 3 and 4 chips: every chip ends with the same
+// state (run_ring_step checks it), and the gradient each weight received is the global batch's
+// (the host reference over all replicas' samples, Dropout drawn by global sample), the loss
+// theirs; against the one-chip step at the same global batch, only the order of the sums over
+// samples differs.
+TEST(DenseStackStep, DataParallelRingMatchesTheGlobalBatchReference) {
+  std::mt19937 rng(4402);
+  compiler::OptimizerSpec sgd;
+  sgd.kind = compiler::OptimizerSpec::Kind::kSgd;
+  sgd.lr = 0.5f;
+  std::vector<Arch> archs;
+  for (int i = 0; i < 3; ++i) archs.push_back(random_arch(rng));
+  for (int i = 0; i < 3; ++i) archs.push_back(test::random_conv_arch(rng));
+  Arch drop;
+  drop.spec.inputs = 784;
+  drop.spec.layers = {{128, true, 0.5f, 1234}, {10, false}};
+  archs.push_back(drop);
+  for (size_t i = 0; i < archs.size(); ++i) {
+    Arch a = archs[i];
+    const int P = 2 + static_cast<int>(i % 3), n = i % 2 ? 16 : 4;
+    a.batch = static_cast<uint32_t>(P) * (1 + a.batch % 9);
+    SCOPED_TRACE(describe(a) + " N " + std::to_string(n) + " chips " + std::to_string(P));
+    const StepRun ring = run_ring_step(a, sgd, n, 60 + static_cast<uint32_t>(i), P);
+    expect_gradients(a, ring, sgd.lr, n);
+    const StepRun one = run_step(a, sgd, n, 60 + static_cast<uint32_t>(i));
+    EXPECT_NEAR(ring.loss, one.loss, 1e-5f * std::max(1.0f, one.loss));
+    EXPECT_EQ(ring.correct, one.correct);
   }
 }
 

@@ -20,6 +20,11 @@
 
 namespace tessera::compiler {
 
+class ProgramBuilder;
+namespace lowering {
+class StepPhases;
+}
+
 struct DenseLayerSpec {
   uint32_t units = 0;
   bool relu = false;  // hidden layers: relu or none; the last layer is always softmax
@@ -155,6 +160,9 @@ class DenseStackStep {
   // A convolution's are three tensors one after the other (streams = 1).
   struct LayerRegions {
     uint64_t w = 0, w_m = 0, w_v = 0, w16 = 0, b = 0, b_m = 0, b_v = 0;
+    // Split update (Replication::split): the kernel's gradient [Up][Kp] and the bias's [Up],
+    // fp32, in the layout's gradient vector (0 otherwise).
+    uint64_t g = 0, g_b = 0;
     uint32_t streams = 1;
     // Byte address of element e (row-major [Up][Kp]) of the tensor at `base` (w, w_m or w_v).
     uint64_t at(uint64_t base, uint64_t e, uint32_t n) const {
@@ -174,6 +182,10 @@ class DenseStackStep {
     uint64_t ones = 0;     // [max(Bpad, conv rows)] bf16 1.0: the bias gradient's activation row
     uint64_t metrics = 0;  // [2][N] fp32: mean loss, correct count
     uint64_t probs = 0;    // [Bpad][Cpad] fp32 (StepKind::kEvaluate)
+    // Split update: every layer's gradients (LayerRegions::g, g_b), one fp32 vector for the
+    // ring all-reduce, zero-padded to grads_elems (allreduce_padded_elems); the host zeroes
+    // it with the state (the program never writes the padding).
+    uint64_t grads = 0, grads_elems = 0;
     // The planner's transient buffers (activations x_l, gradients dz_l and dz_l^T), with the
     // phase interval each is live in and its address (shared bytes where lifetimes allow).
     struct Transient {
@@ -188,11 +200,24 @@ class DenseStackStep {
   // Lays the step out from `hbm_base` and compiles it; throws std::invalid_argument naming the
   // layer and the problem for what it cannot lower. `share_state`: an evaluation step reads a
   // training step's weights in place (same spec and chip).
+  //
+  // Data parallelism (`replication`, docs/multichip.md): every replica runs this program on its
+  // own `batch` samples of a global batch of replicas x batch (replica r: samples r batch ..).
+  // The weight-gradient epilogues store the gradients (scaled by 1 / the global batch) to the
+  // gradient vector instead of updating; the ring all-reduce (reduce-scatter, then all-gather;
+  // tessera/allreduce.h) sums them over the chips in a fixed order; then every replica runs
+  // the same optimizer update on the summed vector, so every chip holds the same weights,
+  // moments and bf16 copies after the step. Dropout draws the mask of the global sample.
+  // `split_update` with one replica: the same split program without the all-reduce,
+  // bit-identical to the fused step (a test of the split).
   using Choices = DenseLoweringChoices;
   DenseStackStep(const DenseStackSpec& spec, const OptimizerSpec& opt, const ChipShape& chip,
                  uint32_t batch, uint64_t hbm_base, StepKind kind = StepKind::kTrain,
-                 const Layout* share_state = nullptr, const Choices& choices = Choices());
-  static uint64_t data_bytes(const DenseStackSpec& spec, const ChipShape& chip, uint32_t batch);
+                 const Layout* share_state = nullptr, const Choices& choices = Choices(),
+                 const Replication& replication = {});
+  static uint64_t data_bytes(const DenseStackSpec& spec, const ChipShape& chip, uint32_t batch,
+                             const Replication& replication = {});
+  const Replication& replication() const { return rep_; }
 
   const DenseStackSpec& spec() const { return spec_; }
   const ChipShape& chip() const { return chip_; }
@@ -234,10 +259,14 @@ class DenseStackStep {
   DenseStackStep() = default;
   void plan_hbm(uint64_t base, const Layout* share);
   void compile();
+  // Replication::split: the all-reduce of the gradient vector and the optimizer on every tensor.
+  void emit_split_update(ProgramBuilder& b, lowering::StepPhases& phases, uint64_t arena_lo,
+                         uint64_t arena_hi, uint32_t ub_lrt);
   DenseStackSpec spec_;
   OptimizerSpec opt_;
   ChipShape chip_;
   Choices choices_;
+  Replication rep_;
   uint32_t batch_ = 0;
   StepKind kind_ = StepKind::kTrain;
   Layout layout_;
