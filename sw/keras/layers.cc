@@ -83,56 +83,22 @@ Layer Dropout(float rate, uint64_t seed) {
   return l;
 }
 
-compiler::CnnSpec lowerable_spec(const std::vector<Layer>& layers) {
-  auto bad = [](const std::string& why) { throw std::invalid_argument("compile: " + why); };
-  // The stack the chip compiler lowers: Conv2D(relu, valid) -> MaxPool2D -> Flatten ->
-  // Dense(softmax), one input channel.
-  const Layer::Kind want[] = {Layer::Kind::kConv2D, Layer::Kind::kMaxPool2D, Layer::Kind::kFlatten,
-                              Layer::Kind::kDense};
-  for (size_t i = 0; i < layers.size() && i < 4; ++i)
-    if (layers[i].kind != want[i])
-      bad("layer " + std::to_string(i) + " is " + kind_name(layers[i].kind) + ", expected " +
-          kind_name(want[i]) + " (the chip compiler lowers Conv2D -> MaxPool2D -> Flatten -> "
-          "Dense; docs/compiler.md)");
-  if (layers.size() != 4)
-    bad("the chip compiler lowers Conv2D -> MaxPool2D -> Flatten -> Dense; this model has " +
-        std::to_string(layers.size()) + " layers");
-  const Layer& conv = layers[0];
-  if (conv.activation != "relu")
-    bad("layer 0 (Conv2D): activation must be relu, not '" + conv.activation + "'");
-  if (conv.padding != "valid")
-    bad("layer 0 (Conv2D): padding must be valid, not '" + conv.padding + "'");
-  if (conv.stride() != 1)
-    bad("layer 0 (Conv2D): strides must be 1, not " + std::to_string(conv.stride()));
-  const auto in = conv.input_shape;
-  if (in[0] == 0) bad("the first layer needs input_shape");
-  if (in[2] != 1)
-    bad("layer 0 (Conv2D): one input channel only (input_shape " + std::to_string(in[0]) + "x" +
-        std::to_string(in[1]) + "x" + std::to_string(in[2]) + ")");
-  if (layers[1].stride() != layers[1].size)
-    bad("layer 1 (MaxPool2D): strides must equal pool_size (" + std::to_string(layers[1].size) +
-        "), not " + std::to_string(layers[1].stride()));
-  if (layers[3].activation != "softmax")
-    bad("layer 3 (Dense): activation must be softmax, not '" + layers[3].activation + "'");
-  compiler::CnnSpec spec;
-  spec.height = in[0];
-  spec.width = in[1];
-  spec.filters = conv.units;
-  spec.kernel = conv.size;
-  spec.pool = layers[1].size;
-  spec.classes = layers[3].units;
-  return spec;
+compiler::OptimizerSpec Adam::spec() const {
+  compiler::OptimizerSpec o;
+  o.kind = compiler::OptimizerSpec::Kind::kAdam;
+  o.lr = learning_rate;
+  o.beta1 = beta_1;
+  o.beta2 = beta_2;
+  o.epsilon = epsilon;
+  return o;
 }
 
-bool is_dense_stack(const std::vector<Layer>& layers, uint32_t n) {
-  if (layers.empty()) return false;
-  if (n < 4 || (n & (n - 1))) return false;  // no chip has this N: CnnTrainStep's check names it
-  try {  // the example CNN's pattern, in the sizes CnnTrainStep takes, is CnnTrainStep's
-    const compiler::CnnSpec s = lowerable_spec(layers);
-    return s.pool != 2 || s.filters % n != 0 || (s.classes + n - 1) / n > 3;
-  } catch (const std::invalid_argument&) {
-    return true;
-  }
+compiler::OptimizerSpec SGD::spec() const {
+  compiler::OptimizerSpec o;
+  o.kind = compiler::OptimizerSpec::Kind::kSgd;
+  o.lr = learning_rate;
+  o.momentum = momentum;
+  return o;
 }
 
 compiler::DenseStackSpec dense_stack_spec(const std::vector<Layer>& layers) {

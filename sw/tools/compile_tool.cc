@@ -13,7 +13,6 @@
 
 #include "sw/compiler/graph.h"
 #include "tessera/asm.h"
-#include "tessera/compiler.h"
 #include "tessera/dense_step.h"
 #include "tessera/driver.h"
 #include "tessera/keras.h"
@@ -55,7 +54,7 @@ std::string hex(uint64_t v) {
   return s.str();
 }
 
-// Any other model: the graph passes, DenseStackStep's op-by-op tiling, its HBM plan (persistent
+// The graph passes, DenseStackStep's op-by-op tiling, its HBM plan (persistent
 // tensors, then the liveness planner's transients with their phase intervals) and the program.
 int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec_in,
                   std::ostream& out, std::ostream& err) {
@@ -69,8 +68,9 @@ int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec_
                                                       c, o.batch, &dumps);
     compiler::OptimizerSpec os;
     os.label_smoothing = o.label_smoothing;
+    (void)g;
     step = std::make_unique<compiler::DenseStackStep>(
-        compiler::stack_from_graph(g), os, chip, o.batch, 0,
+        spec_in, os, chip, o.batch, 0,
         o.evaluate ? compiler::StepKind::kEvaluate : compiler::StepKind::kTrain);
   } catch (const std::exception& e) {
     err << "tessera compile: " << e.what() << "\n";
@@ -119,62 +119,19 @@ int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec_
 }  // namespace
 
 int compile_step(const CompileOptions& o, std::ostream& out, std::ostream& err) {
-  compiler::CnnSpec s;
-  if (!o.model.empty()) {
-    try {
-      const auto layers = keras::load_model_description(o.model).layers;
-      if (keras::is_dense_stack(layers, static_cast<uint32_t>(o.array)))
-        return compile_dense(o, keras::dense_stack_spec(layers), out, err);
-      s = keras::lowerable_spec(layers);
-    } catch (const keras::ModelFileError& e) {
-      err << "tessera compile: " << e.what() << "\n";
-      return 2;
-    } catch (const std::exception& e) {
-      err << "tessera compile: " << o.model << ": " << e.what() << "\n";
-      return 2;
-    }
-  }
-  if (o.label_smoothing != 0) {
-    err << "tessera compile: --label-smoothing is for general-compiler models (the example CNN "
-           "trains with the sparse cross-entropy)\n";
-    return 2;
-  }
-  const driver::DeviceConfig c = driver::chip_for_array(o.array);
-  const tessera::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
-  std::unique_ptr<compiler::CnnTrainStep> step;
+  compiler::DenseStackSpec spec;
   try {
-    step = std::make_unique<compiler::CnnTrainStep>(
-        s, compiler::AdamSpec{}, chip, o.batch, 0,
-        o.evaluate ? compiler::StepKind::kEvaluate : compiler::StepKind::kTrain);
-  } catch (const std::exception& e) {
+    spec = keras::dense_stack_spec(o.model.empty() ? keras::example_cnn().layers
+                                                   : keras::load_model_description(o.model).layers);
+  } catch (const keras::ModelFileError& e) {
     err << "tessera compile: " << e.what() << "\n";
     return 2;
+  } catch (const std::exception& e) {
+    err << "tessera compile: " << (o.model.empty() ? "the example CNN" : o.model) << ": "
+        << e.what() << "\n";
+    return 2;
   }
-  if (o.dump) {
-    compiler::PassDumps dumps;
-    compiler::compile_graph(s, o.batch, &dumps);
-    int stage = 1;
-    for (const auto& [pass, text] : dumps)
-      out << "== " << stage++ << " " << pass << "\n" << text << "\n";
-    out << "== " << stage++ << " memory (HBM plan, base 0)\n";
-    const compiler::HbmLayout& L = step->layout();
-    const std::pair<const char*, uint64_t> regions[] = {
-        {"images bf16 [B][H][W]", L.images},     {"labels f32 [Bpad]", L.labels},
-        {"conv_w f32 [taps][F]", L.conv_w},      {"conv_w m,v", L.conv_w_m},
-        {"conv_b f32 [F] (+m,v)", L.conv_b},     {"conv_w16 bf16 [Tpad][F]", L.conv_w16},
-        {"dense_w f32 [C][D] (W^T)", L.dense_w}, {"dense_w m,v", L.dense_w_m},
-        {"dense_b f32 (+m,v)", L.dense_b},       {"dense_w16t bf16 [Cpad][D]", L.dense_w16t},
-        {"powers f32 [2][N]", L.powers},         {"consts f32 [2Cc][N]", L.consts},
-        {"features bf16 [B][D]", L.features},    {"argmax i32 [B][PH][2][F]", L.argmax},
-        {"dfeatures bf16 [B][D]", L.dfeatures},  {"metrics f32 [2][N]", L.metrics},
-        {"probs f32 [B][Cpad]", L.probs},        {"program", L.program}};
-    for (const auto& r : regions)
-      out << "  0x" << std::hex << std::setw(8) << std::setfill('0') << r.second << std::dec
-          << std::setfill(' ') << "  " << r.first << "\n";
-    out << "  total " << L.bytes << " bytes\n\n";
-  }
-  print_stats(out, step->stats(), step->mxu_bound_cycles(), step->vpu_bound_cycles());
-  return write_asm(o, step->program(), out, err);
+  return compile_dense(o, spec, out, err);
 }
 
 }  // namespace tessera::tools

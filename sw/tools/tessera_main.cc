@@ -148,8 +148,7 @@ int main(int argc, char** argv) {
   trn->add_option("--stop-after", tr.stop_after, "stop after this step (checkpointed)");
   trn->add_flag("!--no-progress", tr.progress, "no progress bar");
   trn->add_option("--optimizer", tr.optimizer,
-                  "adam or sgd (any model; the example CNN with a recipe but Adam 1e-3 trains "
-                  "through the general compiler, one chip)")
+                  "adam or sgd (any model, any number of chips)")
       ->check(CLI::IsMember({"adam", "sgd"}))
       ->capture_default_str();
   trn->add_option("--lr", tr.lr, "learning rate (default: Adam 1e-3, SGD 0.01)");

@@ -1,4 +1,4 @@
-// tessera train for Dense stacks (sw/tools/train_dense.cc; docs/training.md, "Models of the general compiler").
+// The weight export and tessera evaluate (sw/tools/train_dense.cc; docs/training.md).
 #pragma once
 
 #include <ostream>
@@ -9,12 +9,6 @@
 #include "tessera/model_file.h"
 
 namespace tessera::tools {
-
-// Trains `spec` (from `model`) as TrainOptions say; the run folder gets metrics.csv,
-// summary.json and weights/ (export_dense_weights plus test_probs.f32). Exit status 0, 1 (a
-// device fault) or 2 (an option the Dense path does not take, a bad dataset).
-int train_dense(const TrainOptions& opt, const keras::ModelDescription& model,
-                const compiler::DenseStackSpec& spec, std::ostream& out, std::ostream& err);
 
 // The weight export (docs/training.md, "Weight export"): DIR/manifest.json (format
 // "tessera-dense-weights-1", the layers with units, activation and their tensors' files and

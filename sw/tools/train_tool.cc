@@ -71,78 +71,125 @@ std::string g9(double v) {
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
 }
+// The state as checkpoint tensors: parameter j's "kernel<j>" [K][U] and "bias<j>" [U], its
+// optimizer slots "m/..." (and with Adam "v/..."), and Adam's "beta1_power", "beta2_power".
 runlog::Checkpoint to_checkpoint(keras::Sequential& model, uint64_t step,
                                  data::Pipeline::Position pos, uint64_t seed, double loss,
                                  double accuracy) {
-  const compiler::CnnSpec& s = model.spec();
-  compiler::CnnParams p;
-  compiler::AdamState a;
-  model.get_state(p, a);
+  compiler::DenseParams p;
+  compiler::DenseOptState st;
+  model.get_state(p, st);
+  const bool adam = model.optimizer().kind == compiler::OptimizerSpec::Kind::kAdam;
   runlog::Checkpoint c;
   c.model_signature = model.signature();
   c.step = step;
   c.data_epoch = pos.epoch;
   c.data_index = pos.index;
   c.seed = seed;
-  auto add = [&](const std::string& prefix, const compiler::CnnParams& q) {
-    c.tensors.push_back(
-        {prefix + "conv_kernel", {s.kernel, s.kernel, 1, s.filters}, q.conv_kernel});
-    c.tensors.push_back({prefix + "conv_bias", {s.filters}, q.conv_bias});
-    c.tensors.push_back({prefix + "dense_kernel", {s.features(), s.classes}, q.dense_kernel});
-    c.tensors.push_back({prefix + "dense_bias", {s.classes}, q.dense_bias});
+  const auto shapes = compiler::weight_shapes(model.spec());
+  auto add = [&](const std::string& prefix, const compiler::DenseParams& q) {
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      c.tensors.push_back({prefix + "kernel" + std::to_string(j),
+                           {shapes[j].first, shapes[j].second},
+                           q.kernel[j]});
+      c.tensors.push_back({prefix + "bias" + std::to_string(j), {shapes[j].second}, q.bias[j]});
+    }
   };
   add("", p);
-  add("adam/m/", a.m);
-  add("adam/v/", a.v);
-  c.tensors.push_back({"adam/beta1_power", {1}, {a.beta1_power}});
-  c.tensors.push_back({"adam/beta2_power", {1}, {a.beta2_power}});
-  c.meta = {{"loss", g9(loss)}, {"accuracy", g9(accuracy)}};
+  add("m/", st.m);
+  if (adam) {
+    add("v/", st.v);
+    c.tensors.push_back({"beta1_power", {1}, {st.beta1_power}});
+    c.tensors.push_back({"beta2_power", {1}, {st.beta2_power}});
+  }
+  c.meta = {{"loss", g9(loss)},
+            {"accuracy", g9(accuracy)},
+            {"optimizer_steps", std::to_string(st.steps)}};
   return c;
 }
 
-void from_checkpoint(const runlog::Checkpoint& c, const std::string& path, compiler::CnnParams& p,
-                     compiler::AdamState& a) {
-  auto get = [&](const std::string& name) -> const std::vector<float>& {
+// The state back from a checkpoint whose signature matched: every tensor present with the
+// shape the model gives it, else a CheckpointError naming the file and the tensor.
+void from_checkpoint(const runlog::Checkpoint& c, const std::string& path,
+                     const keras::Sequential& model, compiler::DenseParams& p,
+                     compiler::DenseOptState& st) {
+  using runlog::CheckpointError;
+  const compiler::DenseStackSpec& spec = model.spec();
+  const bool adam = model.optimizer().kind == compiler::OptimizerSpec::Kind::kAdam;
+  auto get = [&](const std::string& name, size_t count) -> const std::vector<float>& {
     for (const auto& t : c.tensors)
-      if (t.name == name) return t.data;
-    throw runlog::CheckpointError(runlog::CheckpointError::Kind::kMalformedPayload,
-                                  "checkpoint " + path + ": no tensor '" + name + "'");
+      if (t.name == name) {
+        if (t.data.size() != count)
+          throw CheckpointError(CheckpointError::Kind::kMalformedPayload,
+                                "checkpoint " + path + ": tensor '" + name + "' has " +
+                                    std::to_string(t.data.size()) + " values, the model's " +
+                                    std::to_string(count));
+        return t.data;
+      }
+    throw CheckpointError(CheckpointError::Kind::kMalformedPayload,
+                          "checkpoint " + path + ": no tensor '" + name + "'");
   };
-  auto fill = [&](const std::string& prefix, compiler::CnnParams& q) {
-    q.conv_kernel = get(prefix + "conv_kernel");
-    q.conv_bias = get(prefix + "conv_bias");
-    q.dense_kernel = get(prefix + "dense_kernel");
-    q.dense_bias = get(prefix + "dense_bias");
+  const auto shapes = compiler::weight_shapes(spec);
+  auto fill = [&](const std::string& prefix, compiler::DenseParams& q) {
+    q.kernel.resize(shapes.size());
+    q.bias.resize(shapes.size());
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      q.kernel[j] =
+          get(prefix + "kernel" + std::to_string(j), size_t{shapes[j].first} * shapes[j].second);
+      q.bias[j] = get(prefix + "bias" + std::to_string(j), shapes[j].second);
+    }
   };
+  st = compiler::zero_opt_state(spec);
   fill("", p);
-  fill("adam/m/", a.m);
-  fill("adam/v/", a.v);
-  a.beta1_power = get("adam/beta1_power").at(0);
-  a.beta2_power = get("adam/beta2_power").at(0);
+  fill("m/", st.m);
+  if (adam) {
+    fill("v/", st.v);
+    st.beta1_power = get("beta1_power", 1)[0];
+    st.beta2_power = get("beta2_power", 1)[0];
+  }
+  bool steps = false;
+  for (const auto& [key, value] : c.meta) {
+    if (key != "optimizer_steps") continue;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || v > UINT32_MAX)
+      throw CheckpointError(
+          CheckpointError::Kind::kMalformedPayload,
+          "checkpoint " + path + ": meta optimizer_steps '" + value + "' is not a step count");
+    st.steps = static_cast<uint32_t>(v);
+    steps = true;
+  }
+  if (!steps)
+    throw CheckpointError(CheckpointError::Kind::kMalformedPayload,
+                          "checkpoint " + path + ": no meta optimizer_steps");
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
+// Two models' states bit for bit; `what` names the first tensor that differs.
 bool same_state(keras::Sequential& x, keras::Sequential& y, std::string& what) {
-  compiler::CnnParams px, py;
-  compiler::AdamState ax, ay;
-  x.get_state(px, ax);
-  y.get_state(py, ay);
-  const std::pair<const char*, std::pair<const std::vector<float>*, const std::vector<float>*>>
-      all[] = {{"conv kernel", {&px.conv_kernel, &py.conv_kernel}},
-               {"conv bias", {&px.conv_bias, &py.conv_bias}},
-               {"dense kernel", {&px.dense_kernel, &py.dense_kernel}},
-               {"dense bias", {&px.dense_bias, &py.dense_bias}},
-               {"Adam m (dense kernel)", {&ax.m.dense_kernel, &ay.m.dense_kernel}},
-               {"Adam v (dense kernel)", {&ax.v.dense_kernel, &ay.v.dense_kernel}},
-               {"Adam m (conv kernel)", {&ax.m.conv_kernel, &ay.m.conv_kernel}},
-               {"Adam v (conv kernel)", {&ax.v.conv_kernel, &ay.v.conv_kernel}}};
-  for (const auto& e : all)
-    if (!same_bits(*e.second.first, *e.second.second)) {
-      what = e.first;
-      return false;
-    }
+  compiler::DenseParams px, py;
+  compiler::DenseOptState sx, sy;
+  x.get_state(px, sx);
+  y.get_state(py, sy);
+  for (size_t j = 0; j < px.kernel.size(); ++j) {
+    const std::pair<const char*, std::pair<const std::vector<float>*, const std::vector<float>*>>
+        all[] = {{"kernel", {&px.kernel[j], &py.kernel[j]}},
+                 {"bias", {&px.bias[j], &py.bias[j]}},
+                 {"optimizer slot m (kernel)", {&sx.m.kernel[j], &sy.m.kernel[j]}},
+                 {"optimizer slot v (kernel)", {&sx.v.kernel[j], &sy.v.kernel[j]}}};
+    for (const auto& e : all)
+      if (!same_bits(*e.second.first, *e.second.second)) {
+        what = std::string(e.first) + " of layer with weights " + std::to_string(j);
+        return false;
+      }
+  }
+  if (sx.beta1_power != sy.beta1_power || sx.beta2_power != sy.beta2_power ||
+      sx.steps != sy.steps) {
+    what = "optimizer powers";
+    return false;
+  }
   return true;
 }
 
@@ -253,33 +300,38 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
       return 2;
     }
   }
-  // The general compiler takes every model CnnTrainStep does not, and the example CNN with any
-  // recipe but CnnTrainStep's (Adam 1e-3, constant rate, Keras betas, no label smoothing):
-  // SGD, schedules, betas, label smoothing (one chip; data parallelism is CnnTrainStep's).
-  const bool cnn_recipe = opt.optimizer == "adam" && opt.lr == 0 && opt.lr_schedule == "constant" &&
-                          opt.default_betas() && opt.label_smoothing == 0;
-  if (keras::is_dense_stack(model_desc.layers, static_cast<uint32_t>(opt.array)) || !cnn_recipe) {
-    compiler::DenseStackSpec spec;
-    try {
-      // The graph passes (build, autodiff, numerics, fuse, lower) refuse an op with no
-      // lowering; the step compiler takes the layer stack the lowered graph describes.
-      spec = compiler::stack_from_graph(
-          compiler::compile_graph(keras::dense_stack_spec(model_desc.layers),
-                                  opt.optimizer == "sgd" ? compiler::OptimizerSpec::Kind::kSgd
-                                                         : compiler::OptimizerSpec::Kind::kAdam,
-                                  driver::chip_for_array(opt.array), opt.batch));
-    } catch (const std::exception& e) {
-      err << "tessera train: " << opt.model << ": " << e.what() << "\n";
-      return 2;
-    }
-    return train_dense(opt, model_desc, spec, out, err);
-  }
-  try {
-    keras::lowerable_spec(model_desc.layers);
-  } catch (const std::exception& e) {
-    err << "tessera train: " << (opt.model.empty() ? "the example CNN" : opt.model) << ": "
-        << e.what() << "\n";
+  const std::string who = opt.model.empty() ? "the example CNN" : opt.model;
+  auto refuse = [&](const std::string& why) {
+    err << "tessera train: " << who << ": " << why << "\n";
     return 2;
+  };
+  // The optimizer (Keras's defaults: Adam 1e-3, SGD 0.01), its schedule and the loss's label
+  // smoothing; the schedule's decay steps are the run's, set once they are known.
+  compiler::OptimizerSpec os;
+  if (opt.optimizer == "sgd") {
+    if (!opt.default_betas()) return refuse("--beta1/--beta2 are Adam's");
+    os.kind = compiler::OptimizerSpec::Kind::kSgd;
+    os.lr = opt.lr > 0 ? opt.lr : 0.01f;
+    os.momentum = opt.momentum;
+  } else if (opt.optimizer == "adam") {
+    os.lr = opt.lr > 0 ? opt.lr : 1e-3f;
+    os.beta1 = opt.beta1;
+    os.beta2 = opt.beta2;
+    if (!(os.beta1 >= 0 && os.beta1 < 1) || !(os.beta2 >= 0 && os.beta2 < 1))
+      return refuse("--beta1/--beta2: in [0, 1)");
+  } else {
+    return refuse("--optimizer " + opt.optimizer + ": adam or sgd");
+  }
+  os.label_smoothing = opt.label_smoothing;
+  try {
+    os.schedule = compiler::parse_schedule(opt.lr_schedule);
+    // The graph passes (build, autodiff, numerics, fuse, lower) refuse an op with no lowering,
+    // naming the layer; the step compiler refuses what does not fit the chip in compile().
+    compiler::compile_graph(keras::dense_stack_spec(model_desc.layers), os.kind,
+                            driver::chip_for_array(opt.array),
+                            opt.batch / static_cast<uint32_t>(std::max(1, opt.chips)));
+  } catch (const std::exception& e) {
+    return refuse(e.what());
   }
   const std::array<uint32_t, 3> in_shape = model_desc.layers.front().input_shape;
   if (opt.steps == 0 && opt.epochs == 0) {
@@ -313,6 +365,10 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
     err << "tessera train: dataset: " << bad << "\n";
     return 2;
   }
+  if (in_shape[2] > 1)
+    return refuse("input_shape " + std::to_string(in_shape[0]) + "x" +
+                  std::to_string(in_shape[1]) + "x" + std::to_string(in_shape[2]) +
+                  ": the dataset's images have one channel");
   if (opt.eval_samples && opt.eval_samples < test_set.count) {
     const size_t px = size_t{test_set.rows} * test_set.cols;
     test_set.count = static_cast<uint32_t>(opt.eval_samples);
@@ -320,6 +376,15 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
     test_set.labels.resize(test_set.count);
   }
 
+  data::PipelineConfig pc;
+  pc.batch = opt.batch;
+  pc.seed = opt.seed;
+  pc.shuffle_buffer = train_set.count;
+  pc.prefetch = 2;
+  data::Pipeline pipe(train_set, pc);
+  const uint64_t per_epoch = pipe.batches_per_epoch();
+  const uint64_t total = opt.steps ? opt.steps : opt.epochs * per_epoch;
+  os.decay_steps = total;  // the schedule spans the run
   // The model, replicated on --chips chips (one chip: the strategy is a single replica).
   const keras::TPUStrategy strategy(opt.chips, opt.threads);
   auto make_model = [&](bool replicated = true) {
@@ -332,8 +397,7 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
     d.array = opt.array;
     d.channels = opt.channels;
     d.arith = arith;
-    m.compile(keras::Adam(1e-3f), "sparse_categorical_crossentropy", {"accuracy"}, d, batch,
-              opt.seed);
+    m.compile(os, "sparse_categorical_crossentropy", {"accuracy"}, d, batch, opt.seed);
   };
   std::unique_ptr<keras::Sequential> model = make_model(), shadow;
   data::Pipeline::Position start{};
@@ -350,15 +414,16 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
       struct stat st {};
       if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) path += "/checkpoint/ckpt.tsr";
       const runlog::Checkpoint c = runlog::load_checkpoint(path, model->signature());
-      compiler::CnnParams p;
-      compiler::AdamState a;
-      from_checkpoint(c, path, p, a);
+      compiler::DenseParams p;
+      compiler::DenseOptState a;
+      from_checkpoint(c, path, *model, p, a);
       if (c.seed != opt.seed)
         throw std::invalid_argument("checkpoint " + path + " was written with --seed " +
                                     std::to_string(c.seed) + ", this run has --seed " +
                                     std::to_string(opt.seed));
       model->set_state(p, a);
       first_step = c.step;
+      model->set_step(first_step);  // the schedule's step count
       for (const auto& [key, value] : c.meta) {
         // floats (a step's loss and accuracy are), written %.9g: strtof gives them back
         if (key == "loss") last_loss = std::strtof(value.c_str(), nullptr);
@@ -373,15 +438,7 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
     return 2;
   }
 
-  data::PipelineConfig pc;
-  pc.batch = opt.batch;
-  pc.seed = opt.seed;
-  pc.shuffle_buffer = train_set.count;
-  pc.prefetch = 2;
-  data::Pipeline pipe(train_set, pc);
   pipe.seek(start);
-  const uint64_t per_epoch = pipe.batches_per_epoch();
-  const uint64_t total = opt.steps ? opt.steps : opt.epochs * per_epoch;
   // A checkpoint at the last step (a run killed after training, during its evaluation or its
   // run-folder writes) finishes the run: no step, then the evaluation and the files.
   if (first_step > total) {
@@ -462,7 +519,7 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
   runlog::EventWriter& events = *event_writer;
   const std::string ckpt_path = run_dir + "/checkpoint/ckpt.tsr";
   const int n = opt.array;
-  const compiler::CnnTrainStep& step_prog = model->train_step();
+  const compiler::DenseStackStep& step_prog = model->train_step();
   out << model->summary() << "backend " << opt.backend << ", array " << n << "x" << n << ", "
       << (opt.chips > 1 ? std::to_string(opt.chips) + " chips (data parallel, " +
                               std::to_string(opt.batch / opt.chips) + " images each), "
@@ -471,22 +528,11 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
       << step_prog.stats().instructions << " instructions\nrun folder " << run_dir << "\n";
 
   std::FILE* order = nullptr;
-  if (!opt.dump_init.empty()) {
-    mkdirs(opt.dump_init);
-    const compiler::CnnParams p = model->get_weights();
-    auto dump = [&](const char* name, const std::vector<float>& v) {
-      const std::string path = opt.dump_init + "/" + name;
-      std::FILE* f = std::fopen(path.c_str(), "wb");
-      if (!f || std::fwrite(v.data(), 4, v.size(), f) != v.size())
-        throw std::runtime_error(path + ": cannot write");
-      std::fclose(f);
-    };
-    dump("conv_kernel.f32", p.conv_kernel);
-    dump("conv_bias.f32", p.conv_bias);
-    dump("dense_kernel.f32", p.dense_kernel);
-    dump("dense_bias.f32", p.dense_bias);
+  if (!opt.dump_init.empty()) {  // the initial weights (the export format) and the sample order
+    export_dense_weights(opt.dump_init, model_desc.name, model->spec(), model->get_weights());
     order = std::fopen((opt.dump_init + "/order.u32").c_str(), "wb");
     if (!order) throw std::runtime_error(opt.dump_init + "/order.u32: cannot write");
+    out << "wrote the initial weights to " << opt.dump_init << "\n";
   }
   std::vector<uint64_t> step_cycles;
   std::vector<driver::RunReport> reports;
@@ -498,6 +544,7 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
   // (under mpirun rank 0 reports: its chip 0 is sampled)
   if (rtl_model && rank == 0) rtl_model->device().set_sampling(kSampleEvery);
   std::vector<PhaseTiming> phases;
+  uint64_t profiled_step = 0;  // the rtl step the phases are of
   uint64_t sampled_steps = 0;
   const auto t_start = Clock::now();
   uint64_t last_step = first_step;
@@ -516,14 +563,15 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
       if (order) std::fwrite(batch.sample_ids.data(), 4, batch.sample_ids.size(), order);
       const bool sample_now = sampled && (s % opt.sample_every == 0);
       if (sample_now) {
-        compiler::CnnParams p;
-        compiler::AdamState a;
+        compiler::DenseParams p;
+        compiler::DenseOptState a;
         model->get_state(p, a);
         shadow->set_state(p, a);
       }
       keras::StepLogs logs = model->train_on_batch(batch);
       logs.step = s;
       if (sample_now) {
+        shadow->set_step(s);
         const keras::StepLogs rtl = shadow->train_on_batch(batch);
         std::string what;
         if (std::memcmp(&rtl.loss, &logs.loss, 4) != 0 || rtl.accuracy != logs.accuracy ||
@@ -536,8 +584,10 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
         ++sampled_steps;
       }
       if (rtl_model && phases.empty() && !logs.report.samples.empty()) {
+        profiled_step = s;
         phases =
-            phase_timings(rtl_model->train_step(), rtl_model->train_program_address(), logs.report);
+            phase_timings(rtl_model->train_step().stats(), rtl_model->train_program_address(),
+                          logs.report);
         write_chrome_trace(run_dir + "/timeline.json", phases, logs.report);
         try {
           write_roofline(run_dir + "/roofline.png", phases, n, 16.0);
@@ -603,6 +653,8 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
   // ---- evaluation on the test set ----
   const auto t_eval = Clock::now();
   keras::EvalResult ev;
+  constexpr uint32_t kTestProbsImages = 1000;
+  std::vector<float> test_probs;
   {
     std::unique_ptr<keras::Sequential> evaluator;
     keras::Sequential* m = model.get();
@@ -610,17 +662,25 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
       evaluator = make_model(false);  // evaluation runs on one chip (one copy of the weights)
       // one chip, one replica's batch (the training step's: it fits the chip)
       compile(*evaluator, eval_backend, opt.batch / static_cast<uint32_t>(std::max(1, opt.chips)));
-      compiler::CnnParams p;
-      compiler::AdamState a;
+      compiler::DenseParams p;
+      compiler::DenseOptState a;
       model->get_state(p, a);
       evaluator->set_state(p, a);
       m = evaluator.get();
     }
     ev = m->evaluate(test_set);
+    // the softmax outputs of the first test images (weights/test_probs.f32: tessera evaluate
+    // --probs gives the same from the export)
+    data::Dataset head = test_set;
+    head.count = std::min<uint32_t>(test_set.count, kTestProbsImages);
+    head.images.resize(size_t{head.count} * head.rows * head.cols);
+    head.labels.resize(head.count);
+    test_probs = m->predict(head);
   }
   const double eval_wall = std::chrono::duration<double>(Clock::now() - t_eval).count();
-  out << "test: loss " << ev.loss << ", accuracy " << ev.accuracy << " (" << ev.samples
-      << " images, " << opt.eval_backend << " backend, " << eval_wall << " s)\n";
+  out << "test accuracy " << ev.accuracy << " loss " << ev.loss << " (" << ev.samples
+      << " images)\n"
+      << "evaluated on the " << opt.eval_backend << " backend in " << eval_wall << " s\n";
 
   // ---- the run folder ----
   bool cycles_constant = true;
@@ -632,6 +692,32 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
   std::ostringstream report;
   {
     const compiler::StepStats& st = step_prog.stats();
+    // the profiled rtl step per phase first (tessera report prints it)
+    if (!phases.empty()) {
+      const driver::RunReport& r = reports.front();
+      const auto& P = step_prog;
+      report << "step " << profiled_step << ": " << r.cycles << " cycles; bound "
+             << P.bound_cycles() << " cycles (per phase the largest of MXU, VPU, DMA; "
+             << g9(double(r.cycles) / double(P.bound_cycles())) << "x); unit bounds: MXU "
+             << P.mxu_bound_cycles() << ", VPU " << P.vpu_bound_cycles() << ", DMA "
+             << P.dma_bound_cycles() << " (" << st.hbm_bytes << " HBM bytes at "
+             << compiler::DenseStackStep::kHbmBytesPerCycle << " B/cycle)\n"
+             << phase_report(phases, n, opt.channels)
+             << "phase      MXU bound  VPU bound  DMA bound\n";
+      for (const auto& p : st.phases)
+        report << p.name << std::string(p.name.size() < 10 ? 10 - p.name.size() : 1, ' ')
+               << p.mxu_bound << "  " << p.vpu << "  "
+               << p.hbm_bytes / compiler::DenseStackStep::kHbmBytesPerCycle << "\n";
+      report << "(per phase: decode-PC samples every " << kSampleEvery
+             << " cycles; unit busy and MXU utilization as % of the phase's cycles;\n"
+                "bound/cycles = the phase's MXU shape bound over its cycles, bound/busy over\n"
+                "the MXU's busy cycles in it; HBM bus = cycles the HBM data bus carried data,\n"
+                "R/W turns = switches between reads and writes, REFs = refreshes, on the\n"
+                "device pins; timeline: timeline.json (Chrome trace: ui.perfetto.dev or\n"
+                "chrome://tracing); roofline.png)\n\n";
+    } else {
+      report << "no rtl step ran (--backend rtl or sampled profiles its first rtl step)\n\n";
+    }
     report << "Tessera training step: " << st.instructions << " instructions (DMA " << st.dma
            << ", MXU " << st.mxu << ", VPU " << st.vpu << "; " << st.waits << " waits, "
            << st.signals << " signals), " << st.macs << " MACs\n";
@@ -640,11 +726,17 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
     report << "DMA elements " << st.dma_elements
            << " (the DMA moves up to a 32-byte word a cycle along contiguous runs, one element "
               "a cycle otherwise)\n\n";
-    report << "phase        instructions  MXU bound  VPU ops   DMA elements\n";
+    report << "program: " << st.instructions << " instructions (" << st.loops
+           << " REPEAT loops; " << st.executed << " executed), " << st.hbm_bytes
+           << " HBM bytes; bound " << step_prog.bound_cycles()
+           << " cycles (per phase the largest of MXU, VPU and DMA at "
+           << compiler::DenseStackStep::kHbmBytesPerCycle << " B/cycle)\n\n";
+    report << "phase        instructions  MXU bound  VPU ops   DMA elements  DMA bound\n";
     for (const auto& p : st.phases)
       report << std::left << std::setw(13) << p.name << std::right << std::setw(12)
              << p.instructions << std::setw(11) << p.mxu_bound << std::setw(9) << p.vpu
-             << std::setw(15) << p.dma_elements << "\n";
+             << std::setw(15) << p.dma_elements << std::setw(11)
+             << p.hbm_bytes / compiler::DenseStackStep::kHbmBytesPerCycle << "\n";
     if (!reports.empty()) {
       const auto& r = reports.front();
       const double c = double(r.cycles);
@@ -662,16 +754,6 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
              << std::defaultfloat << std::setprecision(6) << "\n";
       report << "  HBM read " << r.perf[isa::PERF_HBM_RD] << " B, written "
              << r.perf[isa::PERF_HBM_WR] << " B\n";
-      if (!phases.empty())
-        report << "\nper phase (decode-PC samples every " << kSampleEvery
-               << " cycles; unit busy and MXU utilization as % of the phase's cycles;\n"
-                  "bound/cycles = the phase's MXU shape bound over its cycles, bound/busy over\n"
-                  "the MXU's busy cycles in it; HBM bus = cycles the HBM data bus carried data,\n"
-                  "R/W turns = switches between reads and writes, REFs = refreshes, on the\n"
-                  "device pins):\n"
-               << phase_report(phases, n, opt.channels)
-               << "timeline: timeline.json (Chrome trace: ui.perfetto.dev or chrome://tracing); "
-                  "roofline.png\n";
     }
   }
   runlog::write_file_atomically(run_dir + "/cycle_report.txt", report.str());
@@ -688,6 +770,14 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
        {"channels", JsonValue(opt.channels)},
        {"arith", JsonValue(opt.arith)},
        {"model", JsonValue(model_desc.name.empty() ? opt.model : model_desc.name)},
+       {"compiler", JsonValue("DenseStackStep")},
+       {"optimizer", JsonValue(opt.optimizer)},
+       {"lr", JsonValue(double{os.lr})},
+       {"lr_schedule", JsonValue(compiler::schedule_name(os.schedule))},
+       {"beta_1", JsonValue(double{os.beta1})},
+       {"beta_2", JsonValue(double{os.beta2})},
+       {"momentum", JsonValue(double{os.momentum})},
+       {"label_smoothing", JsonValue(double{os.label_smoothing})},
        {"steps", JsonValue(static_cast<unsigned long long>(last_step))},
        {"first_step", JsonValue(static_cast<unsigned long long>(first_step))},
        {"batch", JsonValue(opt.batch)},
@@ -698,6 +788,8 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
        {"test_accuracy", JsonValue(ev.accuracy)},
        {"test_samples", JsonValue(static_cast<unsigned long long>(ev.samples))},
        {"eval_backend", JsonValue(opt.eval_backend)},
+       {"test_probs_images",
+        JsonValue(static_cast<unsigned long long>(test_probs.size() / model->spec().classes()))},
        {"step_cycles", JsonValue::array(step_cycles)},
        {"step_cycles_identical", JsonValue(cycles_constant)},
        {"sampled_steps", JsonValue(static_cast<unsigned long long>(sampled_steps))},
@@ -718,16 +810,11 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
   } catch (const std::exception& e) {
     err << "tessera train: loss.png not written: " << e.what() << "\n";
   }
-  {  // the weight export, as a general-compiler run's (tessera evaluate reads it)
-    compiler::CnnParams cp;
-    compiler::AdamState ca;
-    model->get_state(cp, ca);
-    compiler::DenseParams dp;
-    dp.kernel = {cp.conv_kernel, cp.dense_kernel};
-    dp.bias = {cp.conv_bias, cp.dense_bias};
-    export_dense_weights(run_dir + "/weights", model_desc.name,
-                         keras::dense_stack_spec(model_desc.layers), dp);
-  }
+  // the weight export (tessera evaluate reads it)
+  export_dense_weights(run_dir + "/weights", model_desc.name, model->spec(), model->get_weights());
+  runlog::write_file_atomically(
+      run_dir + "/weights/test_probs.f32",
+      std::string(reinterpret_cast<const char*>(test_probs.data()), test_probs.size() * 4));
   out << report.str() << "wrote " << run_dir << "/{summary.json,metrics.csv,"
       << events.path().substr(events.path().rfind('/') + 1)
       << ",loss.png,cycle_report.txt,checkpoint/ckpt.tsr,weights/}\n";

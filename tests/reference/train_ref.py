@@ -157,10 +157,17 @@ def glorot_init(rng):
     }
 
 
+# The same tensors in a weight export (tessera train --dump-init / a run's weights/:
+# manifest.json, "tessera-sequential-weights-1"): the Conv2D's and the Dense layer's files.
+EXPORT_FILES = {"conv_kernel": "conv0_kernel.f32", "conv_bias": "conv0_bias.f32",
+                "dense_kernel": "dense1_kernel.f32", "dense_bias": "dense1_bias.f32"}
+
+
 def load_weights(wdir):
     p = {}
+    export = os.path.exists(os.path.join(wdir, "manifest.json"))
     for name, fname, shape in PARAM_FILES:
-        path = os.path.join(wdir, fname)
+        path = os.path.join(wdir, EXPORT_FILES[name] if export else fname)
         a = np.fromfile(path, dtype="<f4")
         if a.size != int(np.prod(shape)):
             raise ValueError("%s: %d floats, expected %d" % (path, a.size, int(np.prod(shape))))

@@ -8,7 +8,7 @@
 //   auto [loss, acc] = model.evaluate(test);
 //
 // Underneath, compile() checks the layers against what the chip compiler lowers
-// (tessera/compiler.h), opens the device (backend `rtl` or `functional`) and compiles the
+// (tessera/dense_step.h), opens the device (backend `rtl` or `functional`) and compiles the
 // training step once; fit() replays it for every batch. Unsupported layer stacks and
 // configurations are refused in compile(), before any long work, with the reason.
 #pragma once
@@ -19,7 +19,6 @@
 #include <string>
 #include <vector>
 
-#include "tessera/compiler.h"
 #include "tessera/dense_step.h"
 #include "tessera/data.h"
 #include "tessera/driver.h"
@@ -53,27 +52,27 @@ Layer Dropout(float rate, uint64_t seed = 0);
 Layer Normalization(float mean, float variance, std::array<uint32_t, 3> input_shape = {});
 const char* kind_name(Layer::Kind k);
 
-// The layer stack the chip compiler lowers today (Conv2D(relu, valid, stride 1, one input
-// channel) -> MaxPool2D -> Flatten -> Dense(softmax); docs/compiler.md, "Supported models") as
-// the compiler's spec; anything else throws std::invalid_argument naming the layer and the
-// argument. Sequential::compile and `tessera compile --model` use it.
-compiler::CnnSpec lowerable_spec(const std::vector<Layer>& layers);
-// Any other Sequential the general compiler lowers (tessera/dense_step.h; docs/compiler.md,
-// "Supported ops"): Conv2D (relu | linear, valid | same, strides 1 | 2, kernel 1..7),
-// MaxPool2D and AveragePooling2D (pool 2 | 3, strides = pool) before one Flatten, then
-// Dense(relu | linear)* with a Dropout after any hidden relu Dense (its 64-bit seed folded to 32
-// bits as seed ^ seed >> 32), then Dense(softmax), optionally after a Normalization as the
-// first layer (input preprocessing on the host); the first layer carries the input_shape.
-// Anything else throws std::invalid_argument naming the layer and the argument.
-// is_dense_stack: the model is not the example CNN's pattern in sizes CnnTrainStep takes on an
-// N-wide array (lowerable_spec refuses it, or its pool is not 2, its filters not a multiple of
-// N or its classes above 3N), so it is this compiler's to accept or refuse.
-bool is_dense_stack(const std::vector<Layer>& layers, uint32_t n = 16);
+// The model as the compiler's spec (tessera/dense_step.h; docs/compiler.md, "Supported ops"):
+// Conv2D (relu | linear, valid | same, strides 1 | 2, kernel 1..7), MaxPool2D and
+// AveragePooling2D (pool 2 | 3, strides = pool) before one Flatten, then Dense(relu | linear)*
+// with a Dropout after any hidden relu Dense (its 64-bit seed folded to 32 bits as
+// seed ^ seed >> 32), then Dense(softmax), optionally after a Normalization as the first layer
+// (input preprocessing on the host); the first layer carries the input_shape. Anything else
+// throws std::invalid_argument naming the layer and the argument.
 compiler::DenseStackSpec dense_stack_spec(const std::vector<Layer>& layers);
 
+// Keras's optimizers (their update forms: docs/compiler.md, "Optimizers"). A learning-rate
+// schedule (Keras's CosineDecay / PolynomialDecay(power 1) over decay_steps) and the loss's
+// label smoothing are set on the compiler's OptimizerSpec, which compile() also takes.
 struct Adam {
   float learning_rate = 1e-3f, beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;
   explicit Adam(float lr = 1e-3f) : learning_rate(lr) {}
+  compiler::OptimizerSpec spec() const;
+};
+struct SGD {
+  float learning_rate = 0.01f, momentum = 0.0f;
+  explicit SGD(float lr = 0.01f, float momentum = 0.0f) : learning_rate(lr), momentum(momentum) {}
+  compiler::OptimizerSpec spec() const;
 };
 
 // Data parallelism over a ring of chips (docs/multichip.md), TensorFlow's tf.distribute
@@ -148,28 +147,38 @@ class Sequential {
   ~Sequential();
   void add(const Layer& layer);
 
-  // Checks the stack, opens the device and compiles the training step for `batch_size`.
-  // Throws std::invalid_argument with the reason for anything the chip cannot run.
-  void compile(const Adam& optimizer, const std::string& loss,
+  // Checks the stack, opens the device and compiles the training step for `batch_size` (the
+  // global batch under a strategy). Throws std::invalid_argument with the reason for anything
+  // the chip cannot run; on failure nothing stays open.
+  void compile(const compiler::OptimizerSpec& optimizer, const std::string& loss,
                const std::vector<std::string>& metrics, const DeviceOptions& device = {},
                uint32_t batch_size = 128, uint64_t weight_seed = 0);
+  void compile(const Adam& optimizer, const std::string& loss,
+               const std::vector<std::string>& metrics, const DeviceOptions& device = {},
+               uint32_t batch_size = 128, uint64_t weight_seed = 0) {
+    compile(optimizer.spec(), loss, metrics, device, batch_size, weight_seed);
+  }
+  void compile(const SGD& optimizer, const std::string& loss,
+               const std::vector<std::string>& metrics, const DeviceOptions& device = {},
+               uint32_t batch_size = 128, uint64_t weight_seed = 0) {
+    compile(optimizer.spec(), loss, metrics, device, batch_size, weight_seed);
+  }
 
   History fit(const data::Dataset& train, const FitOptions& options);
-  // One training step on one batch (the batch size compile() was given); advances step().
+  // One training step on one batch (the batch size compile() was given); advances step(). The
+  // step's learning rate follows the optimizer's schedule at step().
   StepLogs train_on_batch(const data::Batch& batch);
   // Forward passes only (a separate compiled evaluation program; the weights are read).
   EvalResult evaluate(const data::Dataset& test, uint32_t batch_size = 0);
   // Softmax outputs, images x classes.
   std::vector<float> predict(const data::Dataset& images, uint32_t batch_size = 0);
 
-  // Weights and optimizer state as they are on the device. Under a strategy each replica holds
-  // the current fp32 weights and moments of its own chunk only (docs/multichip.md, "Sharded
-  // update"): these gather them from every replica — a collective call under mpirun (every
-  // rank calls it).
-  compiler::CnnParams get_weights();
-  compiler::AdamState get_optimizer_state();
-  void get_state(compiler::CnnParams& p, compiler::AdamState& s);  // both, one gather
-  void set_state(const compiler::CnnParams& p, const compiler::AdamState& s);
+  // Weights and optimizer state as they are on the device (under a strategy every replica
+  // holds the same after each step: these read this process's first chip).
+  compiler::DenseParams get_weights();
+  compiler::DenseOptState get_optimizer_state();
+  void get_state(compiler::DenseParams& p, compiler::DenseOptState& s);  // both
+  void set_state(const compiler::DenseParams& p, const compiler::DenseOptState& s);
   // Keras's save_weights / load_weights: the weights (not the optimizer state) in the
   // checkpoint format (docs/training.md), atomically; load refuses another model's file (the
   // architecture part of signature()) with a runlog::CheckpointError naming the file.
@@ -178,41 +187,50 @@ class Sequential {
   uint64_t step() const { return step_; }
   void set_step(uint64_t s) { step_ = s; }  // resume
 
-  const compiler::CnnSpec& spec() const { return spec_; }
-  const compiler::CnnTrainStep& train_step() const { return *train_; }
+  const std::vector<Layer>& layers() const { return layers_; }
+  const compiler::DenseStackSpec& spec() const { return spec_; }
+  const compiler::OptimizerSpec& optimizer() const { return opt_; }
+  uint32_t batch_size() const { return batch_; }  // the global batch
+  const compiler::DenseStackStep& train_step() const { return *train_; }
   uint64_t train_program_address() const { return train_prog_; }
   // The (first) chip: where evaluate/predict run and weights are read.
   driver::Device& device() { return *dev_; }
   int replicas() const { return strategy_.num_replicas_in_sync; }
   driver::Cluster* cluster() { return cluster_.get(); }  // replicas > 1
   std::string summary() const;                           // Keras-style layer table
-  std::string signature() const;                         // model + configuration, for checkpoints
+  // The model, the optimizer (with its schedule) and the global batch: what a checkpoint must
+  // match (the chips, the array size and the backend are not in it: the state is the same
+  // tensors on any of them). The part before the first '|' is the architecture.
+  std::string signature() const;
 
  private:
-  compiler::CnnTrainStep& eval_program(uint32_t batch);
+  struct Eval {
+    std::unique_ptr<compiler::DenseStackStep> step;
+    uint64_t prog = 0;
+  };
+  Eval& eval_program(uint32_t batch);
   // Runs the evaluation program over every image of `ds` in order, `per_batch` after each.
   void run_forward(const data::Dataset& ds, uint32_t batch,
-                   const std::function<void(compiler::CnnTrainStep&, uint32_t)>& per_batch);
+                   const std::function<void(compiler::DenseStackStep&, uint32_t)>& per_batch);
   void check_compiled(const char* what) const;
   std::vector<Layer> layers_;
-  compiler::CnnSpec spec_;
-  compiler::AdamSpec adam_;
+  compiler::DenseStackSpec spec_;
+  compiler::OptimizerSpec opt_;
   DeviceOptions dev_opts_;
   uint32_t batch_ = 0;
   TPUStrategy strategy_;
-  std::unique_ptr<driver::Device> device_;         // one chip
-  std::unique_ptr<driver::Cluster> cluster_;       // replicas > 1
-  driver::Device* dev_ = nullptr;                  // device_, or the cluster's chip 0
-  std::unique_ptr<compiler::CnnTrainStep> train_;  // rank 0's step
-  std::vector<std::unique_ptr<compiler::CnnTrainStep>> replica_steps_;  // ranks 1 ..
-  std::vector<uint64_t> replica_progs_;                                 // per rank
+  std::unique_ptr<driver::Device> device_;    // one chip
+  std::unique_ptr<driver::Cluster> cluster_;  // replicas > 1
+  driver::Device* dev_ = nullptr;             // device_, or this process's first chip
+  std::vector<std::unique_ptr<compiler::DenseStackStep>> steps_;  // per rank
+  compiler::DenseStackStep* train_ = nullptr;                     // dev_'s step
+  std::vector<uint64_t> progs_;                                   // per rank
   uint64_t train_prog_ = 0;
-  struct Eval {
-    std::unique_ptr<compiler::CnnTrainStep> step;
-    uint64_t prog = 0;
-  };
   std::vector<Eval> evals_;
   uint64_t step_ = 0;
 };
+
+// The host's images for `spec`: p / 255 in bf16, or normalized first (spec.norm).
+std::vector<uint16_t> model_images(const compiler::DenseStackSpec& spec, const data::Batch& batch);
 
 }  // namespace tessera::keras
