@@ -106,13 +106,23 @@ void Sequential::compile(const compiler::OptimizerSpec& opt, const std::string& 
         continue;
       }
       driver::Device& d = chip_dev(r);
-      const uint64_t b =
-          d.alloc(compiler::DenseStackStep::data_bytes(spec_, chip, per_replica, rep));
+      const uint64_t need = compiler::DenseStackStep::data_bytes(spec_, chip, per_replica, rep);
+      if (need > d.hbm_bytes())
+        bad("the training step's data, " + std::to_string(need) + " bytes at a batch of " +
+            std::to_string(per_replica) + " a chip, exceed the chip's " +
+            std::to_string(d.hbm_bytes()) + "-byte HBM; use a smaller batch");
+      const uint64_t b = d.alloc(need);
       if (!first && b != base) throw std::logic_error("compile: the replicas' layouts differ");
       base = b;
       steps_.push_back(std::make_unique<compiler::DenseStackStep>(
           spec_, opt_, chip, per_replica, base, compiler::StepKind::kTrain, nullptr,
           compiler::DenseLoweringChoices{}, rep));
+      const uint64_t prog_bytes = steps_.back()->program().size() * isa::kInstructionBytes;
+      if (need + prog_bytes > d.hbm_bytes())
+        bad("the training step's program (" + std::to_string(prog_bytes) + " bytes) and data (" +
+            std::to_string(need) + " bytes) at a batch of " + std::to_string(per_replica) +
+            " a chip exceed the chip's " + std::to_string(d.hbm_bytes()) +
+            "-byte HBM; use a smaller batch");
       const uint64_t a = d.load_program(steps_.back()->program_bytes());
       if (!first && a != prog) throw std::logic_error("compile: the replicas' programs differ");
       prog = a;
