@@ -221,4 +221,158 @@ void emit_route_operand(ProgramBuilder& b, RouteOperand& r, uint64_t r0, uint32_
   b.signal(isa::Unit::kVpu);
 }
 
+bool conv_pool_weight_gradient_fits(int n, uint64_t ub_bytes, uint32_t h, uint32_t w, uint32_t k,
+                                    uint32_t f) {
+  const uint64_t N = static_cast<uint64_t>(n), cw = w - k + 1;
+  const uint64_t rpad = (2 * cw + N - 1) / N * N;
+  const uint64_t in_bytes = (uint64_t{k} * k + 1) * rpad * 2 + 2 * (cw / 2) * f * 2;
+  return in_bytes + rpad * f * 2 + uint64_t{k + 1} * w * 2 + 64 * 6 + 256 <= ub_bytes;
+}
+
+void emit_conv_pool_weight_gradient(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi,
+                                    const ConvPoolWeightGrad& g) {
+  const uint32_t N = b.n(), K = g.k, T = K * K, H = g.h, W = g.w, F = g.f;
+  const uint32_t CW = W - K + 1, CH = H - K + 1, PW = CW / 2, PH = CH / 2;
+  if (CW % 2 || CH % 2 || F % N)
+    throw std::logic_error("conv + max-pool weight gradient: odd map or filters");
+  const uint32_t RW = 2 * CW;                             // positions of an item
+  const uint32_t Rpad = (RW + N - 1) / N * N;             // ... in whole K tiles
+  const uint32_t at_bytes = (T + 1) * Rpad * 2, row_bytes = PW * F * 2, dz_bytes = Rpad * F * 2;
+  const uint32_t row2n = 2 * N;
+  UbArena a(ub_lo, ub_hi, static_cast<int>(N), "conv + max-pool weight gradient");
+  // The MXU takes the items' dz in groups of P (one SIGNAL a group), emitted `lag` = 1 item
+  // after the group's last dz so that its WAIT is met when the decoder reaches it. In flight:
+  // the group the MXU runs, the dz the lag holds back and the next group: 2 P + 2 dz buffers;
+  // input sets (im2col^T, dp, codes) P + 4: the DMA loads up to 3 items ahead. Smaller UBs:
+  // P = 1, lag 0, fewer sets.
+  const uint64_t in_bytes = uint64_t{at_bytes} + 2 * row_bytes;
+  const uint32_t rows_in = 2 + K - 1;  // image rows of an item
+  uint64_t stage_bytes = 2ull * H * W * 2;
+  auto fits = [&](int sets, int dzs) {
+    return a.free() >= uint64_t(sets) * in_bytes + uint64_t(dzs) * dz_bytes + stage_bytes +
+                           64 * (3 * sets + dzs + 2);
+  };
+  uint32_t P = 2, lag = 1;
+  int nin = 6, ndz = 6;
+  const bool whole = fits(nin, ndz);
+  if (!whole) stage_bytes = uint64_t{rows_in} * W * 2;
+  if (!fits(nin, ndz)) {
+    P = 1;
+    lag = 0;
+    nin = 3;
+    ndz = 2;
+  }
+  while (nin > 1 && !fits(nin, ndz)) {
+    --nin;
+    ndz = std::min(ndz, nin);
+  }
+  uint32_t at[6], dp[6], code[6], dz[6];
+  for (int i = 0; i < nin; ++i) at[i] = a.take(at_bytes);
+  // dp and codes: one block each, the sets back to back (a pair of items loads with one copy)
+  const uint32_t dp0 = a.take(uint64_t(nin) * row_bytes);
+  const uint32_t code0 = a.take(uint64_t(nin) * row_bytes);
+  for (int i = 0; i < nin; ++i) {
+    dp[i] = dp0 + i * row_bytes;
+    code[i] = code0 + i * row_bytes;
+  }
+  for (int i = 0; i < ndz; ++i) dz[i] = a.take(dz_bytes);
+  const uint32_t stage = a.take(stage_bytes);
+  // im2col^T: T tap rows (padding positions zero) and a row of ones (the bias gradient); dz
+  // padding rows zero — written once, the loads and the routing never touch them
+  b.vpu_lif(8, 1.0f);
+  for (int i = 0; i < nin; ++i) {
+    for (uint32_t r = 0; r < T; ++r)
+      for (uint32_t c = RW / N; c < Rpad / N; ++c) b.vpu_st(kBf16, 0, at[i] + (r * Rpad + c * N) * 2);
+    for (uint32_t c = 0; c < Rpad / N; ++c) b.vpu_st(kBf16, 8, at[i] + (T * Rpad + c * N) * 2);
+  }
+  for (int i = 0; i < ndz; ++i)
+    for (uint32_t r = RW; r < Rpad; ++r)
+      for (uint32_t j = 0; j < F / N; ++j) b.vpu_st(kBf16, 0, dz[i] + (r * F + j * N) * 2);
+  for (int t = 0; t < 4; ++t) b.vpu_lif(10 + t, static_cast<float>(t));
+  b.signal(isa::Unit::kVpu);
+  const uint32_t items = g.batch * PH;
+  // Loads run nin - P - lag items ahead: the set a load overwrites is that of an item whose MXU
+  // group is already emitted (in program order after the group's reads, so it waits for them).
+  const uint32_t ahead = nin - static_cast<int>(P + lag);
+  // A pair's two items are consecutive in HBM and, with an even number of sets, in the UB.
+  const bool pairs = nin % 2 == 0 && static_cast<int>(ahead) + 2 <= nin;
+  auto load = [&](uint32_t i) {
+    const uint32_t img = i / PH, py = i % PH, buf = i % nin;
+    // the item's image rows 2 py .. 2 py + rows_in - 1 in the UB: the whole image, loaded
+    // with its first item (two buffers, items in order), or the item's rows alone
+    uint32_t rows;
+    const uint64_t image = g.images + uint64_t{img} * H * W * 2;
+    if (whole) {
+      const uint32_t sb = stage + (img % 2) * H * W * 2;
+      if (py == 0) copy_linear(b, isa::Space::kHbm, image, isa::Space::kUb, sb, uint64_t{H} * W, 2);
+      rows = sb + 2 * py * W * 2;
+    } else {
+      copy_linear(b, isa::Space::kHbm, image + uint64_t{2 * py} * W * 2, isa::Space::kUb, stage,
+                  uint64_t{rows_in} * W, 2);
+      rows = stage;
+    }
+    b.dma_copy(ub(rows, {{CW, 2}, {2, int32_t(W * 2)}, {K, 2}, {K, int32_t(W * 2)}}),
+               ub(at[buf], {{CW, 2}, {2, int32_t(CW * 2)}, {K, int32_t(Rpad * 2)},
+                            {K, int32_t(K * Rpad * 2)}}),
+               2);
+    const bool pair_first = pairs && i % 2 == 0 && i + 1 < items && py + 1 < PH;
+    const bool pair_second = pairs && i % 2 == 1 && py > 0;
+    if (!pair_second) {
+      const uint32_t n_items = pair_first ? 2 : 1;
+      const uint64_t off = (uint64_t{img} * PH + py) * PW * F * 2;
+      copy_linear(b, isa::Space::kHbm, g.dp + off, isa::Space::kUb, dp[buf],
+                  uint64_t{n_items} * PW * F, 2);
+      copy_linear(b, isa::Space::kHbm, g.codes + off, isa::Space::kUb, code[buf],
+                  uint64_t{n_items} * PW * F, 2);
+    }
+    b.signal(isa::Unit::kDma);
+  };
+  for (uint32_t k = 0; k < ahead && k < items; ++k) load(k);
+  // The MXU's group: items first .. last - 1, waiting once for all of their inputs.
+  uint32_t next_group = 0;
+  auto emit_group = [&](uint32_t first, uint32_t last) {
+    std::vector<Footprint> fp{
+        {Footprint::Space::kAcc, 0, uint64_t{g.j1 - g.j0} * (T + 1), true}};
+    for (uint32_t k = first; k < last; ++k) {
+      fp.push_back({Footprint::Space::kUb, dz[k % ndz], dz[k % ndz] + dz_bytes, false});
+      fp.push_back({Footprint::Space::kUb, at[k % nin], at[k % nin] + at_bytes, false});
+    }
+    b.await(isa::Unit::kMxu, fp);
+    for (uint32_t k = first; k < last; ++k)
+      for (uint32_t j = g.j0; j < g.j1; ++j)
+        for (uint32_t c = 0; c < Rpad / N; ++c) {
+          b.mxu_ldw(dz[k % ndz] + (c * N * F + j * N) * 2, static_cast<int32_t>(F * 2));
+          b.mxu_mm(k > 0 || c > 0, at[k % nin] + c * row2n, static_cast<int32_t>(Rpad * 2), T + 1,
+                   (j - g.j0) * (T + 1));
+        }
+    b.signal(isa::Unit::kMxu);
+  };
+  for (uint32_t i = 0; i < items; ++i) {
+    const uint32_t buf = i % nin, zb = i % ndz;
+    if (ahead == 0)
+      load(i);
+    else if (i + ahead < items)
+      load(i + ahead);
+    // dz of the item's two conv rows: position (dy, 2 px + dx) gets dp where its code is
+    // 2 dy + dx, else 0
+    for (uint32_t j = g.j0; j < g.j1; ++j)
+      for (uint32_t px = 0; px < PW; ++px) {
+        b.vpu_ld(kBf16, 7, dp[buf] + (px * F + j * N) * 2);
+        b.vpu_ld(kBf16, 8, code[buf] + (px * F + j * N) * 2);
+        for (uint32_t pos = 0; pos < 4; ++pos) {
+          const uint32_t r = (pos / 2) * CW + 2 * px + pos % 2;
+          b.vpu_op(Fn::kSelEq, 9, 8, static_cast<int>(10 + pos), 7, 0);  // code == pos ? dp : 0
+          b.vpu_st(kBf16, 9, dz[zb] + (r * F + j * N) * 2);
+        }
+      }
+    b.signal(isa::Unit::kVpu);
+    // Items 0 .. i - lag are ready for the MXU: emit the whole groups among them.
+    const uint32_t ready = i + 1 >= lag ? i + 1 - lag : 0;
+    while (next_group < items && (next_group + P <= ready || (i + 1 == items))) {
+      emit_group(next_group, std::min(items, next_group + P));
+      next_group = std::min(items, next_group + P);
+    }
+  }
+}
+
 }  // namespace tessera::compiler::lowering

@@ -56,4 +56,29 @@ struct RouteOperand {
 void emit_route_operand(ProgramBuilder& b, RouteOperand& r, uint64_t r0, uint32_t rows, uint32_t c0,
                         uint32_t cols, uint32_t dst, uint32_t pitch);
 
+// The weight gradient of a fused pair whose convolution is the first, one input channel, stride
+// 1, padding valid (kernel k, the map h x w, ho = h - k + 1 and wo conv rows and columns, both
+// even): [dW; db] = [im2col(x) ones]^T dz, dz routed from dp by the codes, item by item — an
+// item is one pooled row of one sample: its two conv rows (2 wo positions, padded to whole
+// K tiles with zero dz), whose k k tap rows the DMA copies out of the sample's image rows
+// (two whole images staged, or the item's rows) and whose dz the VPU routes from the item's
+// dp and codes (one contiguous run each). The MXU takes the items' dz in groups, emitted an
+// item behind the routing, so its work, the DMA's loads (three items ahead) and the VPU's
+// routing overlap. The sums land in ACC rows (j - j0)(T + 1) + t for column tile j of
+// [j0, j1) and row t of [dW (T = k k taps); db] — the gradient's transpose, as the by-taps
+// weight gradient leaves it. The UB arena [ub_lo, ub_hi) is the pass's. Registers V7..V13
+// (the optimizer's working registers; its constants stay); V0 must be zero.
+struct ConvPoolWeightGrad {
+  uint64_t images = 0;               // [batch][h][w] bf16
+  uint32_t batch = 0, h = 0, w = 0, k = 0, f = 0;
+  uint64_t dp = 0, codes = 0;        // [batch][ho / 2][wo / 2][f] bf16
+  uint32_t j0 = 0, j1 = 0;           // the column tiles of this pass
+};
+void emit_conv_pool_weight_gradient(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi,
+                                    const ConvPoolWeightGrad& g);
+// True when the smallest pipeline of emit_conv_pool_weight_gradient (one input set, one dz
+// buffer, the item's image rows) fits `ub_bytes` of arena.
+bool conv_pool_weight_gradient_fits(int n, uint64_t ub_bytes, uint32_t h, uint32_t w, uint32_t k,
+                                    uint32_t f);
+
 }  // namespace tessera::compiler::lowering

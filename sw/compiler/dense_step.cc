@@ -1399,6 +1399,46 @@ void DenseStackStep::compile() {
         b.vpu_lif(ar.b1, opt_.momentum);
         b.vpu_ld(kF32, ar.lr_t, ub_lrt);
       }
+      // The fused pair's first convolution over the images (valid padding): item by item,
+      // a pooled row of a sample each (conv_pool_lowering.h), its sums then updated from the ACC.
+      if (routed && i == 0 && !op.f.same &&
+          conv_pool_weight_gradient_fits(static_cast<int>(N), arena_hi - arena_lo, op.in.h,
+                                         op.in.w, op.f.kernel, F)) {
+        const FeatureOp& pool = fp.ops[i + 1];
+        const MapRef dp = grad_ref(i + 1);
+        if (dp.px != F * 2 || dp.sample != uint64_t{pool.out.size()} * 2)
+          throw std::logic_error(id + ": the pooled gradient is not compact");
+        const uint32_t T = op.f.kernel * op.f.kernel, Fc = F / N;
+        const uint32_t jg = std::min(Fc, chip_.acc_rows / (T + 1));
+        for (uint32_t j0 = 0; j0 < Fc; j0 += jg) {
+          ConvPoolWeightGrad g;
+          g.images = Y.images;
+          g.batch = B;
+          g.h = op.in.h;
+          g.w = op.in.w;
+          g.k = op.f.kernel;
+          g.f = F;
+          g.dp = dp.addr;
+          g.codes = transient(id + ".argmax");
+          g.j0 = j0;
+          g.j1 = std::min(Fc, j0 + jg);
+          emit_conv_pool_weight_gradient(b, arena_lo, arena_hi, g);
+          // the sums: rows t < T the kernel's column of taps (W^T transposed), row T the bias
+          UbArena ua(arena_lo, arena_hi, static_cast<int>(N), "Conv2D weight update");
+          Block kw{0, T, j0, g.j1 - j0, T + 1, 0, 0, 0, false};
+          kw.scratch = ua.take(uint64_t{T} * kw.ct * upd_bytes);
+          Block kb{0, 1, j0, g.j1 - j0, T + 1, 0, 0, T, false};
+          kb.scratch = ua.take(uint64_t{kb.ct} * upd_bytes);
+          update(true, kw, R, op.Kpad, true);
+          update(false, kw, R, op.Kpad, true);
+          update(true, kb, bias_of(R), op.Fpad);
+          update(false, kb, bias_of(R), op.Fpad);
+        }
+        note(id + " + " + feature_name(pool, i + 1) +
+             ": weight gradient item by item (a pooled row of a sample each: its im2col^T rows "
+             "from the image, dz routed from dp by the argmax codes in the UB, never stored)");
+        continue;
+      }
       const PatchMap xmap = conv_source(i, false);
       Matmul dw;
       dw.name = "Conv2D weight gradient";
