@@ -57,10 +57,21 @@ void emit_conv_pool_epilogue(ProgramBuilder& b, const Block& k, const ConvPoolOu
   const uint64_t pix0 = uint64_t{k.r0} / (2 * wo) * wp;
   const uint32_t valid = std::min(k.ct * N, out.f - k.c0 * N);
   for (const auto& [src, dst] : {std::pair<uint32_t, uint64_t>{pooled, out.pooled},
-                                 std::pair<uint32_t, uint64_t>{codes, out.codes}})
+                                 std::pair<uint32_t, uint64_t>{codes, out.codes}}) {
+    if (out.rows_batch && dst == out.pooled) {  // pooled-row-major: a pooled row at a time
+      for (uint32_t q = 0; q < rows_p; ++q) {
+        const uint64_t g = pix0 / wp + q, smp = g / out.hp, py = g % out.hp;
+        b.dma_copy(ub(src + q * wp * pitch, {{valid, 2}, {wp, int32_t(pitch)}}),
+                   hbm(dst + ((py * out.rows_batch + smp) * wp * out.f + k.c0 * N) * 2,
+                       {{valid, 2}, {wp, int32_t(out.f * 2)}}),
+                   2);
+      }
+      continue;
+    }
     b.dma_copy(ub(src, {{valid, 2}, {pixels, int32_t(pitch)}}),
                hbm(dst + (pix0 * out.f + k.c0 * N) * 2, {{valid, 2}, {pixels, int32_t(out.f * 2)}}),
                2);
+  }
 }
 
 void emit_pool_route(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint32_t batch, uint32_t hp,

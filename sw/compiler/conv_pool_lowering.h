@@ -18,6 +18,9 @@ namespace tessera::compiler::lowering {
 struct ConvPoolOut {
   uint64_t pooled = 0, codes = 0;
   uint32_t wo = 0, f = 0;
+  // rows_batch > 0: the pooled map pooled-row-major instead, [hp][rows_batch][wp f] (pooled
+  // row py of sample s at (py rows_batch + s) wp f); the codes stay as above
+  uint32_t rows_batch = 0, hp = 0;
 };
 // One epilogue piece of the Conv2D matmul (Matmul::row_align = 2 wo: its rows are pairs of
 // output rows): per 2x2 window and column tile, from the four fp32 sums in the ACC: the max;

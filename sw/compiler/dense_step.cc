@@ -581,8 +581,30 @@ void DenseStackStep::compile() {
   const bool train = kind_ == StepKind::kTrain;
   const bool adam = opt_.kind == OptimizerSpec::Kind::kAdam;
   const bool split = train && rep_.split();
+  // x0 pooled-row-major (a fused conv + max-pool writes the Flatten input): [hp][Bpad][wp F],
+  // so the first Dense layer's operand loads read the batch's runs of a pooled row back to
+  // back (one run where a load spans whole pooled rows) instead of rows P0 apart
+  const bool x0_rows = nf && fp.ops.back().fused_pool && fp.x0_in_place &&
+                       P[0] == fp.ops.back().out.size();
+  const uint32_t x0_row = x0_rows ? fp.ops.back().out.w * fp.ops.back().out.c : 0;  // wp F
+  const uint32_t x0_hp = x0_rows ? fp.ops.back().out.h : 0;
 
   ProgramBuilder b(static_cast<int>(N), chip_.ub_bytes, chip_.acc_rows);
+  // x0[sample][d] for samples [r0, r0 + rows) and d in [c0, c0 + cols), into UB rows `pitch`
+  // bytes apart: the Dense layer's A operand, and its weight gradient's weight operand
+  auto x0_gather = [&b, &transient, x0_row, Bpad](uint64_t r0, uint32_t rows, uint32_t c0,
+                                                   uint32_t cols, uint32_t dst, uint32_t pitch,
+                                                   bool, uint32_t) {
+    const uint64_t x0 = transient("x0");
+    for (uint32_t d = c0; d < c0 + cols;) {
+      const uint32_t py = d / x0_row, off = d % x0_row;
+      const uint32_t len = std::min(c0 + cols - d, x0_row - off);
+      b.dma_copy(hbm(x0 + ((uint64_t{py} * Bpad + r0) * x0_row + off) * 2,
+                     {{len, 2}, {rows, int32_t(x0_row * 2)}}),
+                 ub(dst + (d - c0) * 2, {{len, 2}, {rows, int32_t(pitch)}}), 2);
+      d += len;
+    }
+  };
   StepPhases phases(b, stats_);
   auto phase = [&](const std::string& name) { phases.begin(name); };
   auto note = [&](const std::string& text) { plan_.push_back(phases.current() + "  " + text); };
@@ -751,6 +773,9 @@ void DenseStackStep::compile() {
     if (last && fp.x0_in_place) {  // x0 [Bpad][P0]: padding columns and samples zero
       if (P0 != flat)
         zero(x0, uint64_t{Bpad} * P0 * 2);
+      else if (x0_rows)  // [hp][Bpad][wp F]: each pooled row's padding samples
+        for (uint32_t py = 0; py < x0_hp; ++py)
+          zero(x0 + (uint64_t{py} * Bpad + B) * x0_row * 2, uint64_t{Bpad - B} * x0_row * 2);
       else
         zero(x0 + uint64_t{B} * P0 * 2, uint64_t{Bpad - B} * P0 * 2);
     }
@@ -802,7 +827,11 @@ void DenseStackStep::compile() {
       if (y.px != F * 2 || y.sample != uint64_t{pool.out.size()} * 2)
         throw std::logic_error(id + ": the pooled map is not compact");
       mm.row_align = 2 * op.out.w;
-      const ConvPoolOut po{y.addr, transient(id + ".argmax"), op.out.w, F};
+      ConvPoolOut po{y.addr, transient(id + ".argmax"), op.out.w, F};
+      if (last && x0_rows) {
+        po.rows_batch = Bpad;
+        po.hp = pool.out.h;
+      }
       fepi.run = [&b, po, ub_bias](const Block& k) { emit_conv_pool_epilogue(b, k, po, ub_bias); };
       note(id + " + " + feature_name(pool, io) + ": the 2 x 2 max-pool, its argmax codes (" + id +
            ".argmax) and the relu in the epilogue");
@@ -851,6 +880,10 @@ void DenseStackStep::compile() {
     op.Ct = P[l] / N;
     op.a = x_addr(l - 1);
     op.a_pitch = P[l - 1] * 2;
+    if (l == 1 && x0_rows) {
+      op.a_gather = x0_gather;
+      op.a_run = x0_row;
+    }
     op.w = R.w16;
     op.w_pitch = P[l - 1] * 2;
     op.w_by_column = true;
@@ -1235,6 +1268,10 @@ void DenseStackStep::compile() {
       dw.a = dzt;
       dw.a_pitch = Bpad * 2;
       dw.w = x_addr(l - 1);
+      if (l == 1 && x0_rows) {
+        dw.w_gather = x0_gather;
+        dw.w_run = x0_row;
+      }
       dw.w_pitch = P[l - 1] * 2;
       dw.w_by_column = false;
       dw.epi_row_bytes = upd_bytes;
