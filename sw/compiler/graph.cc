@@ -79,22 +79,6 @@ std::string Graph::dump() const {
   return o.str();
 }
 
-DenseStackSpec cnn_stack(const CnnSpec& s) {
-  DenseStackSpec d;
-  d.input_shape = {s.height, s.width, 1};
-  FeatureLayerSpec conv;
-  conv.kind = FK::kConv;
-  conv.filters = s.filters;
-  conv.kernel = s.kernel;
-  conv.relu = true;
-  FeatureLayerSpec pool;
-  pool.kind = FK::kMaxPool;
-  pool.pool = s.pool;
-  d.features = {conv, pool};
-  d.inputs = s.features();
-  d.layers = {DenseLayerSpec{s.classes, false}};
-  return d;
-}
 
 std::string layer_name(const DenseStackSpec& spec, int layer) {
   const int nf = static_cast<int>(spec.features.size());
@@ -144,7 +128,7 @@ Graph build_forward(const DenseStackSpec& spec, uint32_t batch) {
                        ? "(pixels / 255 - mean) / sqrt(variance), by the host: mean " +
                              num_str(spec.norm.mean) + ", variance " + num_str(spec.norm.variance)
                        : std::string("pixels / 255"));
-  if (spec.norm.on) {  // Normalization (the model's first layer), read back by stack_from_graph
+  if (spec.norm.on) {  // Normalization (the model's first layer): on the input
     g.at(cur).num["norm_mean"] = spec.norm.mean;
     g.at(cur).num["norm_variance"] = spec.norm.variance;
   }
@@ -209,9 +193,6 @@ Graph build_forward(const DenseStackSpec& spec, uint32_t batch) {
   return g;
 }
 
-Graph build_forward(const CnnSpec& spec, uint32_t batch) {
-  return build_forward(cnn_stack(spec), batch);
-}
 
 void autodiff(Graph& g) {
   // Reverse mode over the forward nodes: grad[v] is the node holding dL/dv. A value needs a
@@ -359,7 +340,7 @@ const char* opt_suffix(const Graph& g) {
 // softmax cross-entropy (+ accuracy, + its gradient); a conv chain that feeds a 2x2 max-pool
 // takes the pool too, with the argmax it keeps for the backward pass (on the DenseStackStep
 // target where conv_pool_fused says the chip runs it so).
-void fuse_epilogue(Graph& g, int mm, Target target) {
+void fuse_epilogue(Graph& g, int mm) {
   const Node m = g.at(mm);
   const int a = only_of(g, forward_consumers(g, mm), "bias_add");
   if (a < 0) return;
@@ -397,7 +378,7 @@ void fuse_epilogue(Graph& g, int mm, Target target) {
     what += ", relu";
     end = y;
     if (const int d = only_of(g, forward_consumers(g, y), "dropout");
-        d >= 0 && target == Target::kDenseStack) {
+        d >= 0) {
       chain.push_back(d);
       kind += "_dropout";
       what += ", Dropout (the mask a hash of seed, step, sample, unit)";
@@ -406,9 +387,8 @@ void fuse_epilogue(Graph& g, int mm, Target target) {
     }
   }
   const Node e = g.at(end);
-  const bool dense = target == Target::kDenseStack;
   if (m.op == "conv2d" && end != a &&
-      (!dense || conv_pool_fused(g.spec, static_cast<size_t>(m.layer), g.chip))) {
+      conv_pool_fused(g.spec, static_cast<size_t>(m.layer), g.chip)) {
     const int p = only_of(g, forward_consumers(g, end), "maxpool");
     if (p >= 0 && g.at(p).num.at("pool") == 2) {
       const int f = add_in(g, m.layer, false, "fused.conv2d_bias_relu_maxpool", g.at(p).name,
@@ -417,20 +397,18 @@ void fuse_epilogue(Graph& g, int mm, Target target) {
                            "0..3 of the max, 4 where relu is off");
       g.at(f).num = num;
       const int argmax = add_in(g, m.layer, false, "output", "argmax", {f}, g.at(p).shape,
-                                dense ? DType::kBf16 : DType::kI32,
-                                dense ? "kept for the backward pass: a code a pooled value (bf16)"
-                                      : "kept for the backward pass: 3-bit codes, 10 to an int32 "
-                                        "word");
+                                DType::kBf16,
+                                "kept for the backward pass: a code a pooled value (bf16)");
       g.replace_uses(p, f);
       // maxpool_grad -> relu_grad: route the pooled gradient to the argmax position
       for (int pg : g.consumers(f)) {
         if (g.at(pg).op != "maxpool_grad") continue;
         const int rg = only_of(g, g.consumers(pg), "relu_grad");
         if (rg < 0) continue;
-        // (DenseStackStep: in the pool layer's backward phase, or in the conv's where its weight
-        // gradient's operand loads route)
+        // (in the pool layer's backward phase, or in the conv's where its weight gradient
+        // routes)
         const bool own_phase =
-            dense && !pool_routed_in_weight_gradient(g.spec, static_cast<size_t>(m.layer), g.chip);
+            !pool_routed_in_weight_gradient(g.spec, static_cast<size_t>(m.layer), g.chip);
         const int route =
             add_in(g, own_phase ? g.at(p).layer : m.layer, true, "fused.maxpool_relu_grad",
                    g.at(rg).name, {argmax, g.at(pg).inputs[2]}, g.at(rg).shape, DType::kF32,
@@ -494,7 +472,7 @@ void fuse_relu_grad(Graph& g, int rg) {
 
 // The optimizer update of a parameter as the epilogue of the MXU op that makes its gradient
 // (the gradient is read from the ACC and never stored).
-void fuse_optimizer(Graph& g, int upd, Target target) {
+void fuse_optimizer(Graph& g, int upd) {
   const Node u = g.at(upd);
   const int gr = u.inputs[1];
   const Node s = g.at(gr);
@@ -508,18 +486,17 @@ void fuse_optimizer(Graph& g, int upd, Target target) {
   g.at(f).num = s.num;
   g.replace_uses(upd, f);
   g.at(upd).dead = g.at(gr).dead = true;
-  (void)target;
 }
 
 }  // namespace
 
-void fuse(Graph& g, Target target) {
+void fuse(Graph& g) {
   const int n0 = static_cast<int>(g.nodes().size());
   // 1. forward epilogues (in model order)
   for (int id = 0; id < n0; ++id) {
     const Node& n = g.at(id);
     if (!n.dead && !n.backward && (n.op == "matmul" || n.op == "conv2d"))
-      fuse_epilogue(g, id, target);
+      fuse_epilogue(g, id);
   }
   // 2. bias gradients: a row of ones through the MXU, of the same bf16 operand as the weight
   //    gradient
@@ -539,11 +516,10 @@ void fuse(Graph& g, Target target) {
   // 4. optimizer updates into their gradient's MXU epilogue
   for (int id = 0; id < static_cast<int>(g.nodes().size()); ++id) {
     const std::string& op = g.at(id).op;
-    if (!g.at(id).dead && (op == "adam" || op == "sgd_momentum")) fuse_optimizer(g, id, target);
+    if (!g.at(id).dead && (op == "adam" || op == "sgd_momentum")) fuse_optimizer(g, id);
   }
   // 5. a one-channel stride-1 convolution's weight and bias gradients as one matmul
-  //    [dW; db] = [patches(x) ones]^T dz (DenseStackStep, filters a multiple of N)
-  if (target != Target::kDenseStack) return;
+  //    [dW; db] = [patches(x) ones]^T dz (filters a multiple of N)
   const std::string wgrad = std::string("fused.conv2d_filter_grad_") + opt_suffix(g);
   const std::string bgrad = std::string("fused.matmul_ones_") + opt_suffix(g);
   for (int id = 0; id < static_cast<int>(g.nodes().size()); ++id) {
@@ -620,33 +596,18 @@ std::string dense_phase(const Graph& g, const Node& n) {
   return (n.backward ? "bwd" : "fwd") + std::to_string(n.layer - nf + 1);
 }
 
-// CnnTrainStep's phases: conv_fwd, dense_fwd, dense_dx, dense_dw, conv_dw.
-std::string cnn_phase(const Graph& g, const Node& n) {
-  const int nf = static_cast<int>(g.spec.features.size());
-  if (n.layer < 0) return "-";
-  const bool dense = n.layer >= nf;
-  if (!n.backward) return dense ? "dense_fwd" : "conv_fwd";
-  if (!dense) return "conv_dw";
-  const auto it = n.num.find("input_grad");
-  return it != n.num.end() && it->second != 0 ? "dense_dx" : "dense_dw";
-}
 
 }  // namespace
 
-void lower(Graph& g, Target target) {
-  auto phase_of = [&](const Node& n) {
-    return target == Target::kCnnStep ? cnn_phase(g, n) : dense_phase(g, n);
-  };
+void lower(Graph& g) {
+  auto phase_of = [&](const Node& n) { return dense_phase(g, n); };
   for (auto& n : g.nodes()) {
     if (n.dead || n.op == "cast_bf16") continue;
     const std::string units = units_of(n.op);
-    const bool cnn_refuses =  // CnnTrainStep's emitters compute no convolution input gradient
-        target == Target::kCnnStep && n.op.find("conv2d_input_grad") != std::string::npos;
-    if (units.empty() || cnn_refuses)
+    if (units.empty())
       throw std::invalid_argument("lower: no chip lowering for op '" + n.op + "' (" + n.name +
-                                  ", layer " + layer_name(g.spec, n.layer) + ") on " +
-                                  (target == Target::kCnnStep ? "CnnTrainStep" : "DenseStackStep") +
-                                  " (docs/compiler.md, \"Supported ops\")");
+                                  ", layer " + layer_name(g.spec, n.layer) +
+                                  ") (docs/compiler.md, \"Supported ops\")");
     n.units = units;
     if (n.op == "input") {
       n.phase = "host";
@@ -684,87 +645,12 @@ void lower(Graph& g, Target target) {
   }
 }
 
-DenseStackSpec stack_from_graph(const Graph& g) {
-  DenseStackSpec s;
-  const int x = g.find("x");
-  if (x < 0) throw std::invalid_argument("stack_from_graph: no input x");
-  const auto& xs = g.at(x).shape;
-  if (xs.size() == 4) s.input_shape = {xs[1], xs[2], xs[3]};
-  const auto& xn = g.at(x).num;
-  if (xn.count("norm_mean") && xn.count("norm_variance")) {
-    s.norm.on = true;
-    s.norm.mean = static_cast<float>(xn.at("norm_mean"));
-    s.norm.variance = static_cast<float>(xn.at("norm_variance"));
-  }
-  s.inputs = xs.size() == 4 ? xs[1] * xs[2] * xs[3] : xs.at(1);
-  const int flat = g.find("flat");
-  if (flat >= 0) s.inputs = g.at(flat).shape.at(1);
-  // the forward anchor of every layer, in model order
-  std::map<int, const Node*> anchor;
-  for (const auto& n : g.nodes())
-    if (!n.dead && !n.backward && n.layer >= 0 && n.op != "param" && n.op != "output" &&
-        n.op != "cast_bf16")
-      anchor.emplace(n.layer, &n);
-  for (const auto& entry : anchor) {
-    const int layer = entry.first;
-    const Node* n = entry.second;
-    const std::string& op = n->op;
-    auto num = [&](const char* k) {
-      const auto it = n->num.find(k);
-      if (it == n->num.end())
-        throw std::invalid_argument("stack_from_graph: " + n->name + " has no " + k);
-      return it->second;
-    };
-    if (op.rfind("fused.conv2d_bias", 0) == 0) {
-      FeatureLayerSpec f;
-      f.kind = FK::kConv;
-      f.filters = n->shape.back();
-      f.kernel = static_cast<uint32_t>(num("kernel"));
-      f.stride = static_cast<uint32_t>(num("stride"));
-      f.same = num("same") != 0;
-      f.relu = op.find("_relu") != std::string::npos;
-      s.features.push_back(f);
-      if (op == "fused.conv2d_bias_relu_maxpool") {  // the pool it took (MaxPool2D(2))
-        FeatureLayerSpec p;
-        p.kind = FK::kMaxPool;
-        p.pool = 2;
-        s.features.push_back(p);
-      }
-    } else if (op == "maxpool" || op == "avgpool") {
-      FeatureLayerSpec f;
-      f.kind = op == "maxpool" ? FK::kMaxPool : FK::kAvgPool;
-      f.pool = static_cast<uint32_t>(num("pool"));
-      s.features.push_back(f);
-    } else if (op.rfind("fused.matmul_bias", 0) == 0) {
-      DenseLayerSpec d;
-      d.units = n->shape.back();
-      d.relu = op.find("_relu") != std::string::npos;
-      if (op.find("_dropout") != std::string::npos) {
-        d.dropout = static_cast<float>(num("rate"));
-        d.dropout_seed = static_cast<uint32_t>(num("seed"));
-      }
-      s.layers.push_back(d);
-    } else {
-      throw std::invalid_argument("stack_from_graph: layer " + std::to_string(layer) + " is " + op +
-                                  ", not a lowered layer op");
-    }
-  }
-  const int sm = g.find("loss, acc, dlogits");
-  if (s.layers.empty() || sm < 0 || g.at(sm).op.find("softmax") == std::string::npos)
-    throw std::invalid_argument("stack_from_graph: no softmax layer");
-  return s;
-}
 
-std::vector<std::string> graph_phases(const Graph& g, Target target) {
+std::vector<std::string> graph_phases(const Graph& g) {
   std::set<std::string> used;
   for (const auto& n : g.nodes())
     if (!n.dead) used.insert(n.phase);
   std::vector<std::string> order{"setup"};
-  if (target == Target::kCnnStep) {
-    for (const char* p : {"conv_fwd", "dense_fwd", "dense_dx", "dense_dw", "conv_dw"})
-      if (used.count(p)) order.push_back(p);
-    return order;
-  }
   const int nf = static_cast<int>(g.spec.features.size());
   const int L = static_cast<int>(g.spec.layers.size());
   auto take = [&](const std::string& p) {
@@ -778,30 +664,27 @@ std::vector<std::string> graph_phases(const Graph& g, Target target) {
 }
 
 namespace {
-Graph run_passes(Graph g, Target target, PassDumps* dumps) {
+Graph run_passes(Graph g, PassDumps* dumps) {
   if (dumps) dumps->push_back({"build", g.dump()});
   autodiff(g);
   if (dumps) dumps->push_back({"autodiff", g.dump()});
   insert_casts(g);
   if (dumps) dumps->push_back({"numerics (bf16 casts)", g.dump()});
-  fuse(g, target);
+  fuse(g);
   if (dumps) dumps->push_back({"fuse", g.dump()});
-  lower(g, target);
+  lower(g);
   if (dumps) dumps->push_back({"lower", g.dump()});
   return g;
 }
 }  // namespace
 
-Graph compile_graph(const CnnSpec& spec, uint32_t batch, PassDumps* dumps) {
-  return run_passes(build_forward(spec, batch), Target::kCnnStep, dumps);
-}
 
 Graph compile_graph(const DenseStackSpec& spec, OptimizerSpec::Kind optimizer,
                     const ChipShape& chip, uint32_t batch, PassDumps* dumps) {
   Graph g = build_forward(spec, batch);
   g.optimizer = optimizer;
   g.chip = chip;
-  return run_passes(std::move(g), Target::kDenseStack, dumps);
+  return run_passes(std::move(g), dumps);
 }
 
 }  // namespace tessera::compiler

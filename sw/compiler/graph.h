@@ -8,12 +8,12 @@
 //   fuse      rewrites matched op patterns into the fused ops the step's emitters implement
 //             (an MXU op with its bias/relu/Dropout or softmax-cross-entropy epilogue, a pooling
 //             or MXU input gradient with the producer's relu gradient, a weight gradient with
-//             its optimizer update, ...); which patterns apply depends on the target
-//   lower     each node to the chip phase and the units that run it
-// Two targets: CnnTrainStep (the example's family, phases conv_fwd … conv_dw) and
-// DenseStackStep (any other supported model, phases fwd_<layer>, fwd<l>, bwd<l>, bwd_<layer>).
-// The general compiler takes its layer stack from the lowered graph (stack_from_graph), and
-// `tessera compile --dump` prints the graph after each pass.
+//             its optimizer update, the conv + relu + max-pool with its argmax where
+//             conv_pool_fused says the chip runs it so, ...)
+//   lower     each node to the chip phase (fwd_<layer>, fwd<l>, bwd<l>, bwd_<layer>) and the
+//             units that run it; an op with no lowering is refused here, naming its layer
+// The step compiler (DenseStackStep) emits the program from the model's spec, op by op in the
+// phases the lowered graph assigns; `tessera compile --dump` prints the graph after each pass.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +28,6 @@ namespace tessera::compiler {
 
 enum class DType { kF32, kBf16, kI32 };
 const char* dtype_name(DType t);
-
-enum class Target { kCnnStep, kDenseStack };
 
 struct Node {
   int id = 0;
@@ -69,30 +67,22 @@ class Graph {
   std::vector<Node> nodes_;
 };
 
-// The example CNN family as a layer stack: Conv2D(F, K, valid, relu) -> MaxPool2D(pool) ->
-// Flatten -> Dense(C, softmax).
-DenseStackSpec cnn_stack(const CnnSpec& spec);
 // A layer's name in node names and phases: conv1, maxpool2, avgpool3 (feature layers, from 1),
 // dense1 … (Dense layers, from 1).
 std::string layer_name(const DenseStackSpec& spec, int layer);
 
 // The passes, in order. Each throws std::invalid_argument for a graph it cannot handle.
 Graph build_forward(const DenseStackSpec& spec, uint32_t batch);
-Graph build_forward(const CnnSpec& spec, uint32_t batch);
 void autodiff(Graph& g);
 void insert_casts(Graph& g);
-void fuse(Graph& g, Target target);
-void lower(Graph& g, Target target);
+void fuse(Graph& g);
+void lower(Graph& g);
 
-// The layer stack a lowered DenseStackStep graph describes, read from its fused ops (what the
-// general compiler is given); throws std::invalid_argument for a graph it cannot read.
-DenseStackSpec stack_from_graph(const Graph& g);
 // The phases the lowered graph assigns, in program order, with "setup" first.
-std::vector<std::string> graph_phases(const Graph& g, Target target);
+std::vector<std::string> graph_phases(const Graph& g);
 
 // All passes; `dumps` (optional) receives the dump after each one, labelled.
 using PassDumps = std::vector<std::pair<std::string, std::string>>;
-Graph compile_graph(const CnnSpec& spec, uint32_t batch, PassDumps* dumps = nullptr);
 Graph compile_graph(const DenseStackSpec& spec, OptimizerSpec::Kind optimizer, const ChipShape& chip,
                     uint32_t batch, PassDumps* dumps = nullptr);
 

@@ -1,4 +1,4 @@
-// Helpers shared by the step compilers (CnnTrainStep, DenseStackStep): UB arenas, DMA walks,
+// Helpers shared by the step compiler (DenseStackStep) and its lowerings: UB arenas, DMA walks,
 // linear copies, the seeded Glorot initializer, the Adam set-up and the per-phase statistics.
 #pragma once
 

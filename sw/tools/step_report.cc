@@ -12,11 +12,6 @@
 
 namespace tessera::tools {
 
-std::vector<PhaseTiming> phase_timings(const compiler::CnnTrainStep& step, uint64_t prog_addr,
-                                       const driver::RunReport& run) {
-  return phase_timings(step.stats(), prog_addr, run);
-}
-
 std::vector<PhaseTiming> phase_timings(const compiler::StepStats& stats, uint64_t prog_addr,
                                        const driver::RunReport& run) {
   const auto& ph = stats.phases;

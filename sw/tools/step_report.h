@@ -25,9 +25,6 @@ struct PhaseTiming {
 };
 
 // Maps the run's samples to the step's phases (`prog_addr`: where the program is loaded).
-std::vector<PhaseTiming> phase_timings(const compiler::CnnTrainStep& step, uint64_t prog_addr,
-                                       const driver::RunReport& run);
-// The same for any compiled step's phases (DenseStackStep's fwd_l / bwd_l).
 std::vector<PhaseTiming> phase_timings(const compiler::StepStats& stats, uint64_t prog_addr,
                                        const driver::RunReport& run);
 // The per-phase table (text); `channels`: the chip's HBM pseudo-channels (the data bus's busy

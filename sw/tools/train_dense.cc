@@ -310,9 +310,9 @@ int evaluate_dense(const EvaluateOptions& opt, std::ostream& out, std::ostream& 
       return refuse("--array " + std::to_string(opt.array) +
                     ": the chip's array size N is a power of two from 4");
     model = keras::load_model_description(opt.model);
-    spec = compiler::stack_from_graph(compiler::compile_graph(
-        keras::dense_stack_spec(model.layers), compiler::OptimizerSpec::Kind::kAdam,
-        driver::chip_for_array(opt.array), opt.batch));
+    spec = keras::dense_stack_spec(model.layers);
+    compiler::compile_graph(spec, compiler::OptimizerSpec::Kind::kAdam,
+                            driver::chip_for_array(opt.array), opt.batch);  // refuses, naming
   } catch (const std::exception& e) {
     return refuse(e.what());
   }

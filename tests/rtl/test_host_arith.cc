@@ -20,8 +20,9 @@
 #include "sim/host_arith.h"
 #include "sw/numerics/fp_ref.h"
 #include "sw/tools/fpu_check.h"
-#include "tessera/compiler.h"
+#include "tessera/dense_step.h"
 #include "tessera/driver.h"
+#include "tests/common/example_cnn.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {
@@ -264,25 +265,26 @@ TEST(HostArithChip, ThreeTrainingStepsBitIdenticalToTheRtlBuild) {
   driver::DeviceConfig cfg = driver::chip_for_array(16);
   cfg.backend = driver::Backend::kRtl;
   ASSERT_TRUE(driver::rtl_host_arith_built(cfg));
-  const compiler::CnnSpec spec;
+  const compiler::DenseStackSpec spec = test::example_cnn_spec();
   const tessera::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
   std::unique_ptr<driver::Device> dev[2];
-  std::unique_ptr<compiler::CnnTrainStep> step[2];
+  std::unique_ptr<compiler::DenseStackStep> step[2];
   uint64_t prog[2];
   for (int b = 0; b < 2; ++b) {
     cfg.arith = b == 0 ? driver::Arith::kRtl : driver::Arith::kHost;
     dev[b] = driver::Device::open(cfg);
-    const uint64_t base = dev[b]->alloc(compiler::CnnTrainStep::data_bytes(spec, chip, kBatch));
-    step[b] =
-        std::make_unique<compiler::CnnTrainStep>(spec, compiler::AdamSpec{}, chip, kBatch, base);
+    const uint64_t base = dev[b]->alloc(compiler::DenseStackStep::data_bytes(spec, chip, kBatch));
+    step[b] = std::make_unique<compiler::DenseStackStep>(spec, compiler::OptimizerSpec{}, chip,
+                                                         kBatch, base);
     prog[b] = dev[b]->load_program(step[b]->program_bytes());
     for (const auto& w :
-         step[b]->state_image(compiler::glorot_init(spec, 5), compiler::zero_adam_state(spec)))
+         step[b]->state_image(compiler::glorot_init(spec, 5), compiler::zero_opt_state(spec)))
       dev[b]->write(w.first, w.second);
   }
   ASSERT_EQ(step[0]->program_bytes(), step[1]->program_bytes());
   std::mt19937 rng(static_cast<uint32_t>(test::test_seed()));
-  const compiler::HbmLayout& L = step[0]->layout();
+  const compiler::DenseStackStep::Layout& L = step[0]->layout();
+  const auto [state_lo, state_bytes] = step[0]->state_range();
   for (int s = 0; s < 3; ++s) {
     std::vector<uint16_t> img(size_t{kBatch} * 784);
     std::vector<uint8_t> lbl(kBatch);
@@ -297,12 +299,12 @@ TEST(HostArithChip, ThreeTrainingStepsBitIdenticalToTheRtlBuild) {
     EXPECT_EQ(rep[0].cycles, rep[1].cycles) << "step " << s;
     for (int i = 0; i < driver::kPerfCounters; ++i)
       EXPECT_EQ(rep[0].perf[i], rep[1].perf[i]) << "step " << s << ": PERF[" << i << "]";
-    const auto a = dev[0]->read(L.conv_w, L.consts - L.conv_w);
-    const auto h = dev[1]->read(L.conv_w, L.consts - L.conv_w);
+    const auto a = dev[0]->read(state_lo, state_bytes);
+    const auto h = dev[1]->read(state_lo, state_bytes);
     size_t diff = 0;
     while (diff < a.size() && a[diff] == h[diff]) ++diff;
     EXPECT_EQ(diff, a.size()) << "step " << s << ": the training state differs at HBM 0x"
-                              << std::hex << L.conv_w + diff;
+                              << std::hex << state_lo + diff;
     EXPECT_EQ(dev[0]->read(L.metrics, 2 * cfg.n * 4), dev[1]->read(L.metrics, 2 * cfg.n * 4))
         << "step " << s << ": loss / accuracy";
     std::printf("step %d: %llu cycles on both builds\n", s,

@@ -17,10 +17,11 @@
 #include "sw/numerics/fp_ref.h"
 #include "tessera/allreduce.h"
 #include "tessera/asm.h"
-#include "tessera/compiler.h"
+#include "tessera/dense_step.h"
 #include "tessera/driver.h"
 #include "tessera/functional_model.h"
 #include "tessera/functional_ring.h"
+#include "tests/common/example_cnn.h"
 #include "tests/common/test_util.h"
 
 namespace tessera {
@@ -531,34 +532,35 @@ namespace tessera {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// The data-parallel training step (compiler Replication) on a ring of two verilated chips, two
-// threads: every replica's weights, moments, bf16 copies and metrics bit-identical to the
-// functional ring's, and the replicated part (bf16 copies, fp32 biases) identical on both.
+// The data-parallel training step (compiler Replication) of the example CNN on a ring of two
+// verilated chips, two threads: every replica's weights, moments, bf16 copies and metrics
+// bit-identical to the functional ring's, and the whole state identical on both chips.
 TEST(RingTrainStep, DataParallelStepBitIdenticalToTheFunctionalRing) {
   const int P = 2;
   const uint32_t b = 2;
-  const compiler::CnnSpec spec;
+  const compiler::DenseStackSpec spec = test::example_cnn_spec();
   const tessera::ChipShape shape{kN, kUbBytes, static_cast<uint32_t>(kAccRows)};
-  std::vector<compiler::CnnTrainStep> steps;
+  std::vector<compiler::DenseStackStep> steps;
   for (int r = 0; r < P; ++r) {
     compiler::Replication rep;
     rep.replicas = P;
     rep.rank = r;
-    steps.emplace_back(spec, compiler::AdamSpec{}, shape, b, 0x100000, compiler::StepKind::kTrain,
-                       nullptr, rep);
+    steps.emplace_back(spec, compiler::OptimizerSpec{}, shape, b, 0x100000,
+                       compiler::StepKind::kTrain, nullptr, compiler::DenseLoweringChoices{}, rep);
   }
   Rings rings(P, 2, test::current_test_name());
-  const compiler::CnnParams p0 = compiler::glorot_init(spec, 9);
+  const compiler::DenseParams p0 = compiler::glorot_init(spec, 9);
   std::mt19937_64 rng(test::test_seed());
   std::vector<uint32_t> progs;
+  const uint64_t prog_at = (0x100000 + steps[0].layout().bytes + 4095) / 4096 * 4096;
   for (int r = 0; r < P; ++r) {
-    for (const auto& w : steps[r].state_image(p0, compiler::zero_adam_state(spec)))
+    for (const auto& w : steps[r].state_image(p0, compiler::zero_opt_state(spec)))
       rings.load(r, w.first, w.second);
-    rings.load(r, steps[r].layout().program, steps[r].program_bytes());
-    progs.push_back(static_cast<uint32_t>(steps[r].layout().program));
+    rings.load(r, prog_at, steps[r].program_bytes());
+    progs.push_back(static_cast<uint32_t>(prog_at));
   }
   const std::vector<uint64_t> fprogs(progs.begin(), progs.end());
-  // two steps: the second one computes with the weights the first one's all-gather spread
+  // two steps: the second one computes with the weights the first one's update left
   for (int step = 0; step < 2; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     for (int r = 0; r < P; ++r) {
@@ -568,23 +570,18 @@ TEST(RingTrainStep, DataParallelStepBitIdenticalToTheFunctionalRing) {
       for (auto& v : lbl) v = static_cast<uint8_t>(rng() % 10);
       for (const auto& w : steps[r].batch_image(img, lbl)) rings.load(r, w.first, w.second);
     }
-    const chip::RingRun run = rings.rtl().run(progs, 20'000'000);
+    const chip::RingRun run = rings.rtl().run(progs, 40'000'000);
     const functional::RingResult f = rings.fn().run(fprogs);
     ASSERT_TRUE(run.error.empty()) << run.error;
     ASSERT_TRUE(f.all_halted()) << f.describe();
-    const compiler::HbmLayout& L = steps[0].layout();
-    const uint64_t state_bytes = L.features - L.conv_w;  // weights .. constants
+    const auto [lo, state_bytes] = steps[0].state_range();
+    const uint64_t metrics = steps[0].layout().metrics;
     for (int r = 0; r < P; ++r) {
       SCOPED_TRACE("chip " + std::to_string(r));
-      const auto got = rings.rtl_read(r, L.conv_w, state_bytes);
-      EXPECT_EQ(got, rings.fn_read(r, L.conv_w, state_bytes)) << "state vs the functional ring";
-      EXPECT_EQ(rings.rtl_read(r, L.metrics, 2 * kN * 4), rings.fn_read(r, L.metrics, 2 * kN * 4));
-      // the sharded update: each chip holds its own chunk's fp32 weights and moments; the bf16
-      // copies and fp32 biases every chip reads are the same everywhere
-      for (const auto& range : steps[r].replicated_ranges())
-        EXPECT_EQ(rings.rtl_read(r, range.first, range.second),
-                  rings.rtl_read(0, range.first, range.second))
-            << "replicas differ at 0x" << std::hex << range.first;
+      const auto got = rings.rtl_read(r, lo, state_bytes);
+      EXPECT_EQ(got, rings.fn_read(r, lo, state_bytes)) << "state vs the functional ring";
+      EXPECT_EQ(rings.rtl_read(r, metrics, 2 * kN * 4), rings.fn_read(r, metrics, 2 * kN * 4));
+      EXPECT_EQ(got, rings.rtl_read(0, lo, state_bytes)) << "the replicas' states differ";
     }
     std::cout << "data-parallel step " << step << ", 2 chips x batch " << b << ": "
               << run.chips[0].cycles << " / " << run.chips[1].cycles << " cycles, " << run.flits

@@ -1,4 +1,4 @@
-// The compiled training step on the cycle-accurate chip against the functional model: after each
+// The example CNN's compiled training step on the cycle-accurate chip against the functional model: after each
 // of two steps (different batches) the whole training state in HBM — weights, bf16 copies, Adam
 // moments, bias-correction powers — and the step's loss and accuracy are bit-identical between
 // the rtl and functional backends (the design brief's contract: a race-free program means the
@@ -10,9 +10,10 @@
 #include <random>
 
 #include "sw/numerics/fp_ref.h"
-#include "tessera/compiler.h"
+#include "tessera/dense_step.h"
 #include "tessera/driver.h"
 #include "tessera/isa_gen.h"
+#include "tests/common/example_cnn.h"
 
 namespace tessera {
 namespace {
@@ -33,20 +34,20 @@ TEST_P(TrainStepRtl, TwoStepsBitIdenticalToFunctionalWithDataIndependentTiming) 
   for (const auto& c : driver::rtl_configurations())
     if (c.n == tc.n && c.channels == 1) cfg = c;
   ASSERT_EQ(cfg.n, tc.n);
-  const compiler::CnnSpec spec;
+  const compiler::DenseStackSpec spec = test::example_cnn_spec();
   const tessera::ChipShape chip{cfg.n, cfg.ub_bytes, cfg.acc_rows};
   std::unique_ptr<driver::Device> dev[2];
-  std::unique_ptr<compiler::CnnTrainStep> step[2];
+  std::unique_ptr<compiler::DenseStackStep> step[2];
   uint64_t prog[2];
   for (int b = 0; b < 2; ++b) {
     cfg.backend = b == 0 ? driver::Backend::kRtl : driver::Backend::kFunctional;
     dev[b] = driver::Device::open(cfg);
-    const uint64_t base = dev[b]->alloc(compiler::CnnTrainStep::data_bytes(spec, chip, tc.batch));
-    step[b] =
-        std::make_unique<compiler::CnnTrainStep>(spec, compiler::AdamSpec{}, chip, tc.batch, base);
+    const uint64_t base = dev[b]->alloc(compiler::DenseStackStep::data_bytes(spec, chip, tc.batch));
+    step[b] = std::make_unique<compiler::DenseStackStep>(spec, compiler::OptimizerSpec{}, chip,
+                                                         tc.batch, base);
     prog[b] = dev[b]->load_program(step[b]->program_bytes());
     for (const auto& w :
-         step[b]->state_image(compiler::glorot_init(spec, 11), compiler::zero_adam_state(spec)))
+         step[b]->state_image(compiler::glorot_init(spec, 11), compiler::zero_opt_state(spec)))
       dev[b]->write(w.first, w.second);
   }
   ASSERT_EQ(step[0]->layout().base, step[1]->layout().base);
@@ -73,8 +74,9 @@ TEST_P(TrainStepRtl, TwoStepsBitIdenticalToFunctionalWithDataIndependentTiming) 
     EXPECT_EQ(rep[0].perf[isa::PERF_INSTRS], rep[1].perf[isa::PERF_INSTRS])
         << "instructions retired";
     // Everything the step writes that carries over: the state regions and the metrics.
-    const compiler::HbmLayout& L = step[0]->layout();
-    const uint64_t state_begin = L.conv_w, state_end = L.consts;
+    const compiler::DenseStackStep::Layout& L = step[0]->layout();
+    const auto [state_begin, state_bytes] = step[0]->state_range();
+    const uint64_t state_end = state_begin + state_bytes;
     const auto a = dev[0]->read(state_begin, state_end - state_begin);
     const auto f = dev[1]->read(state_begin, state_end - state_begin);
     size_t diff = 0;

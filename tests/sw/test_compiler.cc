@@ -15,7 +15,7 @@
 #include "sw/compiler/reroll.h"
 #include "sw/compiler/vpu_math.h"
 #include "sw/numerics/fp_ref.h"
-#include "tessera/compiler.h"
+#include "tessera/dense_step.h"
 #include "tessera/functional_model.h"
 #include "tests/common/test_util.h"
 
@@ -95,6 +95,46 @@ TEST(VpuMath, LogWithinTwoUlpsOfLibmAwayFromOne) {
 }
 
 // ---- one training step against a host reference ----
+
+// The example CNN's family: Conv2D(filters, kernel, valid, relu) on one-channel images ->
+// MaxPool2D(2) -> Flatten -> Dense(classes, softmax).
+struct CnnSpec {
+  uint32_t height = 28, width = 28, filters = 32, kernel = 3, classes = 10;
+  uint32_t conv_h() const { return height - kernel + 1; }
+  uint32_t conv_w() const { return width - kernel + 1; }
+  uint32_t pool_h() const { return conv_h() / 2; }
+  uint32_t pool_w() const { return conv_w() / 2; }
+  uint32_t features() const { return pool_h() * pool_w() * filters; }
+  uint32_t taps() const { return kernel * kernel; }
+  // as the compiler's spec (what keras::dense_stack_spec makes of the layer list)
+  DenseStackSpec stack() const {
+    DenseStackSpec d;
+    d.input_shape = {height, width, 1};
+    FeatureLayerSpec conv, pool;
+    conv.kind = FeatureLayerSpec::Kind::kConv;
+    conv.filters = filters;
+    conv.kernel = kernel;
+    conv.relu = true;
+    pool.kind = FeatureLayerSpec::Kind::kMaxPool;
+    pool.pool = 2;
+    d.features = {conv, pool};
+    d.inputs = features();
+    d.layers = {{classes, false}};
+    return d;
+  }
+};
+// Parameters as the compiler reads and writes them: kernel[0] the conv's [K][K][1][F],
+// kernel[1] the dense [features][classes] (NHWC Flatten order), bias[0], bias[1].
+struct CnnParams {
+  std::vector<float> conv_kernel, conv_bias, dense_kernel, dense_bias;
+  explicit CnnParams(const DenseParams& p)
+      : conv_kernel(p.kernel.at(0)), conv_bias(p.bias.at(0)), dense_kernel(p.kernel.at(1)),
+        dense_bias(p.bias.at(1)) {}
+  CnnParams(std::vector<float> a, std::vector<float> b, std::vector<float> c, std::vector<float> d)
+      : conv_kernel(std::move(a)), conv_bias(std::move(b)), dense_kernel(std::move(c)),
+        dense_bias(std::move(d)) {}
+  CnnParams() = default;
+};
 
 struct RefStep {
   double loss = 0;
@@ -212,15 +252,17 @@ TEST_P(TrainStep, OneStepMatchesTheHostReference) {
     spec.filters = 4;
     spec.classes = 5;
   }
-  const AdamSpec adam;
-  CnnTrainStep step(spec, adam, {tc.n, tc.ub, tc.acc}, tc.batch, 0x100000);
+  const OptimizerSpec adam;
+  const DenseStackSpec ds = spec.stack();
+  DenseStackStep step(ds, adam, {tc.n, tc.ub, tc.acc}, tc.batch, 0x100000);
   functional::ChipConfig cfg;
   cfg.n = tc.n;
   cfg.ub_bytes = tc.ub;
   cfg.acc_rows = tc.acc;
   functional::FunctionalModel fm(cfg);
 
-  const CnnParams p = glorot_init(spec, 7);
+  const DenseParams p0 = glorot_init(ds, 7);
+  const CnnParams p(p0);
   std::mt19937 rng(tc.batch);
   std::vector<uint8_t> img(tc.batch * spec.height * spec.width), lbl(tc.batch);
   for (auto& v : img) v = static_cast<uint8_t>(rng() % 3 == 0 ? 0 : rng() % 256);
@@ -229,12 +271,13 @@ TEST_P(TrainStep, OneStepMatchesTheHostReference) {
   for (size_t i = 0; i < img.size(); ++i)
     img16[i] = fp::fp32_to_bf16(fp::bits(static_cast<float>(img[i]) / 255.0f));
 
-  for (const auto& w : step.state_image(p, zero_adam_state(spec)))
+  for (const auto& w : step.state_image(p0, zero_opt_state(ds)))
     fm.hbm().write(w.first, w.second.data(), w.second.size());
   for (const auto& w : step.batch_image(img16, lbl))
     fm.hbm().write(w.first, w.second.data(), w.second.size());
-  fm.load_program(step.layout().program, step.program());
-  const auto run = fm.run(step.layout().program);
+  const uint64_t prog = (0x100000 + step.layout().bytes + 4095) / 4096 * 4096;
+  fm.load_program(prog, step.program());
+  const auto run = fm.run(prog);
   ASSERT_EQ(run.status, functional::RunStatus::kHalted) << run.describe();
   EXPECT_TRUE(run.undefined_reads.empty())
       << run.undefined_reads.size() << " undefined reads, first at pc 0x" << std::hex
@@ -246,9 +289,14 @@ TEST_P(TrainStep, OneStepMatchesTheHostReference) {
   EXPECT_NEAR(loss, ref.loss, 1e-5 * ref.loss);
   EXPECT_NEAR(correct, ref.correct, 0.5);
 
-  CnnParams p1;
-  AdamState s1;
-  step.read_state(read_fm, &fm, p1, s1);
+  DenseParams q1;
+  DenseOptState t1;
+  step.read_state(read_fm, &fm, q1, t1);
+  const CnnParams p1(q1);
+  struct {
+    CnnParams m, v;
+    float beta1_power, beta2_power;
+  } s1{CnnParams(t1.m), CnnParams(t1.v), t1.beta1_power, t1.beta2_power};
   EXPECT_FLOAT_EQ(s1.beta1_power, 0.9f);
   EXPECT_FLOAT_EQ(s1.beta2_power, 0.999f);
   // After one step from zero moments m = (1 - b1) g: compare the gradients.
@@ -292,7 +340,8 @@ INSTANTIATE_TEST_SUITE_P(Chips, TrainStep,
                          });
 
 TEST(GraphPasses, AutodiffCastsFuseAndLowerTheExampleStep) {
-  Graph g = build_forward(CnnSpec{}, 16);
+  Graph g = build_forward(CnnSpec{}.stack(), 16);
+  g.chip = kFullChip;
   EXPECT_EQ(g.live(), 15u);
   autodiff(g);
   // every parameter gets its gradient and one Adam update
@@ -309,7 +358,7 @@ TEST(GraphPasses, AutodiffCastsFuseAndLowerTheExampleStep) {
       EXPECT_EQ(g.at(i).dtype, DType::kBf16) << n.name << " input " << i;
     }
   }
-  fuse(g, Target::kCnnStep);
+  fuse(g);
   for (const Node& n : g.nodes()) {
     if (n.dead) continue;
     for (const char* gone : {"relu", "maxpool", "bias_add", "relu_grad", "maxpool_grad",
@@ -317,7 +366,7 @@ TEST(GraphPasses, AutodiffCastsFuseAndLowerTheExampleStep) {
       EXPECT_NE(n.op, gone) << n.name;
     }
   }
-  lower(g, Target::kCnnStep);
+  lower(g);
   for (const Node& n : g.nodes()) {
     if (!n.dead) {
       EXPECT_FALSE(n.phase.empty()) << n.name;
@@ -326,7 +375,7 @@ TEST(GraphPasses, AutodiffCastsFuseAndLowerTheExampleStep) {
   // an op the chip has no lowering for is refused, by name
   g.add("softmax", "extra", {g.find("flat")}, {16, 10}, DType::kF32);
   try {
-    lower(g, Target::kCnnStep);
+    lower(g);
     ADD_FAILURE() << "lowered an unknown op";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("'softmax' (extra, layer -)"), std::string::npos)
@@ -335,21 +384,18 @@ TEST(GraphPasses, AutodiffCastsFuseAndLowerTheExampleStep) {
 }
 
 TEST(TrainStepConfig, ImpossibleConfigurationsAreRefusedWithAReason) {
-  const CnnSpec spec;
-  auto msg = [&](CnnSpec s, ChipShape c, uint32_t batch) -> std::string {
+  const DenseStackSpec spec = CnnSpec{}.stack();
+  auto msg = [&](ChipShape c, uint32_t batch) -> std::string {
     try {
-      CnnTrainStep(s, {}, c, batch, 0);
+      DenseStackStep(spec, {}, c, batch, 0);
     } catch (const std::invalid_argument& e) {
       return e.what();
     }
     return "";
   };
-  EXPECT_NE(msg(spec, {16, 65536, 256}, 4096 * 2).find("batch"), std::string::npos);
-  CnnSpec odd = spec;
-  odd.filters = 24;
-  EXPECT_NE(msg(odd, {16, 65536, 256}, 8).find("multiple of the array size"), std::string::npos);
-  EXPECT_NE(msg(spec, {16, 2048, 256}, 8).find("UB"), std::string::npos);
-  EXPECT_NE(msg(spec, {12, 65536, 256}, 8).find("power of two"), std::string::npos);
+  EXPECT_NE(msg({16, 2048, 256}, 8).find("UB"), std::string::npos);
+  EXPECT_NE(msg({12, 65536, 256}, 8).find("power of two"), std::string::npos);
+  EXPECT_NE(msg({16, 65536, 256}, 0).find("batch"), std::string::npos);
 }
 
 // Loop compression (sw/compiler/reroll.h): random programs made of repeated patterns with
@@ -484,8 +530,7 @@ TEST(Reroll, RunsBeyondTheCountLimitTakeALongerBody) {
 
 // The example step compresses ~3x and executes exactly the instructions it did before.
 TEST(Reroll, TheTrainingStepExecutesTheSameInstructionsFromAThirdOfTheBytes) {
-  const CnnSpec spec;
-  CnnTrainStep step(spec, {}, {16, 65536, 1024}, 32, 0x100000);
+  DenseStackStep step(CnnSpec{}.stack(), {}, {16, 65536, 1024}, 32, 0x100000);
   const StepStats& st = step.stats();
   EXPECT_EQ(isa::expand_repeats(step.program()).size(), st.executed);
   EXPECT_LT(st.instructions * 3, st.executed) << st.instructions << " of " << st.executed;

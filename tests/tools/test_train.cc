@@ -711,10 +711,9 @@ TEST_F(TrainTool, TheExampleCnnsWeightsEvaluateThroughTheGeneralCompiler) {
   EXPECT_NEAR(eloss, loss, 1e-5 * loss) << t.out << e.out;
 }
 
-// The example CNN with a recipe CnnTrainStep does not run (SGD with momentum and a cosine
-// schedule; Adam's betas; label smoothing) trains through the general compiler, whose conv +
-// relu + max-pool fusion takes its first layers: on the rtl chip bit-identical to the
-// functional backend, the run folder complete.
+// The example CNN takes every optimizer option (SGD with momentum and a cosine schedule; Adam's
+// betas; label smoothing), its conv + relu + max-pool fused: on the rtl chip bit-identical to
+// the functional backend, the run folder complete.
 TEST_F(TrainTool, TheExampleCnnTakesEveryOptimizerOption) {
   const std::string flags =
       "--array 4 --steps 3 --batch 4 --seed 2 --optimizer sgd --lr 0.05 "

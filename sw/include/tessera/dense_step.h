@@ -1,14 +1,17 @@
-// The training-step compiler for stacks of Dense layers (docs/compiler.md, "Dense stacks"):
-//   Flatten -> Dense(U1, relu | none) -> ... -> Dense(C, softmax)
-// with sparse categorical cross-entropy and Adam or SGD with momentum, lowered op by op (no
-// fixed layer count or width) into ONE chip program per step, like CnnTrainStep: compiled once,
-// replayed for every batch; weights, optimizer state and the Adam powers live in HBM.
+// The training-step compiler (docs/compiler.md): any model of the supported ops — Conv2D,
+// MaxPool2D and AveragePooling2D before one Flatten, then Dense layers (relu or linear, Dropout
+// after a hidden relu one) and Dense(C, softmax) — with sparse categorical cross-entropy
+// (optionally label-smoothed) and Adam or SGD with momentum, lowered op by op (no fixed layer
+// count or width) into ONE chip program per step: compiled once, replayed for every batch;
+// weights, optimizer state and the Adam powers live in HBM. On one chip, or data-parallel on a
+// ring of chips (Replication). The example CNN is one model among them.
 //
 // Every matmul of the step — the forward z = x W, the input gradient dx = dz W^T, the weight
 // gradient dW^T = dz^T x and the bias gradient db = 1^T dz — is one generic tiled MXU loop
 // (row blocks that fit the ACC, column groups, contraction groups double-buffered through the
 // UB) with an op-specific VPU epilogue on the ACC rows (bias + relu, softmax cross-entropy,
-// relu gradient, the optimizer update). HBM buffers are placed by a liveness planner: the
+// relu gradient, the optimizer update), except where a fusion rule has its own lowering (the
+// conv + relu + max-pool: conv_pool_fused). HBM buffers are placed by a liveness planner: the
 // activations and gradients of layers whose lifetimes do not overlap share bytes.
 #pragma once
 
@@ -87,16 +90,19 @@ std::vector<Shape3> feature_shapes(const DenseStackSpec& spec);
 // rounding to bf16 (the unfused path routes to the first of them).
 bool conv_pool_fused(const DenseStackSpec& spec, size_t i, const ChipShape& chip);
 // A fused pair whose convolution is the first (no input gradient) and takes one input channel
-// at stride 1 (its weight gradient reads dz as the weight operand, [dW; db] by taps): the
-// routing runs inside that matmul's operand loads — dz is made in the UB from dp and the codes
-// and never stored — where two stages of six pooled rows of dp and codes take at most a third
-// of the UB; the pool then has no backward phase of its own.
+// at stride 1: the routing runs inside that convolution's weight gradient and dz is never
+// stored — item by item (a pooled row of a sample each) for a valid convolution of the images
+// (conv_pool_lowering.h, emit_conv_pool_weight_gradient), else in the by-taps matmul's operand
+// loads, where two stages of six pooled rows of dp and codes take at most a third of the UB;
+// the pool then has no backward phase of its own.
 bool pool_routed_in_weight_gradient(const DenseStackSpec& spec, size_t i, const ChipShape& chip);
 // (K, U) of every layer with weights, in model order: Conv2D K = k k C_in, U = filters (its
 // kernel [k][k][C_in][filters] read as a K x U matrix, rows (ky, kx, c)); Dense K = inputs.
 std::vector<std::pair<uint32_t, uint32_t>> weight_shapes(const DenseStackSpec& spec);
 
-// Adam (Keras form, as AdamSpec) or SGD with momentum (Keras form: v = mu v - lr g; w += v;
+// Adam (Keras form: lr_t = lr sqrt(1 - b2^t) / (1 - b1^t); m = b1 m + (1 - b1) g;
+// v = b2 v + (1 - b2) g^2; w -= lr_t m / (sqrt(v) + eps)) or SGD with momentum (Keras form:
+// v = mu v - lr g; w += v;
 // momentum 0 is plain SGD, w -= lr g, bit for bit).
 // The learning rate may follow a schedule over `decay_steps` steps (Keras's schedules with the
 // optimizer's iteration count, from 0): constant; cosine, CosineDecay(lr, decay_steps) (alpha 0:

@@ -21,7 +21,7 @@
 // leave the computation as the chip does it (names, float32 dtype, channels_last, unseeded
 // GlorotUniform kernels and Zeros biases, null regularizers and constraints, ...) and refuses
 // every other value by name rather than ignore it. What the chip compiler lowers today is a
-// further check (keras::lowerable_spec). Errors name the file and the line and column (syntax)
+// further check (keras::dense_stack_spec). Errors name the file and the line and column (syntax)
 // or the layer (its index in the file, InputLayer counted, and class) and argument (meaning).
 #pragma once
 
