@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <stdexcept>
+#include <tuple>
 
 #include "sw/compiler/conv_pool_lowering.h"
 #include "sw/compiler/feature_lowering.h"
@@ -1606,9 +1607,11 @@ void DenseStackStep::emit_split_update(ProgramBuilder& b, StepPhases& phases, ui
   const uint32_t N = chip_.n, row4n = 4 * N, row2n = 2 * N;
   const Layout& Y = layout_;
   const bool adam = opt_.kind == OptimizerSpec::Kind::kAdam;
-  // ---- allreduce: the gradient vector summed over the ring (fenced: its own sync) ----
-  if (rep_.replicas > 1) {
-    phases.begin("allreduce");
+  // ---- reduce_scatter: chip r ends with chunk (r + 1) mod P of the gradient vector summed
+  // (fenced: its own sync) ----
+  const uint32_t P = static_cast<uint32_t>(rep_.replicas);
+  if (P > 1) {
+    phases.begin("reduce_scatter");
     AllReduceSpec ars;
     ars.chips = rep_.replicas;
     ars.rank = rep_.rank;
@@ -1617,11 +1620,12 @@ void DenseStackStep::emit_split_update(ProgramBuilder& b, StepPhases& phases, ui
     ars.elems = static_cast<uint32_t>(Y.grads_elems);
     ars.ub_base = static_cast<uint32_t>(arena_lo);
     ars.ub_bytes = static_cast<uint32_t>(arena_hi - arena_lo);
+    ars.reduce_scatter_only = true;
     std::vector<isa::Instruction> block = ring_allreduce_program(ars);
     block.pop_back();  // its HALT
     b.fenced_block(block);
   }
-  // ---- update: the optimizer on every tensor from the summed gradients ----
+  // ---- update: the optimizer on this chip's chunk of every tensor, from its summed gradients
   phases.begin("update");
   const AdamRegs ar;
   if (adam) {
@@ -1715,12 +1719,100 @@ void DenseStackStep::emit_split_update(ProgramBuilder& b, StepPhases& phases, ui
       if (w16) copy_linear(b, kUb, hb[i], kHbm, w16 + e0 * 2, n, 2);
     }
   };
+  // the parts of the tensors in gradient-vector chunk `chunk` ([e0, e1) of each, N-aligned)
+  const uint64_t C = Y.grads_elems / P;
+  auto parts = [&](uint32_t chunk, const std::function<void(const LayerRegions&, bool bias,
+                                                            uint64_t e0, uint64_t e1)>& f) {
+    const uint64_t c0 = uint64_t{chunk} * C, c1 = c0 + C;
+    const auto shapes = weight_shapes(spec_);
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      const LayerRegions& R = Y.layers[j];
+      const uint64_t bias = padded(shapes[j].second), kernel = bias * padded(shapes[j].first);
+      for (const auto& [go, n, is_bias] : {std::tuple{(R.g - Y.grads) / 4, kernel, false},
+                                           std::tuple{(R.g_b - Y.grads) / 4, bias, true}}) {
+        const uint64_t a = std::max(go, c0), z = std::min(go + n, c1);
+        if (a < z) f(R, is_bias, a - go, z - go);
+      }
+    }
+  };
+  const uint32_t own = (static_cast<uint32_t>(rep_.rank) + 1) % P;
+  parts(own, [&](const LayerRegions& R, bool bias, uint64_t e0, uint64_t e1) {
+    if (bias) {
+      update_flat(e1 - e0, 1, R.b + e0 * 4, R.b_m + e0 * 4, R.b_v + e0 * 4, R.g_b + e0 * 4, 0);
+      return;
+    }
+    const uint64_t S = R.streams;  // interleaved state: N values of each stream in turn
+    update_flat(e1 - e0, R.streams, R.w + e0 * S * 4, R.w_m + e0 * 4, R.w_v + e0 * 4,
+                R.g + e0 * 4, R.w16 + e0 * 2);
+  });
+  // ---- allgather: every chunk's bf16 copies and fp32 biases, which the forward and backward
+  // passes read, from the chip that updated them to every other (fenced: its own sync) ----
+  if (P > 1) {
+    phases.begin("allgather");
+    std::vector<std::vector<GatherRegion>> chunks(P);
+    for (uint32_t k = 0; k < P; ++k)
+      parts(k, [&](const LayerRegions& R, bool bias, uint64_t e0, uint64_t e1) {
+        const int e = bias ? 4 : 2;
+        const uint64_t base = bias ? R.b : R.w16;
+        for (uint64_t a = e0; a < e1;) {  // loop counts of at most 16 bits
+          const uint64_t n = std::min<uint64_t>(e1 - a, 32768);
+          GatherRegion g;
+          g.addr = static_cast<uint32_t>(base + a * e);
+          g.elem_bytes = e;
+          g.loops = {{static_cast<uint32_t>(n), e}};
+          chunks[k].push_back(g);
+          a += n;
+        }
+      });
+    std::vector<isa::Instruction> block = ring_allgather_program(rep_.replicas, rep_.rank, chunks);
+    block.pop_back();  // its HALT
+    b.fenced_block(block);
+  }
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> DenseStackStep::replicated_ranges() const {
+  std::vector<std::pair<uint64_t, uint64_t>> r;
   const auto shapes = weight_shapes(spec_);
   for (size_t j = 0; j < shapes.size(); ++j) {
-    const LayerRegions& R = Y.layers[j];
     const uint64_t U = padded(shapes[j].second), K = padded(shapes[j].first);
-    update_flat(U * K, R.streams, R.w, R.w_m, R.w_v, R.g, R.w16);
-    update_flat(U, 1, R.b, R.b_m, R.b_v, R.g_b, 0);
+    r.push_back({layout_.layers[j].w16, U * K * 2});
+    r.push_back({layout_.layers[j].b, U * 4});
+  }
+  return r;
+}
+
+void DenseStackStep::merge_replica_states(const std::vector<DenseParams>& ps,
+                                          const std::vector<DenseOptState>& ss, DenseParams& p,
+                                          DenseOptState& s) const {
+  const uint32_t P = static_cast<uint32_t>(rep_.replicas);
+  if (ps.size() != P || ss.size() != P)
+    throw std::invalid_argument("merge_replica_states: " + std::to_string(P) +
+                                " replica states are needed, got " + std::to_string(ps.size()));
+  p = ps[0];
+  s = ss[0];
+  if (P == 1) return;
+  const uint64_t C = layout_.grads_elems / P;
+  // the chip that updated gradient-vector element i: chunk c's is chip c - 1 (mod P)
+  auto owner = [&](uint64_t i) { return static_cast<size_t>((i / C + P - 1) % P); };
+  const auto shapes = weight_shapes(spec_);
+  for (size_t j = 0; j < shapes.size(); ++j) {
+    const auto [K, U] = shapes[j];
+    const LayerRegions& R = layout_.layers[j];
+    const uint64_t go = (R.g - layout_.grads) / 4, gb = (R.g_b - layout_.grads) / 4;
+    const uint64_t Kp = padded(K);
+    for (uint32_t k = 0; k < K; ++k)
+      for (uint32_t u = 0; u < U; ++u) {  // Keras [K][U]; the vector holds W^T [Up][Kp]
+        const size_t o = owner(go + uint64_t{u} * Kp + k), at = size_t{k} * U + u;
+        p.kernel[j][at] = ps[o].kernel[j][at];
+        s.m.kernel[j][at] = ss[o].m.kernel[j][at];
+        s.v.kernel[j][at] = ss[o].v.kernel[j][at];
+      }
+    for (uint32_t u = 0; u < U; ++u) {
+      const size_t o = owner(gb + u);
+      p.bias[j][u] = ps[o].bias[j][u];
+      s.m.bias[j][u] = ss[o].m.bias[j][u];
+      s.v.bias[j][u] = ss[o].v.bias[j][u];
+    }
   }
 }
 

@@ -169,9 +169,66 @@ void Sequential::set_state(const compiler::DenseParams& p, const compiler::Dense
   }
 }
 
+// The state's tensors in a fixed order (a replica's state travels as one byte record).
+static std::vector<std::vector<float>*> state_tensors(compiler::DenseParams& p,
+                                                      compiler::DenseOptState& s) {
+  std::vector<std::vector<float>*> t;
+  for (compiler::DenseParams* q : {&p, &s.m, &s.v})
+    for (size_t j = 0; j < q->kernel.size(); ++j) {
+      t.push_back(&q->kernel[j]);
+      t.push_back(&q->bias[j]);
+    }
+  return t;
+}
+
 void Sequential::get_state(compiler::DenseParams& p, compiler::DenseOptState& s) {
   check_compiled("get_state");
-  train_->read_state(device_read, dev_, p, s);
+  if (!cluster_) {
+    train_->read_state(device_read, dev_, p, s);
+    return;
+  }
+  // Each chip holds current fp32 weights and moments for the part it updated (the sharded
+  // update): each process reads its chips' state, gather() brings every chip's to every
+  // process, and the step takes each element from the replica that updated it.
+  const int P = replicas();
+  std::vector<std::vector<uint8_t>> mine(static_cast<size_t>(P));
+  for (int r = 0; r < P; ++r) {
+    if (!cluster_->local(r)) continue;
+    compiler::DenseParams pr;
+    compiler::DenseOptState sr;
+    train_->read_state(device_read, &cluster_->chip(r), pr, sr);
+    std::vector<uint8_t>& rec = mine[static_cast<size_t>(r)];
+    for (const std::vector<float>* v : state_tensors(pr, sr)) {
+      const auto* b = reinterpret_cast<const uint8_t*>(v->data());
+      rec.insert(rec.end(), b, b + v->size() * 4);
+    }
+    for (float f : {sr.beta1_power, sr.beta2_power}) {
+      const auto* b = reinterpret_cast<const uint8_t*>(&f);
+      rec.insert(rec.end(), b, b + 4);
+    }
+    const auto* b = reinterpret_cast<const uint8_t*>(&sr.steps);
+    rec.insert(rec.end(), b, b + 4);
+  }
+  const std::vector<std::vector<uint8_t>> all = cluster_->gather(std::move(mine));
+  std::vector<compiler::DenseParams> ps(static_cast<size_t>(P));
+  std::vector<compiler::DenseOptState> ss(static_cast<size_t>(P));
+  const compiler::DenseOptState shape = compiler::zero_opt_state(spec_);  // the tensors' sizes
+  for (size_t r = 0; r < ps.size(); ++r) {
+    ps[r] = shape.m;
+    ss[r] = shape;
+    size_t at = 0;
+    const std::vector<uint8_t>& rec = all.at(r);
+    for (std::vector<float>* v : state_tensors(ps[r], ss[r])) {
+      if (at + v->size() * 4 > rec.size()) throw std::logic_error("get_state: short record");
+      std::memcpy(v->data(), rec.data() + at, v->size() * 4);
+      at += v->size() * 4;
+    }
+    if (at + 12 != rec.size()) throw std::logic_error("get_state: record size");
+    std::memcpy(&ss[r].beta1_power, rec.data() + at, 4);
+    std::memcpy(&ss[r].beta2_power, rec.data() + at + 4, 4);
+    std::memcpy(&ss[r].steps, rec.data() + at + 8, 4);
+  }
+  train_->merge_replica_states(ps, ss, p, s);
 }
 
 compiler::DenseParams Sequential::get_weights() {

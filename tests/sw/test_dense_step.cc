@@ -90,9 +90,10 @@ StepRun run_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint3
   return r;
 }
 
-// `steps` data-parallel steps of `a` (a.batch the global batch) on a functional ring of `P`
-// chips, the same inputs as run_step; every chip must end with the same state, byte for byte
-// (checked here). The loss is the mean of the replicas', the correct count their sum.
+// A data-parallel step of `a` (a.batch the global batch) on a functional ring of `P` chips,
+// the same inputs as run_step; every chip must end with the same bf16 weight copies and fp32
+// biases, byte for byte (checked here), and the state is the replicas' merged (each element from
+// the chip that updated it). The loss is the mean of the replicas', the correct count their sum.
 StepRun run_ring_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, uint32_t seed,
                       int P) {
   driver::DeviceConfig cfg = driver::chip_for_array(n);
@@ -124,16 +125,20 @@ StepRun run_ring_step(const Arch& a, const compiler::OptimizerSpec& opt, int n, 
     for (const auto& w : steps.back()->batch_image(img, lab)) d.write(w.first, w.second);
   }
   ring->run_all(progs, 2'000'000'000);
-  const auto [lo, bytes] = steps[0]->state_range();
-  const std::vector<uint8_t> chip0 = ring->chip(0).read(lo, bytes);
+  std::vector<compiler::DenseParams> ps(P);
+  std::vector<compiler::DenseOptState> ss(P);
   for (int k = 0; k < P; ++k) {
-    if (k > 0) EXPECT_TRUE(ring->chip(k).read(lo, bytes) == chip0) << "chip " << k << " of " << P;
+    for (const auto& [addr, bytes] : steps[0]->replicated_ranges())
+      if (k > 0)
+        EXPECT_TRUE(ring->chip(k).read(addr, bytes) == ring->chip(0).read(addr, bytes))
+            << "chip " << k << " of " << P << ", 0x" << std::hex << addr;
     float loss = 0, correct = 0;
     steps[k]->read_metrics(dev_read, &ring->chip(k), loss, correct);
     r.loss += loss / static_cast<float>(P);
     r.correct += correct;
+    steps[k]->read_state(dev_read, &ring->chip(k), ps[k], ss[k]);
   }
-  steps[0]->read_state(dev_read, &ring->chip(0), r.p1, r.s1);
+  steps[0]->merge_replica_states(ps, ss, r.p1, r.s1);
   return r;
 }
 

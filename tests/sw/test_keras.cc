@@ -167,9 +167,18 @@ TEST(Keras, TPUStrategyReplicatesTheModel) {
     EXPECT_NEAR(hd.loss[i], h1.loss[i], 1e-5 * h1.loss[i]) << i;
     EXPECT_EQ(hd.accuracy[i], h1.accuracy[i]) << i;
   }
-  // both replicas hold the same state, byte for byte: weights, moments, bf16 copies, powers
-  const auto [lo, bytes] = dp.train_step().state_range();
-  EXPECT_TRUE(dp.cluster()->chip(0).read(lo, bytes) == dp.cluster()->chip(1).read(lo, bytes));
+  // both replicas hold the bf16 copies and fp32 biases of the state get_weights() merges
+  const compiler::DenseStackStep& st = dp.train_step();
+  const auto image = st.state_image(dp.get_weights(), dp.get_optimizer_state());
+  for (int r = 0; r < 2; ++r)
+    for (const auto& range : st.replicated_ranges()) {
+      const auto w = std::find_if(image.begin(), image.end(),
+                                  [&](const auto& x) { return x.first == range.first; });
+      ASSERT_NE(w, image.end());
+      EXPECT_TRUE(dp.cluster()->chip(r).read(range.first, range.second) ==
+                  std::vector<uint8_t>(w->second.begin(), w->second.begin() + range.second))
+          << "replica " << r << ", 0x" << std::hex << range.first;
+    }
   const EvalResult e = dp.evaluate(test);
   EXPECT_EQ(e.samples, 16u);
   EXPECT_NEAR(e.loss, one.evaluate(test).loss, 1e-4);

@@ -224,6 +224,17 @@ class DenseStackStep {
   static uint64_t data_bytes(const DenseStackSpec& spec, const ChipShape& chip, uint32_t batch,
                              const Replication& replication = {});
   const Replication& replication() const { return rep_; }
+  // Data parallelism: chip r updates the tensors' parts in gradient-vector chunk (r + 1) mod P
+  // (the sharded update) and holds current fp32 weights and moments only there; the bf16
+  // copies and the fp32 biases the passes read are all-gathered, the same on every chip. The
+  // state from every replica's read_state (index = rank): each element from the chip that
+  // updated it. With one replica, that replica's state.
+  void merge_replica_states(const std::vector<DenseParams>& ps,
+                            const std::vector<DenseOptState>& ss, DenseParams& p,
+                            DenseOptState& s) const;
+  // The HBM ranges every replica holds identically after a data-parallel step: each layer's
+  // bf16 copy and fp32 bias (address, bytes).
+  std::vector<std::pair<uint64_t, uint64_t>> replicated_ranges() const;
 
   const DenseStackSpec& spec() const { return spec_; }
   const ChipShape& chip() const { return chip_; }

@@ -173,8 +173,10 @@ class Sequential {
   // Softmax outputs, images x classes.
   std::vector<float> predict(const data::Dataset& images, uint32_t batch_size = 0);
 
-  // Weights and optimizer state as they are on the device (under a strategy every replica
-  // holds the same after each step: these read this process's first chip).
+  // Weights and optimizer state as they are on the device. Under a strategy each replica holds
+  // the current fp32 weights and moments of the part it updates (docs/multichip.md, "Sharded
+  // update"): these gather them from every replica — a collective call under mpirun (every
+  // rank calls it).
   compiler::DenseParams get_weights();
   compiler::DenseOptState get_optimizer_state();
   void get_state(compiler::DenseParams& p, compiler::DenseOptState& s);  // both
