@@ -35,9 +35,11 @@ for c in 1 2; do
 done
 run_dir=$(mktemp -d /tmp/tessera_bench_mc.XXXXXX)
 trap 'rm -rf "$run_dir"' EXIT
-train() {  # chips global_batch label
-  "$tessera" train --backend rtl --array 16 --chips "$1" --batch "$2" --steps "$steps" \
-    --eval-samples 16 --no-progress --out "$run_dir/$3" > /dev/null 2>&1
+train() {  # chips global_batch label [model file] [steps]
+  local model=()
+  [ -n "${4:-}" ] && model=(--model "$4")
+  "$tessera" train --backend rtl --array 16 --chips "$1" --batch "$2" --steps "${5:-$steps}" \
+    "${model[@]}" --arith host --eval-samples 16 --no-progress --out "$run_dir/$3" > /dev/null 2>&1
   /usr/bin/python3 - "$run_dir/$3/summary.json" "$1" "$2" "$3" >> "$raw" <<'PY'
 import csv, json, os, statistics, sys
 s = json.load(open(sys.argv[1]))
@@ -55,6 +57,13 @@ for ((i = 0; i < reps; i++)); do
 done
 train 4 $((4 * per)) weak4
 train 1 $((2 * per)) strong1
+# the two-conv network at global batch 128: one chip against two (64 images each), alternated
+two_conv="$(dirname "$0")/../examples/models/two_conv_cnn.json"
+tc_steps=${BENCH_MC_TWOCONV_STEPS:-2}
+for ((i = 0; i < reps; i++)); do
+  train 1 128 "twoconv1_r$i" "$two_conv" "$tc_steps"
+  train 2 128 "twoconv2_r$i" "$two_conv" "$tc_steps"
+done
 /usr/bin/python3 - "$raw" "$out/multichip.json" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -84,7 +93,7 @@ for lab in ("weak1", "weak2", "weak4", "strong1"):
     ph = r["phase_cycles"]
     if "reduce_scatter" in ph:
         res.append({"name": f"train_{lab}_collective_cycles", "value": ph["reduce_scatter"] + ph.get("allgather", 0), "unit": f"cycles of the step in reduce_scatter ({ph['reduce_scatter']}) + allgather ({ph.get('allgather', 0)}) (chip 0)", "params": p})
-        res.append({"name": f"train_{lab}_update_cycles", "value": ph.get("update", 0), "unit": "cycles of the step in the sharded Adam update (chip 0)", "params": p})
+        res.append({"name": f"train_{lab}_update_cycles", "value": ph.get("update", 0), "unit": "cycles of the step in the sharded update (chip 0)", "params": p})
 tot = [t[f"weak2_r{i}"]["images_per_second_wall"] / t[f"weak1_r{i}"]["images_per_second_wall"] for i in reps]
 med = [2 * t[f"weak1_r{i}"]["step_wall_median"] / t[f"weak2_r{i}"]["step_wall_median"] for i in reps]
 res.append({"name": "train_weak2_throughput_speedup_runs", "value": [round(x, 3) for x in tot], "unit": f"x one chip's images / wall s in each of {len(reps)} alternating 1-chip/2-chip pairs (median reported below)", "params": {"chips": 2}})
@@ -94,6 +103,18 @@ for lab in ("weak2", "weak4"):
     res.append({"name": f"train_{lab}_step_throughput_speedup", "value": round(t[lab]["chips"] * base["step_wall_median"] / t[lab]["step_wall_median"], 3), "unit": "x one chip's images / wall s, median step (steady state)", "params": {"chips": t[lab]["chips"]}})
 res.append({"name": "train_strong2_wall_speedup", "value": round(t["strong1"]["wall_seconds"] / t["weak2"]["wall_seconds"], 3), "unit": "x: the same global batch on 2 chips vs 1 chip, wall time", "params": {"global_batch": t["weak2"]["batch"]}})
 res.append({"name": "train_strong2_cycle_speedup", "value": round(t["strong1"]["step_cycles"] / t["weak2"]["step_cycles"], 3), "unit": "x: simulated step cycles, 1 chip vs 2 chips, same global batch", "params": {"global_batch": t["weak2"]["batch"]}})
+# the two-conv network, the same global batch on 1 and 2 chips: images / wall s from the median
+# step of each run (steady state), the median over the alternated pairs
+tc = sorted(int(l.split("_r")[1]) for l in t if l.startswith("twoconv1_r"))
+if tc:
+    sp = sorted(t[f"twoconv1_r{i}"]["step_wall_median"] / t[f"twoconv2_r{i}"]["step_wall_median"] for i in tc)
+    res.append({"name": "train_twoconv2_step_throughput_speedup_runs", "value": [round(x, 3) for x in sp], "unit": "x one chip's images / wall s, median step, each 1-chip/2-chip pair (global batch 128)", "params": {"chips": 2, "model": "two_conv_cnn"}})
+    res.append({"name": "train_twoconv2_step_throughput_speedup", "value": round(sp[len(sp) // 2], 3), "unit": "x one chip's images / wall s, median step (global batch 128; target >= 1.7)", "params": {"chips": 2, "model": "two_conv_cnn"}})
+    for lab in ("twoconv1", "twoconv2"):
+        r = t[f"{lab}_r{tc[len(tc) // 2]}"]
+        p = {"chips": r["chips"], "global_batch": r["batch"], "model": "two_conv_cnn"}
+        res.append({"name": f"train_{lab}_step_cycles", "value": r["step_cycles"], "unit": "cycles per step (chip 0)", "params": p})
+        res.append({"name": f"train_{lab}_step_wall_median", "value": round(r["step_wall_median"], 3), "unit": "s per step (median)", "params": p})
 json.dump(res, open(sys.argv[2], "w"), indent=1)
 for r in res: print(f"{r['name']:40s} {r['value']} {r['unit']}  {r['params']}")
 PY
