@@ -185,6 +185,29 @@ TEST(DenseStepRtl, MlpBitIdenticalToFunctionalAtN16) {
   a.spec.layers = {{64, true}, {10, false}};
   a.batch = 8;
   expect_identical(16, a, {}, 5);
+  expect_identical(16, a, {}, 5, 2);
+}
+
+// Four chips: a ring of four N = 4 chips against the functional ring, a small conv net (SGD
+// with momentum) and a Dense stack with Dropout (Adam).
+TEST(DenseStepRtl, FourChipRingBitIdenticalToFunctional) {
+  using Kind = compiler::FeatureLayerSpec::Kind;
+  test::Arch c;
+  c.spec.input_shape = {8, 8, 1};
+  c.spec.features = {{Kind::kConv, 4, 3, 1, false, true}, {Kind::kMaxPool, 0, 0, 0, false, false, 2}};
+  c.spec.inputs = 3 * 3 * 4;
+  c.spec.layers = {{5, false}};
+  c.batch = 8;
+  compiler::OptimizerSpec sgd;
+  sgd.kind = compiler::OptimizerSpec::Kind::kSgd;
+  sgd.lr = 0.1f;
+  sgd.momentum = 0.9f;
+  expect_identical(4, c, sgd, 11, 4);
+  test::Arch d;
+  d.spec.inputs = 40;
+  d.spec.layers = {{24, true, 0.5f, 3}, {7, false}};
+  d.batch = 12;
+  expect_identical(4, d, {}, 12, 4);
 }
 
 }  // namespace

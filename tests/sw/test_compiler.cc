@@ -144,8 +144,11 @@ struct RefStep {
 
 // The step in double precision: bf16 operands where the chip's MXU takes bf16 (images, kernels,
 // features, d logits, d features), everything else exact-ish.
+// `fused`: the chip runs conv + relu + max-pool as one op (conv_pool_fused), whose argmax is the
+// first window position holding the max of the fp32 sums before the bias; unfused, the pool's
+// gradient goes to the first tap equal to the max of the stored bf16 relu outputs.
 RefStep reference_step(const CnnSpec& s, const CnnParams& p, const std::vector<uint8_t>& img,
-                       const std::vector<uint8_t>& lbl, uint32_t batch) {
+                       const std::vector<uint8_t>& lbl, uint32_t batch, bool fused) {
   const uint32_t H = s.height, W = s.width, K = s.kernel, F = s.filters, CH = s.conv_h(),
                  CW = s.conv_w(), PH = s.pool_h(), PW = s.pool_w(), D = s.features(), C = s.classes,
                  T = s.taps();
@@ -182,6 +185,13 @@ RefStep reference_step(const CnnSpec& s, const CnnParams& p, const std::vector<u
           const uint32_t d = (py * PW + px) * F + f;
           feat[d] = bf16_round(y);
           arg[d] = y > 0 ? best : 4;
+          if (!fused) {  // the first tap whose stored output equals the pooled value
+            for (int pos = 3; pos >= 0; --pos) {
+              const float v = z[((2 * py + pos / 2) * CW + 2 * px + pos % 2) * F + f];
+              if (bf16_round(std::max(v + p.conv_bias[f], 0.0f)) == feat[d]) best = pos;
+            }
+            arg[d] = feat[d] > 0 ? best : 4;
+          }
         }
     std::vector<double> logit(C);
     double mx = -INFINITY;
@@ -285,7 +295,8 @@ TEST_P(TrainStep, OneStepMatchesTheHostReference) {
 
   float loss = 0, correct = 0;
   step.read_metrics(read_fm, &fm, loss, correct);
-  const RefStep ref = reference_step(spec, p, img, lbl, tc.batch);
+  const RefStep ref = reference_step(spec, p, img, lbl, tc.batch,
+                                     conv_pool_fused(ds, 0, {tc.n, tc.ub, tc.acc}));
   EXPECT_NEAR(loss, ref.loss, 1e-5 * ref.loss);
   EXPECT_NEAR(correct, ref.correct, 0.5);
 

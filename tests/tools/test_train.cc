@@ -1226,12 +1226,23 @@ TEST_F(TrainTool, HostArithmeticBuildTrainsBitIdenticallyToTheRtlBuild) {
 // checkpoint byte for byte, with 2 and 4 chips (N = 16, one image per chip, one step).
 const std::string kMpirun = "mpirun --allow-run-as-root --oversubscribe";
 
-class TrainMpi : public TrainTool, public ::testing::WithParamInterface<int> {};
+// --chips P under mpirun (one chip a rank) against P chips on threads, byte for byte: the
+// example CNN on 2 and 4 chips, the MLP and the two-conv network on 2.
+struct MpiCase {
+  int chips;
+  const char* model;  // examples/models/ file, or "" (the example CNN)
+};
+class TrainMpi : public TrainTool, public ::testing::WithParamInterface<MpiCase> {};
 
 TEST_P(TrainMpi, MpiRanksMatchThreadsBitForBit) {
-  const int chips = GetParam();
-  const std::string flags = "--backend rtl --array 16 --chips " + std::to_string(chips) +
-                            " --batch " + std::to_string(chips) + " --steps 1 --seed 3 --out ";
+  const int chips = GetParam().chips;
+  const std::string model = GetParam().model;
+  const std::string flags =
+      "--backend rtl --array 16 --chips " + std::to_string(chips) + " --batch " +
+      std::to_string(chips) + " --steps 1 --seed 3 " +
+      (model.empty() ? std::string() : "--model " + std::string(TESSERA_SOURCE_DIR) +
+                                           "/examples/models/" + model + " ") +
+      "--out ";
   const Result t = train(flags + path("threads"));
   ASSERT_EQ(t.status, 0) << t.err;
   const Result m =
@@ -1244,7 +1255,15 @@ TEST_P(TrainMpi, MpiRanksMatchThreadsBitForBit) {
   EXPECT_FALSE(exists(path("mpi/.rank1"))) << "the other ranks' scratch folders are removed";
 }
 
-INSTANTIATE_TEST_SUITE_P(Chips, TrainMpi, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(Chips, TrainMpi,
+                         ::testing::Values(MpiCase{2, ""}, MpiCase{4, ""},
+                                           MpiCase{2, "mlp.json"},
+                                           MpiCase{2, "two_conv_cnn.json"}),
+                         [](const auto& info) {
+                           std::string m = info.param.model;
+                           m = m.empty() ? "example_cnn" : m.substr(0, m.find('.'));
+                           return std::to_string(info.param.chips) + "_" + m;
+                         });
 
 // A rank that dies (SIGKILL at its first step, or after a checkpoint: the job then resumes bit
 // for bit) ends the job within seconds with an error, never a hang; a rank started with other
