@@ -270,10 +270,12 @@ History Sequential::fit(const data::Dataset& train, const FitOptions& o) {
   for (Callback* c : o.callbacks) c->on_train_begin(*this);
   while (step_ < total) {
     data::Batch batch = pipe.next();
-    const StepLogs logs = train_on_batch(batch);
+    for (Callback* c : o.callbacks) c->on_batch_begin(*this, batch);
+    StepLogs logs = train_on_batch(batch);
+    logs.batch = &batch;
+    for (Callback* c : o.callbacks) c->on_step_end(*this, logs);
     h.loss.push_back(logs.loss);
     h.accuracy.push_back(logs.accuracy);
-    for (Callback* c : o.callbacks) c->on_step_end(*this, logs);
     if (batch.index + 1 == per_epoch)
       for (Callback* c : o.callbacks) c->on_epoch_end(*this, batch.epoch);
     if (o.stop_after && step_ >= o.stop_after) break;

@@ -25,6 +25,7 @@
 #include "sw/tools/run_folder.h"
 #include "sw/tools/run_options.h"
 #include "sw/tools/step_report.h"
+#include "sw/tools/train_callbacks.h"
 #include "sw/tools/train_dense.h"
 #include "tessera/checkpoint.h"
 #include "tessera/isa_gen.h"
@@ -39,7 +40,6 @@ namespace tessera::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr double kClockHz = 1.0e9;  // nominal chip clock for simulated images per second
 
 std::string timestamp() {
   const std::time_t t = std::time(nullptr);
@@ -71,136 +71,6 @@ std::string g9(double v) {
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
 }
-// The state as checkpoint tensors: parameter j's "kernel<j>" [K][U] and "bias<j>" [U], its
-// optimizer slots "m/..." (and with Adam "v/..."), and Adam's "beta1_power", "beta2_power".
-runlog::Checkpoint to_checkpoint(keras::Sequential& model, uint64_t step,
-                                 data::Pipeline::Position pos, uint64_t seed, double loss,
-                                 double accuracy) {
-  compiler::DenseParams p;
-  compiler::DenseOptState st;
-  model.get_state(p, st);
-  const bool adam = model.optimizer().kind == compiler::OptimizerSpec::Kind::kAdam;
-  runlog::Checkpoint c;
-  c.model_signature = model.signature();
-  c.step = step;
-  c.data_epoch = pos.epoch;
-  c.data_index = pos.index;
-  c.seed = seed;
-  const auto shapes = compiler::weight_shapes(model.spec());
-  auto add = [&](const std::string& prefix, const compiler::DenseParams& q) {
-    for (size_t j = 0; j < shapes.size(); ++j) {
-      c.tensors.push_back({prefix + "kernel" + std::to_string(j),
-                           {shapes[j].first, shapes[j].second},
-                           q.kernel[j]});
-      c.tensors.push_back({prefix + "bias" + std::to_string(j), {shapes[j].second}, q.bias[j]});
-    }
-  };
-  add("", p);
-  add("m/", st.m);
-  if (adam) {
-    add("v/", st.v);
-    c.tensors.push_back({"beta1_power", {1}, {st.beta1_power}});
-    c.tensors.push_back({"beta2_power", {1}, {st.beta2_power}});
-  }
-  c.meta = {{"loss", g9(loss)},
-            {"accuracy", g9(accuracy)},
-            {"optimizer_steps", std::to_string(st.steps)}};
-  return c;
-}
-
-// The state back from a checkpoint whose signature matched: every tensor present with the
-// shape the model gives it, else a CheckpointError naming the file and the tensor.
-void from_checkpoint(const runlog::Checkpoint& c, const std::string& path,
-                     const keras::Sequential& model, compiler::DenseParams& p,
-                     compiler::DenseOptState& st) {
-  using runlog::CheckpointError;
-  const compiler::DenseStackSpec& spec = model.spec();
-  const bool adam = model.optimizer().kind == compiler::OptimizerSpec::Kind::kAdam;
-  auto get = [&](const std::string& name, size_t count) -> const std::vector<float>& {
-    for (const auto& t : c.tensors)
-      if (t.name == name) {
-        if (t.data.size() != count)
-          throw CheckpointError(CheckpointError::Kind::kMalformedPayload,
-                                "checkpoint " + path + ": tensor '" + name + "' has " +
-                                    std::to_string(t.data.size()) + " values, the model's " +
-                                    std::to_string(count));
-        return t.data;
-      }
-    throw CheckpointError(CheckpointError::Kind::kMalformedPayload,
-                          "checkpoint " + path + ": no tensor '" + name + "'");
-  };
-  const auto shapes = compiler::weight_shapes(spec);
-  auto fill = [&](const std::string& prefix, compiler::DenseParams& q) {
-    q.kernel.resize(shapes.size());
-    q.bias.resize(shapes.size());
-    for (size_t j = 0; j < shapes.size(); ++j) {
-      q.kernel[j] =
-          get(prefix + "kernel" + std::to_string(j), size_t{shapes[j].first} * shapes[j].second);
-      q.bias[j] = get(prefix + "bias" + std::to_string(j), shapes[j].second);
-    }
-  };
-  st = compiler::zero_opt_state(spec);
-  fill("", p);
-  fill("m/", st.m);
-  if (adam) {
-    fill("v/", st.v);
-    st.beta1_power = get("beta1_power", 1)[0];
-    st.beta2_power = get("beta2_power", 1)[0];
-  }
-  bool steps = false;
-  for (const auto& [key, value] : c.meta) {
-    if (key != "optimizer_steps") continue;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || v > UINT32_MAX)
-      throw CheckpointError(
-          CheckpointError::Kind::kMalformedPayload,
-          "checkpoint " + path + ": meta optimizer_steps '" + value + "' is not a step count");
-    st.steps = static_cast<uint32_t>(v);
-    steps = true;
-  }
-  if (!steps)
-    throw CheckpointError(CheckpointError::Kind::kMalformedPayload,
-                          "checkpoint " + path + ": no meta optimizer_steps");
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-}
-// Two models' states bit for bit; `what` names the first tensor that differs.
-bool same_state(keras::Sequential& x, keras::Sequential& y, std::string& what) {
-  compiler::DenseParams px, py;
-  compiler::DenseOptState sx, sy;
-  x.get_state(px, sx);
-  y.get_state(py, sy);
-  for (size_t j = 0; j < px.kernel.size(); ++j) {
-    const std::pair<const char*, std::pair<const std::vector<float>*, const std::vector<float>*>>
-        all[] = {{"kernel", {&px.kernel[j], &py.kernel[j]}},
-                 {"bias", {&px.bias[j], &py.bias[j]}},
-                 {"optimizer slot m (kernel)", {&sx.m.kernel[j], &sy.m.kernel[j]}},
-                 {"optimizer slot v (kernel)", {&sx.v.kernel[j], &sy.v.kernel[j]}}};
-    for (const auto& e : all)
-      if (!same_bits(*e.second.first, *e.second.second)) {
-        what = std::string(e.first) + " of layer with weights " + std::to_string(j);
-        return false;
-      }
-  }
-  if (sx.beta1_power != sy.beta1_power || sx.beta2_power != sy.beta2_power ||
-      sx.steps != sy.steps) {
-    what = "optimizer powers";
-    return false;
-  }
-  return true;
-}
-
-std::string bar(double frac, int width) {
-  const int full = static_cast<int>(frac * width);
-  std::string s(width, ' ');
-  for (int i = 0; i < full && i < width; ++i) s[i] = '=';
-  if (full < width) s[full] = '>';
-  return s;
-}
-
 // Every option that changes what a run computes, for the ranks' start-up check under mpirun.
 std::string options_signature(const TrainOptions& o) {
   std::ostringstream s;
@@ -381,8 +251,11 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
   pc.seed = opt.seed;
   pc.shuffle_buffer = train_set.count;
   pc.prefetch = 2;
-  data::Pipeline pipe(train_set, pc);
-  const uint64_t per_epoch = pipe.batches_per_epoch();
+  uint64_t per_epoch = 0;
+  {
+    const data::Pipeline probe(train_set, pc);  // (fit() runs the run's own)
+    per_epoch = probe.batches_per_epoch();
+  }
   const uint64_t total = opt.steps ? opt.steps : opt.epochs * per_epoch;
   os.decay_steps = total;  // the schedule spans the run
   // The model, replicated on --chips chips (one chip: the strategy is a single replica).
@@ -438,7 +311,11 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
     return 2;
   }
 
-  pipe.seek(start);
+  if (start.index >= per_epoch) {
+    err << "tessera train: the checkpoint's data position (epoch " << start.epoch << ", batch "
+        << start.index << ") is past an epoch's " << per_epoch << " batches\n";
+    return 2;
+  }
   // A checkpoint at the last step (a run killed after training, during its evaluation or its
   // run-folder writes) finishes the run: no step, then the evaluation and the files.
   if (first_step > total) {
@@ -517,7 +394,6 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
   // The run's configuration (what --resume DIR takes), once its folder has passed the checks.
   if (rank == 0) write_run_options(run_dir, opt, keras::model_description_json(model_desc));
   runlog::EventWriter& events = *event_writer;
-  const std::string ckpt_path = run_dir + "/checkpoint/ckpt.tsr";
   const int n = opt.array;
   const compiler::DenseStackStep& step_prog = model->train_step();
   out << model->summary() << "backend " << opt.backend << ", array " << n << "x" << n << ", "
@@ -527,124 +403,72 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
       << "batch " << opt.batch << ", " << total << " steps (" << per_epoch << " a epoch), program "
       << step_prog.stats().instructions << " instructions\nrun folder " << run_dir << "\n";
 
-  std::FILE* order = nullptr;
+  // The steps: the model's fit() with the run folder's callbacks (sw/tools/train_callbacks.h).
+  std::unique_ptr<SampleOrder> order;
   if (!opt.dump_init.empty()) {  // the initial weights (the export format) and the sample order
     export_dense_weights(opt.dump_init, model_desc.name, model->spec(), model->get_weights());
-    order = std::fopen((opt.dump_init + "/order.u32").c_str(), "wb");
-    if (!order) throw std::runtime_error(opt.dump_init + "/order.u32: cannot write");
+    order = std::make_unique<SampleOrder>(opt.dump_init + "/order.u32");
     out << "wrote the initial weights to " << opt.dump_init << "\n";
   }
-  std::vector<uint64_t> step_cycles;
-  std::vector<driver::RunReport> reports;
-  // The first rtl step is sampled every kSampleEvery cycles for the per-phase report and the
-  // timeline (a few CSR reads between clock edges; the step's cycles are unchanged).
-  constexpr uint64_t kSampleEvery = 32;
+  // The first rtl step is sampled for the per-phase report and the timeline (under mpirun rank
+  // 0 reports: its chip 0 is sampled).
   keras::Sequential* rtl_model =
       backend == driver::Backend::kRtl ? model.get() : (sampled ? shadow.get() : nullptr);
-  // (under mpirun rank 0 reports: its chip 0 is sampled)
-  if (rtl_model && rank == 0) rtl_model->device().set_sampling(kSampleEvery);
-  std::vector<PhaseTiming> phases;
-  uint64_t profiled_step = 0;  // the rtl step the phases are of
-  uint64_t sampled_steps = 0;
-  const auto t_start = Clock::now();
-  uint64_t last_step = first_step;
-  // The rows and events of the steps a checkpoint covers are made durable before it is written,
-  // so that a resume at its step finds them all (and drops any logged after it).
-  auto save = [&](uint64_t steps_done) {
-    csv.sync();
-    events.sync();
-    runlog::save_checkpoint(ckpt_path, to_checkpoint(*model, steps_done, pipe.position(), opt.seed,
-                                                     last_loss, last_acc));
-  };
+  RunLog::Config rc;
+  rc.dir = run_dir;
+  rc.seed = opt.seed;
+  rc.checkpoint_every = opt.checkpoint_every;
+  rc.total_steps = total;
+  rc.batches_per_epoch = per_epoch;
+  rc.first_step = first_step;
+  rc.start = start;
+  rc.last_loss = last_loss;
+  rc.last_accuracy = last_acc;
+  rc.n = opt.array;
+  rc.profiled = rank == 0 ? rtl_model : nullptr;
+  rc.progress = opt.progress && rank == 0 ? &err : nullptr;
+  RunLog run_log(rc, csv, events, err);
+  std::unique_ptr<SampledCheck> sampled_check;
+  if (sampled) sampled_check = std::make_unique<SampledCheck>(*shadow, opt.sample_every);
+  struct MpiKillHook : keras::Callback {  // tests: a rank killed at a step (maybe_die)
+    void on_batch_begin(keras::Sequential& m, const data::Batch&) override { maybe_die(m.step()); }
+  } kill_hook;
+  keras::FitOptions fo;
+  fo.steps = total;
+  fo.batch_size = opt.batch;
+  fo.seed = opt.seed;
+  fo.prefetch = 2;
+  fo.initial_step = first_step;
+  fo.start = start;
+  fo.stop_after = opt.stop_after;
+  if (distributed) fo.callbacks.push_back(&kill_hook);
+  if (order) fo.callbacks.push_back(order.get());
+  if (sampled_check) fo.callbacks.push_back(sampled_check.get());
+  fo.callbacks.push_back(&run_log);
   try {
-    for (uint64_t s = first_step; s < total; ++s) {
-      if (distributed) maybe_die(s);
-      const data::Batch batch = pipe.next();
-      if (order) std::fwrite(batch.sample_ids.data(), 4, batch.sample_ids.size(), order);
-      const bool sample_now = sampled && (s % opt.sample_every == 0);
-      if (sample_now) {
-        compiler::DenseParams p;
-        compiler::DenseOptState a;
-        model->get_state(p, a);
-        shadow->set_state(p, a);
-      }
-      keras::StepLogs logs = model->train_on_batch(batch);
-      logs.step = s;
-      if (sample_now) {
-        shadow->set_step(s);
-        const keras::StepLogs rtl = shadow->train_on_batch(batch);
-        std::string what;
-        if (std::memcmp(&rtl.loss, &logs.loss, 4) != 0 || rtl.accuracy != logs.accuracy ||
-            !same_state(*model, *shadow, what)) {
-          err << "tessera train: sampled step " << s << ": rtl and functional differ ("
-              << (what.empty() ? "loss/accuracy" : what) << ")\n";
-          return 1;
-        }
-        logs.report = rtl.report;
-        ++sampled_steps;
-      }
-      if (rtl_model && phases.empty() && !logs.report.samples.empty()) {
-        profiled_step = s;
-        phases =
-            phase_timings(rtl_model->train_step().stats(), rtl_model->train_program_address(),
-                          logs.report);
-        write_chrome_trace(run_dir + "/timeline.json", phases, logs.report);
-        try {
-          write_roofline(run_dir + "/roofline.png", phases, n, 16.0);
-        } catch (const std::exception& e) {
-          err << "tessera train: roofline.png not written: " << e.what() << "\n";
-        }
-        rtl_model->device().set_sampling(0);
-        logs.report.samples.clear();
-      }
-      const uint64_t cyc = logs.report.cycles;
-      const double mxu_util =
-          cyc ? static_cast<double>(logs.report.perf[isa::PERF_MACS]) / (double(cyc) * n * n) : 0.0;
-      if (cyc) {
-        step_cycles.push_back(cyc);
-        reports.push_back(logs.report);
-      }
-      csv.add_row(static_cast<int64_t>(s), logs.loss, logs.accuracy,
-                  {double(batch.epoch), double(cyc), mxu_util, logs.wall_seconds});
-      events.add_scalar("loss", static_cast<int64_t>(s), logs.loss);
-      events.add_scalar("accuracy", static_cast<int64_t>(s), logs.accuracy);
-      if (cyc) {
-        events.add_scalar("step_cycles", static_cast<int64_t>(s), static_cast<float>(cyc));
-        events.add_scalar("mxu_utilization", static_cast<int64_t>(s), static_cast<float>(mxu_util));
-      }
-      events.flush();
-      last_loss = logs.loss;
-      last_acc = logs.accuracy;
-      last_step = s + 1;
-      const bool epoch_end = batch.index + 1 == per_epoch;
-      if ((opt.checkpoint_every && (s + 1) % opt.checkpoint_every == 0) || epoch_end) save(s + 1);
-      if (opt.progress && rank == 0) {
-        const double wall = std::chrono::duration<double>(Clock::now() - t_start).count();
-        const double done = double(s + 1 - first_step);
-        err << "\rstep " << s + 1 << "/" << total << " [" << bar(double(s + 1) / total, 24)
-            << "] loss " << std::fixed << std::setprecision(4) << logs.loss << " acc "
-            << std::setprecision(3) << logs.accuracy;
-        if (!step_cycles.empty())
-          err << " | " << step_cycles.back() << " cyc/step, MXU " << std::setprecision(1)
-              << 100.0 * mxu_util << "%, " << std::setprecision(0)
-              << opt.batch * kClockHz / step_cycles.back() << " img/s sim";
-        err << " | " << std::setprecision(2) << done * opt.batch / wall << " img/s wall   "
-            << std::defaultfloat << std::flush;
-      }
-      if (opt.stop_after && s + 1 >= opt.stop_after) break;
-    }
-    if (opt.progress && rank == 0) err << "\n";
-    if (order) std::fclose(order);
-    save(last_step);
+    model->fit(train_set, fo);
   } catch (const driver::DeviceFault& e) {
     err << "\ntessera train: chip fault: " << e.what() << "\n";
     return 1;
   } catch (const driver::DeviceTimeout& e) {
     err << "\ntessera train: " << e.what() << "\n";
     return 1;
+  } catch (const SampledMismatch& e) {
+    err << "\ntessera train: " << e.what() << "\n";
+    return 1;
   }
-  events.flush();
-  const double train_wall = std::chrono::duration<double>(Clock::now() - t_start).count();
+  order.reset();
+  const double train_wall = run_log.wall_seconds();
+  const uint64_t last_step = run_log.last_step();
+  last_loss = run_log.last_loss();
+  last_acc = run_log.last_accuracy();
+  const std::vector<uint64_t>& step_cycles = run_log.step_cycles();
+  const std::vector<driver::RunReport>& reports = run_log.reports();
+  const std::vector<PhaseTiming>& phases = run_log.phases();
+  const uint64_t profiled_step = run_log.profiled_step();
+  const uint64_t sampled_steps = sampled_check ? sampled_check->steps_checked() : 0;
+  const std::string ckpt_path = run_log.checkpoint_path();
+  constexpr uint64_t kSampleEvery = kProfileSampleEvery;
   if (opt.stop_after && last_step < total) {
     out << "stopped after step " << last_step << " (checkpoint " << ckpt_path << ")\n";
     return 0;

@@ -68,7 +68,7 @@ struct Counter : Callback {
   int begin = 0, steps = 0, end = 0;
   uint64_t last_step = 0;
   void on_train_begin(Sequential&) override { ++begin; }
-  void on_step_end(Sequential&, const StepLogs& l) override {
+  void on_step_end(Sequential&, StepLogs& l) override {
     ++steps;
     last_step = l.step;
     EXPECT_TRUE(std::isfinite(l.loss));

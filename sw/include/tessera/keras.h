@@ -106,13 +106,19 @@ struct StepLogs {
   float loss = 0, accuracy = 0;
   driver::RunReport report;  // cycles and PERF counters (rtl); zeros on functional
   double wall_seconds = 0;   // this step: staging + run + read back
+  const data::Batch* batch = nullptr;  // in fit's callbacks: the step's batch
 };
 
+// fit()'s hooks, in the order the callbacks were given: a callback may add to a step's logs for
+// the ones after it (the sampled backend's check puts the rtl step's cycles there). The run
+// folder of `tessera train` is made of callbacks (sw/tools/train_callbacks.h), so a program
+// that fits a model gets the same files.
 class Sequential;
 struct Callback {
   virtual ~Callback() = default;
   virtual void on_train_begin(Sequential&) {}
-  virtual void on_step_end(Sequential&, const StepLogs&) {}
+  virtual void on_batch_begin(Sequential&, const data::Batch&) {}
+  virtual void on_step_end(Sequential&, StepLogs&) {}
   virtual void on_epoch_end(Sequential&, uint64_t /*epoch*/) {}
   virtual void on_train_end(Sequential&) {}
 };
