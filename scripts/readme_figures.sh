@@ -4,7 +4,8 @@
 # - docs/img/loss.png: the run's metrics.csv drawn by the same gnuplot script that
 #   sw/runlog/plot.cc (plot_training_curves) writes into the run as loss.png.gp;
 # - the README block between `<!-- cycle-report` and `<!-- /cycle-report -->`: the rtl step's
-#   lines of the run's cycle_report.txt (from "rtl step:" to the per-phase table's end).
+#   lines of the run's cycle_report.txt (its totals, "rtl step:" to the HBM line, then the
+#   per-phase table the report starts with).
 # Needs gnuplot (apt-get install gnuplot-nox) and python3. Commit the two files it changes.
 set -euo pipefail
 run=${1:?usage: scripts/readme_figures.sh RUN_DIR (a make train run folder, runs/<timestamp>)}
@@ -50,9 +51,14 @@ python3 - "$run/cycle_report.txt" README.md <<'PY'
 import re, sys
 report, readme = sys.argv[1], sys.argv[2]
 lines = open(report, encoding="utf-8").read().split("\n")
+# the rtl step's totals ("rtl step:" to the HBM line), then its per-phase table (the report's
+# first lines, "step S: ..." to the bounds table)
 start = next(i for i, l in enumerate(lines) if l.startswith("rtl step:"))
-end = next((i for i, l in enumerate(lines) if l.startswith("timeline:")), len(lines))
-snippet = "\n".join(l.rstrip() for l in lines[start:end]).strip("\n")
+end = next((i + 1 for i in range(start, len(lines)) if lines[i].strip().startswith("HBM read")),
+           len(lines))
+table_end = next((i for i, l in enumerate(lines) if l.startswith("phase      MXU bound")),
+                 len(lines))
+snippet = "\n".join(l.rstrip() for l in lines[start:end] + [""] + lines[:table_end]).strip("\n")
 text = open(readme, encoding="utf-8").read()
 block = re.compile(r"(<!-- cycle-report[^\n]*-->\n).*?(<!-- /cycle-report -->)", re.S)
 if not block.search(text):
