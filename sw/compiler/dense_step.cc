@@ -476,11 +476,13 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
   Y.ones = take(uint64_t{ones} * 2);
   Y.metrics = take(2 * N * 4);
   Y.probs = take(uint64_t{Bpad} * Cpad * 4);
-  if (rep_.split() && !share) {  // the gradient vector: per layer kernel [Up][Kp], bias [Up]
+  // the gradient vector: per layer the kernel's U real rows of W^T [U][Kp] (the padding rows'
+  // gradients are zero: no epilogue writes them, no update needs them), the bias [Up]
+  if (rep_.split() && !share) {
     uint64_t elems = 0;
     const auto shapes = weight_shapes(spec_);
     for (size_t j = 0; j < shapes.size(); ++j)
-      elems += uint64_t{padded(shapes[j].second)} * (padded(shapes[j].first) + 1);
+      elems += uint64_t{shapes[j].second} * padded(shapes[j].first) + padded(shapes[j].second);
     if (elems > 0xFFFFFFFFull / 4)
       throw std::invalid_argument("data parallelism: the gradient vector of " +
                                   std::to_string(elems) + " values is above the all-reduce's 2^30");
@@ -490,7 +492,7 @@ void DenseStackStep::plan_hbm(uint64_t base, const Layout* share) {
     uint64_t g = Y.grads;
     for (size_t j = 0; j < shapes.size(); ++j) {
       Y.layers[j].g = g;
-      g += uint64_t{padded(shapes[j].second)} * padded(shapes[j].first) * 4;
+      g += uint64_t{shapes[j].second} * padded(shapes[j].first) * 4;
       Y.layers[j].g_b = g;
       g += uint64_t{padded(shapes[j].second)} * 4;
     }
@@ -1727,7 +1729,8 @@ void DenseStackStep::emit_split_update(ProgramBuilder& b, StepPhases& phases, ui
     const auto shapes = weight_shapes(spec_);
     for (size_t j = 0; j < shapes.size(); ++j) {
       const LayerRegions& R = Y.layers[j];
-      const uint64_t bias = padded(shapes[j].second), kernel = bias * padded(shapes[j].first);
+      const uint64_t bias = padded(shapes[j].second),
+                     kernel = uint64_t{shapes[j].second} * padded(shapes[j].first);
       for (const auto& [go, n, is_bias] : {std::tuple{(R.g - Y.grads) / 4, kernel, false},
                                            std::tuple{(R.g_b - Y.grads) / 4, bias, true}}) {
         const uint64_t a = std::max(go, c0), z = std::min(go + n, c1);

@@ -166,8 +166,8 @@ class DenseStackStep {
   // A convolution's are three tensors one after the other (streams = 1).
   struct LayerRegions {
     uint64_t w = 0, w_m = 0, w_v = 0, w16 = 0, b = 0, b_m = 0, b_v = 0;
-    // Split update (Replication::split): the kernel's gradient [Up][Kp] and the bias's [Up],
-    // fp32, in the layout's gradient vector (0 otherwise).
+    // Split update (Replication::split): the kernel's gradient (W^T's U real rows, [U][Kp])
+    // and the bias's [Up], fp32, in the layout's gradient vector (0 otherwise).
     uint64_t g = 0, g_b = 0;
     uint32_t streams = 1;
     // Byte address of element e (row-major [Up][Kp]) of the tensor at `base` (w, w_m or w_v).
