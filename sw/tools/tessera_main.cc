@@ -28,7 +28,7 @@
 #include "sw/tools/fpu_check.h"
 #include "sw/tools/hbm_replay.h"
 #include "sw/tools/run_tool.h"
-#include "sw/tools/train_dense.h"
+#include "sw/tools/evaluate_tool.h"
 #include "sw/tools/train_tool.h"
 #include "tessera/data.h"
 #include "tessera/mpi_ring.h"

@@ -26,7 +26,7 @@
 #include "sw/tools/run_options.h"
 #include "sw/tools/step_report.h"
 #include "sw/tools/train_callbacks.h"
-#include "sw/tools/train_dense.h"
+#include "sw/tools/evaluate_tool.h"
 #include "tessera/checkpoint.h"
 #include "tessera/isa_gen.h"
 #include "tessera/keras.h"

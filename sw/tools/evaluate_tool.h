@@ -1,4 +1,4 @@
-// The weight export and tessera evaluate (sw/tools/train_dense.cc; docs/training.md).
+// The weight export and tessera evaluate (sw/tools/evaluate_tool.cc; docs/training.md).
 #pragma once
 
 #include <ostream>

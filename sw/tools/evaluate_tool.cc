@@ -1,10 +1,8 @@
-// tessera train --model FILE for a Dense stack (Flatten -> Dense ... -> Dense(softmax)):
-// compiles the step with DenseStackStep, trains on the chosen backend (checkpointed, resumable:
-// --resume, --checkpoint-every, --stop-after), evaluates on the test set and writes the run
-// folder: metrics.csv, checkpoint/ckpt.tsr, summary.json and the trained weights in the export
-// format (docs/training.md, "Weight export") with the test probabilities of the first images,
-// which tests/reference/dense_export_check.py reproduces in PyTorch.
-#include "sw/tools/train_dense.h"
+// The weight export (a run's weights/ folder: every layer's tensors in Keras's layouts with a
+// manifest; docs/training.md, "Weight export") and `tessera evaluate`: exported weights checked
+// against the model file, then the test set through the evaluation program on the chip, with
+// the softmax of every image (tests/reference/dense_export_check.py reproduces them in PyTorch).
+#include "sw/tools/evaluate_tool.h"
 
 #include <unistd.h>
 
@@ -76,11 +74,6 @@ std::string normalization_json(const compiler::DenseStackSpec& spec) {
          ", \"variance\": " + g9(spec.norm.variance) + "},\n";
 }
 
-// The images the host writes for a batch: p / 255, through the model's Normalization if any.
-std::vector<uint16_t> images_of(const compiler::DenseStackSpec& spec, const data::Batch& batch) {
-  return spec.norm.on ? data::images_to_bf16(batch, spec.norm.mean, spec.norm.variance)
-                      : data::images_to_bf16(batch);
-}
 
 // A compiled step on a device: the program and its HBM.
 
@@ -129,7 +122,7 @@ bool evaluate_on(driver::Device& evd, const compiler::DenseStackSpec& spec,
     data::Batch bt;
     bt.images.assign(test_ds.images.begin() + s0 * px, test_ds.images.begin() + (s0 + b) * px);
     bt.labels.assign(test_ds.labels.begin() + s0, test_ds.labels.begin() + s0 + b);
-    for (const auto& w : e.step->batch_image(images_of(spec, bt), bt.labels))
+    for (const auto& w : e.step->batch_image(keras::model_images(spec, bt), bt.labels))
       evd.write(w.first, w.second);
     try {
       evd.run(e.prog, 2'000'000'000);
