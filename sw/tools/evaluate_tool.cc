@@ -38,9 +38,6 @@
 namespace tessera::tools {
 namespace {
 
-std::vector<uint8_t> dev_read(void* ctx, uint64_t addr, size_t bytes) {
-  return static_cast<driver::Device*>(ctx)->read(addr, bytes);
-}
 
 std::string g9(double v) {
   char buf[32];
@@ -77,73 +74,6 @@ std::string normalization_json(const compiler::DenseStackSpec& spec) {
 
 // A compiled step on a device: the program and its HBM.
 
-struct Compiled {
-  std::unique_ptr<compiler::DenseStackStep> step;
-  uint64_t prog = 0;
-};
-
-Compiled compile_on(driver::Device& dev, const compiler::DenseStackSpec& spec,
-                    const compiler::OptimizerSpec& opt, uint32_t batch, compiler::StepKind kind,
-                    const compiler::DenseStackStep::Layout* share) {
-  const auto& c = dev.config();
-  const tessera::ChipShape chip{c.n, c.ub_bytes, c.acc_rows};
-  Compiled k;
-  const uint64_t base = dev.alloc(compiler::DenseStackStep::data_bytes(spec, chip, batch));
-  k.step = std::make_unique<compiler::DenseStackStep>(spec, opt, chip, batch, base, kind, share);
-  k.prog = dev.load_program(k.step->program_bytes());
-  return k;
-}
-
-// The test set's first `total` images through the evaluation program, `batch` at a time, on
-// `evd`, with the weights that `weights` (a training step's layout on evd) holds: the mean loss
-// and the accuracy, and the probabilities of the first `keep` images. A chip fault is reported
-// on `err` with the first image of its batch; the return is false then.
-struct DenseEval {
-  double loss = 0, accuracy = 0;
-  std::vector<float> probs;  // [keep][classes]
-};
-bool evaluate_on(driver::Device& evd, const compiler::DenseStackSpec& spec,
-                 const compiler::OptimizerSpec& os, uint32_t batch,
-                 const compiler::DenseStackStep::Layout* weights, const data::Dataset& test_ds,
-                 uint32_t total, uint32_t keep, const char* who, DenseEval& r, std::ostream& err) {
-  const size_t px = size_t{test_ds.rows} * test_ds.cols;
-  std::vector<Compiled> evals;
-  auto eval_step = [&](uint32_t b) -> Compiled& {
-    for (auto& e : evals)
-      if (e.step->batch() == b) return e;
-    evals.push_back(compile_on(evd, spec, os, b, compiler::StepKind::kEvaluate, weights));
-    return evals.back();
-  };
-  double loss_sum = 0, hits = 0;
-  const uint32_t C = spec.classes();
-  for (uint32_t s0 = 0; s0 < total; s0 += batch) {
-    const uint32_t b = std::min(batch, total - s0);
-    Compiled& e = eval_step(b);
-    data::Batch bt;
-    bt.images.assign(test_ds.images.begin() + s0 * px, test_ds.images.begin() + (s0 + b) * px);
-    bt.labels.assign(test_ds.labels.begin() + s0, test_ds.labels.begin() + s0 + b);
-    for (const auto& w : e.step->batch_image(keras::model_images(spec, bt), bt.labels))
-      evd.write(w.first, w.second);
-    try {
-      evd.run(e.prog, 2'000'000'000);
-    } catch (const std::exception& ex) {
-      err << who << ": evaluation at test image " << s0 << ": " << ex.what() << "\n";
-      return false;
-    }
-    float l = 0, c = 0;
-    e.step->read_metrics(dev_read, &evd, l, c);
-    loss_sum += double{l} * b;
-    hits += c;
-    if (s0 < keep) {
-      const auto pr = e.step->read_probabilities(dev_read, &evd);
-      const uint32_t take = std::min(b, keep - s0);
-      r.probs.insert(r.probs.end(), pr.begin(), pr.begin() + size_t{take} * C);
-    }
-  }
-  r.accuracy = hits / total;
-  r.loss = loss_sum / total;
-  return true;
-}
 
 }  // namespace
 
@@ -295,9 +225,7 @@ int evaluate_dense(const EvaluateOptions& opt, std::ostream& out, std::ostream& 
   keras::ModelDescription model;
   compiler::DenseParams p;
   data::Dataset test_ds;
-  std::unique_ptr<driver::Device> dev;
-  Compiled holder;
-  const compiler::OptimizerSpec os;  // the weights' step only holds them
+  std::unique_ptr<keras::Sequential> seq;  // the model on the chip, the weights loaded
   try {
     if (opt.array < 4 || (opt.array & (opt.array - 1)) != 0)
       return refuse("--array " + std::to_string(opt.array) +
@@ -334,27 +262,36 @@ int evaluate_dense(const EvaluateOptions& opt, std::ostream& out, std::ostream& 
                       std::to_string(test_ds.labels[i]) + " of image " + std::to_string(i) +
                       ": the model has " + std::to_string(spec.classes()) + " classes");
       }
-    driver::DeviceConfig dc = driver::chip_for_array(opt.array);
-    dc.backend = driver::parse_backend(opt.backend);
-    dc.arith = driver::parse_arith(opt.arith);
-    dc.channels = opt.channels;
-    dev = driver::Device::open(dc);
-    holder = compile_on(*dev, spec, os, opt.batch, compiler::StepKind::kTrain, nullptr);
+    keras::DeviceOptions d;
+    d.backend = driver::parse_backend(opt.backend);
+    d.arith = driver::parse_arith(opt.arith);
+    d.array = opt.array;
+    d.channels = opt.channels;
+    seq = std::make_unique<keras::Sequential>(model.layers);
+    seq->compile(compiler::OptimizerSpec{}, "sparse_categorical_crossentropy", {"accuracy"}, d,
+                 opt.batch);
+    seq->set_state(p, compiler::zero_opt_state(spec));
   } catch (const std::exception& e) {
     return refuse(e.what());
   }
-  for (const auto& w : holder.step->state_image(p, compiler::zero_opt_state(spec)))
-    dev->write(w.first, w.second);
   const uint32_t total =
       opt.eval_samples ? static_cast<uint32_t>(std::min<uint64_t>(opt.eval_samples, test_ds.count))
                        : test_ds.count;
-  DenseEval ev;
-  if (!evaluate_on(*dev, spec, os, opt.batch, &holder.step->layout(), test_ds, total,
-                   opt.probs.empty() ? 0 : total, "tessera evaluate", ev, err))
+  test_ds.count = total;
+  test_ds.images.resize(size_t{total} * test_ds.rows * test_ds.cols);
+  test_ds.labels.resize(total);
+  keras::EvalResult ev;
+  std::vector<float> probs;
+  try {  // the one loop's evaluate and predict (keras::Sequential)
+    ev = seq->evaluate(test_ds, opt.batch);
+    if (!opt.probs.empty()) probs = seq->predict(test_ds, opt.batch);
+  } catch (const std::exception& e) {
+    err << "tessera evaluate: evaluation: " << e.what() << "\n";
     return 1;
+  }
   if (!opt.probs.empty()) {
     try {
-      runlog::write_file_atomically(opt.probs, f32_bytes(ev.probs));
+      runlog::write_file_atomically(opt.probs, f32_bytes(probs));
     } catch (const std::exception& e) {
       return refuse(e.what());
     }
