@@ -11,8 +11,6 @@
 namespace tessera::compiler::lowering {
 namespace {
 using Fn = isa::Funct;
-constexpr isa::Kind kBf16 = isa::Kind::kUbBf16;
-constexpr isa::Kind kAcc = isa::Kind::kAcc;
 uint32_t bits_of(float v) { return fp::bits(v); }
 }  // namespace
 
@@ -246,8 +244,8 @@ void emit_conv_pool_weight_gradient(ProgramBuilder& b, uint64_t ub_lo, uint64_t 
   const uint32_t CW = W - K + 1, CH = H - K + 1, PW = CW / 2, PH = CH / 2;
   if (CW % 2 || CH % 2 || F % N)
     throw std::logic_error("conv + max-pool weight gradient: odd map or filters");
-  const uint32_t RW = 2 * CW;                             // positions of an item
-  const uint32_t Rpad = (RW + N - 1) / N * N;             // ... in whole K tiles
+  const uint32_t RW = 2 * CW;                  // positions of an item
+  const uint32_t Rpad = (RW + N - 1) / N * N;  // ... in whole K tiles
   const uint32_t at_bytes = (T + 1) * Rpad * 2, row_bytes = PW * F * 2, dz_bytes = Rpad * F * 2;
   const uint32_t row2n = 2 * N;
   UbArena a(ub_lo, ub_hi, static_cast<int>(N), "conv + max-pool weight gradient");
@@ -293,7 +291,8 @@ void emit_conv_pool_weight_gradient(ProgramBuilder& b, uint64_t ub_lo, uint64_t 
   b.vpu_lif(8, 1.0f);
   for (int i = 0; i < nin; ++i) {
     for (uint32_t r = 0; r < T; ++r)
-      for (uint32_t c = RW / N; c < Rpad / N; ++c) b.vpu_st(kBf16, 0, at[i] + (r * Rpad + c * N) * 2);
+      for (uint32_t c = RW / N; c < Rpad / N; ++c)
+        b.vpu_st(kBf16, 0, at[i] + (r * Rpad + c * N) * 2);
     for (uint32_t c = 0; c < Rpad / N; ++c) b.vpu_st(kBf16, 8, at[i] + (T * Rpad + c * N) * 2);
   }
   for (int i = 0; i < ndz; ++i)
@@ -322,10 +321,11 @@ void emit_conv_pool_weight_gradient(ProgramBuilder& b, uint64_t ub_lo, uint64_t 
                   uint64_t{rows_in} * W, 2);
       rows = stage;
     }
-    b.dma_copy(ub(rows, {{CW, 2}, {2, int32_t(W * 2)}, {K, 2}, {K, int32_t(W * 2)}}),
-               ub(at[buf], {{CW, 2}, {2, int32_t(CW * 2)}, {K, int32_t(Rpad * 2)},
-                            {K, int32_t(K * Rpad * 2)}}),
-               2);
+    b.dma_copy(
+        ub(rows, {{CW, 2}, {2, int32_t(W * 2)}, {K, 2}, {K, int32_t(W * 2)}}),
+        ub(at[buf],
+           {{CW, 2}, {2, int32_t(CW * 2)}, {K, int32_t(Rpad * 2)}, {K, int32_t(K * Rpad * 2)}}),
+        2);
     const bool pair_first = pairs && i % 2 == 0 && i + 1 < items && py + 1 < PH;
     const bool pair_second = pairs && i % 2 == 1 && py > 0;
     if (!pair_second) {
@@ -342,8 +342,7 @@ void emit_conv_pool_weight_gradient(ProgramBuilder& b, uint64_t ub_lo, uint64_t 
   // The MXU's group: items first .. last - 1, waiting once for all of their inputs.
   uint32_t next_group = 0;
   auto emit_group = [&](uint32_t first, uint32_t last) {
-    std::vector<Footprint> fp{
-        {Footprint::Space::kAcc, 0, uint64_t{g.j1 - g.j0} * (T + 1), true}};
+    std::vector<Footprint> fp{{Footprint::Space::kAcc, 0, uint64_t{g.j1 - g.j0} * (T + 1), true}};
     for (uint32_t k = first; k < last; ++k) {
       fp.push_back({Footprint::Space::kUb, dz[k % ndz], dz[k % ndz] + dz_bytes, false});
       fp.push_back({Footprint::Space::kUb, at[k % nin], at[k % nin] + at_bytes, false});

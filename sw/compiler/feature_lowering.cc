@@ -11,8 +11,6 @@
 namespace tessera::compiler::lowering {
 namespace {
 using Fn = isa::Funct;
-constexpr isa::Kind kBf16 = isa::Kind::kUbBf16;
-constexpr isa::Kind kF32 = isa::Kind::kUbF32;
 
 // The pooling chunks: output rows [oy0, oy0 + rows), columns [ox0, ox0 + cols) of one sample
 // (a chunk narrower than the map is one row).
@@ -21,11 +19,12 @@ struct Chunk {
 };
 // Chunks such that two sets of `buffers` chunk buffers fit the arena: whole rows if one does,
 // else pieces of a row.
-std::vector<Chunk> pool_chunks(uint64_t ub_lo, uint64_t ub_hi, uint32_t buffers,
-                               const Shape3& out, uint32_t batch, uint32_t n, const char* what,
-                               uint64_t& buf_bytes) {
+std::vector<Chunk> pool_chunks(uint64_t ub_lo, uint64_t ub_hi, uint32_t buffers, const Shape3& out,
+                               uint32_t batch, uint32_t n, const char* what, uint64_t& buf_bytes) {
   const uint64_t room = (ub_hi - ub_lo) - 2 * buffers * 64 - 64;
-  auto need = [&](uint64_t values) { return 2 * buffers * (ceil_div(values, n) * uint64_t{n} * 2); };
+  auto need = [&](uint64_t values) {
+    return 2 * buffers * (ceil_div(values, n) * uint64_t{n} * 2);
+  };
   uint32_t nr = out.h, nc = out.w;
   while (nr > 1 && need(uint64_t{nr} * out.w * out.c) > room) nr = (nr + 1) / 2;
   if (need(uint64_t{nr} * out.w * out.c) > room) {
@@ -116,7 +115,8 @@ void for_each_segment(const PatchMap& p, uint64_t m, uint64_t mend, int32_t step
   while (m < mend) {
     const uint64_t bi = m / plane, rem = m % plane;
     const uint32_t oy = static_cast<uint32_t>(rem / p.wo), ox = static_cast<uint32_t>(rem % p.wo);
-    const uint64_t at = bi * p.map.sample + (uint64_t{p.s} * oy * p.w + uint64_t{p.s} * ox) * p.map.px;
+    const uint64_t at =
+        bi * p.map.sample + (uint64_t{p.s} * oy * p.w + uint64_t{p.s} * ox) * p.map.px;
     const uint64_t left = mend - m, first = m;
     if (ox || left < p.wo) {
       const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(p.wo - ox, left));
@@ -137,8 +137,8 @@ void for_each_segment(const PatchMap& p, uint64_t m, uint64_t mend, int32_t step
 }  // namespace
 
 void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint32_t rows,
-                         uint32_t c0, uint32_t cols, uint32_t ub_dst, uint32_t pitch,
-                         uint32_t zero, uint32_t zero_elems, bool pad_cols) {
+                         uint32_t c0, uint32_t cols, uint32_t ub_dst, uint32_t pitch, uint32_t zero,
+                         uint32_t zero_elems, bool pad_cols) {
   const uint64_t M = p.rows();
   const uint32_t K = p.cols(), kc = p.k * p.c, px = p.map.px;
   const uint64_t rend = std::min<uint64_t>(r0 + rows, M);
@@ -154,14 +154,14 @@ void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint
       if (nky > 1) loops.push_back(kernel_rows);
       return loops;
     };
-    for_each_segment(p, r0, rend, int32_t(pitch), nky == 1,
-                     [&](uint64_t m, uint64_t at, Loops src, Loops dst) {
-      b.dma_copy(hbm(p.map.addr + at + uint64_t{ky} * p.w * px + off,
-                     with(src, {nky, int32_t(uint64_t{p.w} * px)})),
-                 ub(static_cast<uint32_t>(ub_dst + (m - r0) * pitch + uint64_t{col} * 2),
-                    with(dst, {nky, int32_t(kc * 2)})),
-                 2);
-    });
+    for_each_segment(
+        p, r0, rend, int32_t(pitch), nky == 1, [&](uint64_t m, uint64_t at, Loops src, Loops dst) {
+          b.dma_copy(hbm(p.map.addr + at + uint64_t{ky} * p.w * px + off,
+                         with(src, {nky, int32_t(uint64_t{p.w} * px)})),
+                     ub(static_cast<uint32_t>(ub_dst + (m - r0) * pitch + uint64_t{col} * 2),
+                        with(dst, {nky, int32_t(kc * 2)})),
+                     2);
+        });
   };
   for (uint32_t ky = 0; ky < p.k;) {
     const uint32_t a = std::max(c0, ky * kc), e = std::min(c0 + cols, (ky + 1) * kc);
@@ -220,14 +220,16 @@ void emit_place_map(ProgramBuilder& b, const MapRef& src, uint32_t src_w, uint32
   if (!h || !w || !batch) return;
   const uint32_t dpx = c * 2;
   const uint64_t at = dst + (uint64_t{y0} * dst_w + x0) * dpx;
-  const int32_t drow = int32_t(uint64_t{sy} * dst_w * dpx), dsample = int32_t(uint64_t{dst_h} * dst_w * dpx);
+  const int32_t drow = int32_t(uint64_t{sy} * dst_w * dpx),
+                dsample = int32_t(uint64_t{dst_h} * dst_w * dpx);
   const int32_t srow = int32_t(uint64_t{src_w} * src.px);
   if (sx == 1 && src.px == dpx)  // a row of pixels is one run
     b.dma_copy(hbm(src.addr, {{w * c, 2}, {h, srow}, {batch, int32_t(src.sample)}}),
                hbm(at, {{w * c, 2}, {h, drow}, {batch, dsample}}), 2);
   else
-    b.dma_copy(hbm(src.addr, {{c, 2}, {w, int32_t(src.px)}, {h, srow}, {batch, int32_t(src.sample)}}),
-               hbm(at, {{c, 2}, {w, int32_t(sx * dpx)}, {h, drow}, {batch, dsample}}), 2);
+    b.dma_copy(
+        hbm(src.addr, {{c, 2}, {w, int32_t(src.px)}, {h, srow}, {batch, int32_t(src.sample)}}),
+        hbm(at, {{c, 2}, {w, int32_t(sx * dpx)}, {h, drow}, {batch, dsample}}), 2);
 }
 
 void emit_zero_frame(ProgramBuilder& b, uint32_t zero, uint32_t zero_elems, uint64_t dst,
@@ -240,8 +242,8 @@ void emit_zero_frame(ProgramBuilder& b, uint32_t zero, uint32_t zero_elems, uint
                 {{batch, ss}});  // rows below
   const uint64_t mid = dst + y0 * row * 2;
   zero_hbm_walk(b, zero, zero_elems, mid, uint64_t{x0} * c, {{h, rs}, {batch, ss}});  // left
-  zero_hbm_walk(b, zero, zero_elems, mid + uint64_t{x0 + w} * c * 2,
-                uint64_t{dst_w - x0 - w} * c, {{h, rs}, {batch, ss}});  // right
+  zero_hbm_walk(b, zero, zero_elems, mid + uint64_t{x0 + w} * c * 2, uint64_t{dst_w - x0 - w} * c,
+                {{h, rs}, {batch, ss}});  // right
 }
 
 void emit_flip_kernel(ProgramBuilder& b, const ConvGeom& g, uint64_t w16, uint32_t w_pitch,
@@ -249,12 +251,13 @@ void emit_flip_kernel(ProgramBuilder& b, const ConvGeom& g, uint64_t w16, uint32
   const uint32_t C = g.in.c, F = g.out.c, k = g.k;
   // source: tap (ky, kx) is columns (ky k + kx) C .. + C of every row f; destination: rows
   // ((k-1-ky) k + (k-1-kx)) F + f. kx and ky run forward in the source, backward in wflip.
-  b.dma_copy(hbm(w16, {{C, 2}, {F, int32_t(w_pitch)}, {k, int32_t(C * 2)},
-                       {k, int32_t(k * C * 2)}}),
-             hbm(wflip + (uint64_t{k} * k - 1) * F * flip_pitch,
-                 {{C, 2}, {F, int32_t(flip_pitch)}, {k, -int32_t(F * flip_pitch)},
-                  {k, -int32_t(k * F * flip_pitch)}}),
-             2);
+  b.dma_copy(
+      hbm(w16, {{C, 2}, {F, int32_t(w_pitch)}, {k, int32_t(C * 2)}, {k, int32_t(k * C * 2)}}),
+      hbm(wflip + (uint64_t{k} * k - 1) * F * flip_pitch, {{C, 2},
+                                                           {F, int32_t(flip_pitch)},
+                                                           {k, -int32_t(F * flip_pitch)},
+                                                           {k, -int32_t(k * F * flip_pitch)}}),
+      2);
 }
 
 void emit_pool_forward(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, bool max, uint32_t p,

@@ -436,7 +436,9 @@ void fuse_relu_grad(Graph& g, int rg) {
   int src = r.inputs[1];
   std::vector<int> gone{rg};
   std::string extra;
+  int dropout = -1;  // the folded dropout_grad
   if (g.at(src).op == "dropout_grad" && g.consumers(src).size() == 1) {
+    dropout = src;
     gone.push_back(src);
     extra = ", scaled by 1 / (1 - rate) (the stored output is 0 where dropped)";
     src = g.at(src).inputs[1];
@@ -465,6 +467,7 @@ void fuse_relu_grad(Graph& g, int rg) {
   const int f = add_in(g, s.layer, true, "fused." + s.op + (grad_op ? "_relu" : "_relu_grad"),
                        r.name, inputs, r.shape, DType::kF32, what + extra);
   g.at(f).num = s.num;
+  if (dropout >= 0) g.at(f).num["dropout_rate"] = g.at(g.at(dropout).inputs[0]).num.at("rate");
   g.replace_uses(rg, f);
   gone.push_back(src);
   for (int id : gone) g.at(id).dead = true;

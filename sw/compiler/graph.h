@@ -12,8 +12,9 @@
 //             conv_pool_fused says the chip runs it so, ...)
 //   lower     each node to the chip phase (fwd_<layer>, fwd<l>, bwd<l>, bwd_<layer>) and the
 //             units that run it; an op with no lowering is refused here, naming its layer
-// The step compiler (DenseStackStep) emits the program from the model's spec, op by op in the
-// phases the lowered graph assigns; `tessera compile --dump` prints the graph after each pass.
+// The step compiler (DenseStackStep, StepLowering) emits the program from the lowered graph: it
+// walks the phases in order and lowers each phase's nodes by their op; `tessera compile --dump`
+// prints the graph after each pass.
 #pragma once
 
 #include <cstdint>

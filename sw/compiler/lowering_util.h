@@ -17,6 +17,13 @@
 
 namespace tessera::compiler::lowering {
 
+// Shorthands of the operand kinds and address spaces every lowering names.
+constexpr isa::Kind kF32 = isa::Kind::kUbF32;
+constexpr isa::Kind kBf16 = isa::Kind::kUbBf16;
+constexpr isa::Kind kAcc = isa::Kind::kAcc;
+constexpr isa::Space kHbm = isa::Space::kHbm;
+constexpr isa::Space kUb = isa::Space::kUb;
+
 inline uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 
 // UB space of one phase: a bump allocator over [begin, end).
@@ -60,7 +67,7 @@ inline DmaWalk ub(uint64_t base, std::vector<std::pair<uint32_t, int32_t>> loops
 }
 // A contiguous copy of `count` elements of `e` bytes (split into loops of <= 65535).
 inline void copy_linear(ProgramBuilder& b, isa::Space ss, uint64_t src, isa::Space ds, uint64_t dst,
-                 uint64_t count, int e) {
+                        uint64_t count, int e) {
   while (count) {
     uint64_t c0 = std::min<uint64_t>(count, 65535), c1 = 1;
     if (count > 65535) {

@@ -16,17 +16,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "tessera/compiler.h"
 
 namespace tessera::compiler {
-
-class ProgramBuilder;
-namespace lowering {
-class StepPhases;
-}
 
 struct DenseLayerSpec {
   uint32_t units = 0;
@@ -149,6 +145,9 @@ struct DenseLoweringChoices {
   // staged in the UB (emit_matmul_implicit) where the staging fits; false: the patch gather
   bool implicit_gemm = true;
 };
+
+class Graph;
+class StepLowering;
 
 class DenseStackStep {
  public:
@@ -275,10 +274,8 @@ class DenseStackStep {
  private:
   DenseStackStep() = default;
   void plan_hbm(uint64_t base, const Layout* share);
-  void compile();
-  // Replication::split: the all-reduce of the gradient vector and the optimizer on every tensor.
-  void emit_split_update(ProgramBuilder& b, lowering::StepPhases& phases, uint64_t arena_lo,
-                         uint64_t arena_hi, uint32_t ub_lrt);
+  void compile();  // StepLowering over the lowered graph
+  friend class StepLowering;
   DenseStackSpec spec_;
   OptimizerSpec opt_;
   ChipShape chip_;
@@ -291,6 +288,7 @@ class DenseStackStep {
   StepStats stats_;
   uint64_t mxu_bound_ = 0;
   std::vector<std::string> plan_;
+  std::shared_ptr<const Graph> graph_;  // the lowered graph the program is emitted from
 };
 
 // Glorot-uniform kernels and zero biases from a seed (the generator of glorot_init), zero state.
