@@ -48,6 +48,7 @@ help:
 	@echo "                    200 convolutional networks on the chip"
 	@echo "                    against the functional model (test_chip_diff; make sim runs 200)"
 	@echo "  make waves TEST=Suite.Name   rerun one test with an FST dump and open it in GTKWave"
+	@echo "  make waves RUN=FILE.fst      open a dump of tessera run/train --waves with its layout"
 	@echo "  make bench        MXU simulation speed and Verilator build time, N = 8 .. 128"
 	@echo "                    (results: $(BUILD)/bench/mxu.json); then HBM2 trace replay:"
 	@echo "                    bandwidth, latency, row hits of streaming, mixed and random"
@@ -136,7 +137,7 @@ soak: configure
 
 waves: build
 	@scripts/ensure_packages.sh $(WAVES_PACKAGES)
-	@scripts/waves.sh $(BUILD) "$(TEST)"
+	@scripts/waves.sh $(BUILD) "$(TEST)" "$(RUN)"
 
 BENCH_ONLY ?=
 

@@ -1,5 +1,6 @@
 // SimCtrl: owns one verilated model with its VerilatedContext, drives clock and reset, dumps
-// an FST waveform when asked (WAVES=1 in the environment, or enable_waves()), and calls the
+// an FST waveform when asked (WAVES=1 in the environment for a test's whole run, or
+// open_waves(path) from then on, optionally for a window of cycles only), and calls the
 // per-cycle hooks components plug in (monitors, scoreboards, device models). One cycle is
 // tick(): the falling edge with the inputs set by the caller, then the rising edge (the clock
 // stays high between cycles); the waveform shows inputs changing on the falling edge. Without
@@ -22,6 +23,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -63,13 +65,7 @@ class SimBase {
     const bool waves = waves_requested() && !wave_name.empty();
     if (waves) ctx_->traceEverOn(true);
     top_ = std::make_unique<Model>(ctx_.get(), "TOP");
-    if (waves) {
-      std::filesystem::create_directories(waves_dir());
-      trace_ = std::make_unique<VerilatedFstC>();
-      top_->trace(trace_.get(), 99);
-      wave_path_ = wave_file_for(wave_name);
-      trace_->open(wave_path_.c_str());
-    }
+    if (waves) open_waves(wave_file_for(wave_name));
   }
   ~SimBase() {
     // Verilator 5.006 erases a model's scopes through the thread's *current* context, which is
@@ -77,13 +73,33 @@ class SimBase {
     // other's may already be gone; a freed context's mutex hung test_dma_hbm on exit).
     Verilated::threadContextp(ctx_.get());
     top_->final();
-    if (trace_) trace_->close();
+    close_waves();
 #ifdef TESSERA_COVERAGE
     write_coverage();
 #endif
   }
   SimBase(const SimBase&) = delete;
   SimBase& operator=(const SimBase&) = delete;
+
+  // Starts an FST dump into `path` now (the model traces from here; a dump already open is
+  // closed first). Times in the file are counted from `origin` (a cycle number of this model's
+  // clock, see SimCtrl::set_dump_window): t = (cycle - origin) ns.
+  void open_waves(const std::string& path) {
+    close_waves();
+    ctx_->traceEverOn(true);
+    if (!traced_) top_->trace(trace_holder(), 99);
+    traced_ = true;
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    if (!dir.empty()) std::filesystem::create_directories(dir);
+    trace_->open(path.c_str());
+    if (!trace_->isOpen()) throw std::runtime_error("waves: cannot write " + path);
+    wave_path_ = path;
+  }
+  // Ends the dump (the file is complete from here on); nothing if none is open.
+  void close_waves() {
+    if (trace_ && trace_->isOpen()) trace_->close();
+  }
+  bool dumping() const { return trace_ && trace_->isOpen(); }
 
   Model& top() { return *top_; }
   // The context: set fatalOnError(false) to observe an RTL $error (gotError()) without abort.
@@ -93,7 +109,11 @@ class SimBase {
 
  protected:
   void dump(uint64_t time) {
-    if (trace_) trace_->dump(time);
+    if (dumping()) trace_->dump(time);
+  }
+  VerilatedFstC* trace_holder() {
+    if (!trace_) trace_ = std::make_unique<VerilatedFstC>();
+    return trace_.get();
   }
 #ifdef TESSERA_COVERAGE
   // The coverage build (make coverage): each model's line and toggle counts go to their own
@@ -110,6 +130,7 @@ class SimBase {
   std::unique_ptr<VerilatedContext> ctx_;
   std::unique_ptr<Model> top_;
   std::unique_ptr<VerilatedFstC> trace_;
+  bool traced_ = false;  // the model is registered with trace_ (once per model)
   std::string wave_path_;
 };
 
@@ -169,16 +190,29 @@ class SimCtrl : public SimBase<Model> {
       *clk_prev_ = 0;
       m.eval();
     } else {
+      const bool in_window = cycle_ >= win_from_ && cycle_ < win_to_;
+      const uint64_t t = kPsPerCycle * (cycle_ - origin_);
       m.clk_i = 0;
       m.eval();
-      this->dump(kPsPerCycle * cycle_ + kPsPerCycle / 2);  // inputs, before the edge
-      this->ctx_->time(kPsPerCycle * (cycle_ + 1));        // $time in RTL messages, in ps
+      if (in_window) this->dump(t + kPsPerCycle / 2);  // inputs, before the edge
+      this->ctx_->time(kPsPerCycle * (cycle_ + 1));    // $time in RTL messages, in ps
       m.clk_i = 1;
       m.eval();
-      this->dump(kPsPerCycle * (cycle_ + 1));
+      if (in_window) this->dump(t + kPsPerCycle);
     }
     for (auto& hook : hooks_) hook(cycle_);
     ++cycle_;
+    // The window is over: the file is complete (a training run goes on for many more steps).
+    if (cycle_ >= win_to_ && this->dumping()) this->close_waves();
+  }
+
+  // Dumps (with a dump open) only cycles [from, to) of this model's clock, with time 0 of the
+  // file at cycle `origin` (a program's doorbell: the file's ns are the program's cycles); by
+  // default every cycle from 0. At `to` the dump is closed.
+  void set_dump_window(uint64_t origin, uint64_t from, uint64_t to) {
+    origin_ = origin;
+    win_from_ = from;
+    win_to_ = to;
   }
 
   uint64_t cycle() const { return cycle_; }
@@ -191,7 +225,9 @@ class SimCtrl : public SimBase<Model> {
   // changing at the falling edge). Every input-driven process then runs once a cycle, not
   // twice: Verilator re-runs all of them on every eval().
   void set_clock_prev(uint8_t* clk_prev) { clk_prev_ = clk_prev; }
-  bool single_eval() const { return clk_prev_ && !this->trace_; }
+  bool single_eval() const {
+    return clk_prev_ && !(this->dumping() && cycle_ >= win_from_ && cycle_ < win_to_);
+  }
 
   // The core clock is nominally 1 GHz: a cycle is 1 ns in waveforms (which count in ps).
   static constexpr uint64_t kPsPerCycle = 1000;
@@ -200,6 +236,7 @@ class SimCtrl : public SimBase<Model> {
   uint64_t cycle_ = 0;
   std::vector<Hook> hooks_;
   uint8_t* clk_prev_ = nullptr;
+  uint64_t origin_ = 0, win_from_ = 0, win_to_ = UINT64_MAX;
 };
 
 // A purely combinational top: set inputs, eval(), read outputs. Each eval is one time step

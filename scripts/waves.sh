@@ -1,12 +1,34 @@
 #!/usr/bin/env bash
 # make waves TEST=Suite.Name: finds the test binary that holds the test, reruns that one test
 # with WAVES=1 (FST to build/waves/<Suite.Name>.fst, '/' -> '_'), and opens it in GTKWave with
-# the block's layout from waves/. The layout's bus widths are adjusted to the dump (they depend
-# on the array size N). Without a display it prints the command to run instead.
+# the block's layout from waves/, written for the dump by `tessera waves-layout`: bus widths as
+# the dump declares them (they depend on the array size N), the translate filters (numbers as
+# numbers, instructions as assembly, HBM commands by name), zoomed to the dump, the marker on
+# the first event. make waves RUN=FILE.fst: a dump of `tessera run/train --waves`, with the
+# layout written beside it. Without a display it prints the command to run instead.
 set -euo pipefail
 build=${1:-build}
 test=${2:-}
+run=${3:-}
 cd "$(dirname "$0")/.."
+
+open_dump() {  # open_dump FST LAYOUT
+  echo "waveform: $1"
+  echo "layout:   $2"
+  if [ -n "${DISPLAY:-}" ]; then
+    gtkwave "$1" "$2" >/dev/null 2>&1 &
+  else
+    echo "no display: open it with  gtkwave $1 $2"
+  fi
+}
+
+if [ -n "$run" ]; then
+  [ -f "$run" ] || { echo "make waves: RUN=$run: no such dump" >&2; exit 2; }
+  layout="${run%.fst}.gtkw"
+  [ -f "$layout" ] || "$build/bin/tessera" waves-layout "$run" --out "$layout" >/dev/null
+  open_dump "$run" "$layout"
+  exit 0
+fi
 
 export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1  # test_systemc's banner is not a test name
 list_tests() {  # prints "binary Suite.Name" for every test of every test binary
@@ -19,7 +41,7 @@ list_tests() {  # prints "binary Suite.Name" for every test of every test binary
 }
 
 if [ -z "$test" ]; then
-  echo "usage: make waves TEST=Suite.Name   (valid names below)" >&2
+  echo "usage: make waves TEST=Suite.Name | RUN=FILE.fst   (valid test names below)" >&2
   list_tests | awk '{print "  " $2}' >&2
   exit 2
 fi
@@ -55,26 +77,7 @@ if [ ! -f "$fst" ]; then
   exit 1
 fi
 
-# Rewrite each "path[hi:lo]" of the layout to the width the dump declares for that path.
 save="$build/waves/${test//\//_}.gtkw"
-(fst2vcd "$fst" 2>/dev/null || true) | awk '/\$enddefinitions/ {exit} {print}' |
-  awk '
-    $1 == "$scope" { path[++depth] = $3; next }
-    $1 == "$upscope" { depth--; next }
-    $1 == "$var" && $6 ~ /^\[/ {
-      p = ""; for (i = 1; i <= depth; i++) p = p path[i] "."
-      print p $5 " " $6
-    }' > "$build/waves/.ranges"
-awk 'NR == FNR { range[$1] = $2; next }
-     /^[A-Za-z_]/ && match($0, /\[[0-9]+:[0-9]+\]$/) {
-       base = substr($0, 1, RSTART - 1)
-       if (base in range) { print base range[base]; next }
-     }
-     { print }' "$build/waves/.ranges" "$layout" > "$save"
-echo "waveform: $fst"
-echo "layout:   $save (from $layout)"
-if [ -n "${DISPLAY:-}" ]; then
-  gtkwave "$fst" "$save" >/dev/null 2>&1 &
-else
-  echo "no display: open it with  gtkwave $fst $save"
-fi
+"$build/bin/tessera" waves-layout "$fst" --layout "$layout" --out "$save" >/dev/null
+echo "layout from $layout"
+open_dump "$fst" "$save"

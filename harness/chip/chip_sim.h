@@ -53,8 +53,12 @@ class ChipSim {
  public:
   ChipSim(int channels, const hbm::HbmTiming& timing = hbm::HbmTiming{},
           const std::string& wave_name = "")
-      : sim_(wave_name), dev_(channels, timing), burst_(timing.burst_cycles),
-        last_col_(static_cast<size_t>(channels), 0), map_(channels), trefi_(timing.trefi) {
+      : sim_(wave_name),
+        dev_(channels, timing),
+        burst_(timing.burst_cycles),
+        last_col_(static_cast<size_t>(channels), 0),
+        map_(channels),
+        trefi_(timing.trefi) {
     auto& m = sim_.top();
     m.csr_valid_i = 0;
     m.csr_write_i = 0;
@@ -255,7 +259,7 @@ class ChipSim {
     csr_write(isa::CSR_PROG_ADDR, prog_addr);
     if (align_refresh) idle_to_doorbell_phase();
     reset_pin_counts();
-    csr_write(isa::CSR_DOORBELL, 1);
+    ring_doorbell();
     const uint64_t start = sim_.cycle();
     ChipRun r;
     auto& m = sim_.top();
@@ -280,12 +284,42 @@ class ChipSim {
     }
     m.csr_valid_i = 0;
     r.cycles = sim_.cycle() - start;
+    end_run_waves();
     r.fault_code = csr_read(isa::CSR_FAULT_CODE);
     r.fault_pc = csr_read(isa::CSR_FAULT_PC);
     r.fault_addr = csr_read(isa::CSR_FAULT_ADDR);
     r.fault_info = csr_read(isa::CSR_FAULT_INFO);
     return r;
   }
+
+  // Rings the doorbell (the program at CSR_PROG_ADDR starts); a dump armed by arm_waves starts
+  // with it.
+  void ring_doorbell() {
+    csr_write(isa::CSR_DOORBELL, 1);
+    if (waves_.armed) {
+      const uint64_t t0 = sim_.cycle();
+      sim_.open_waves(waves_.path);
+      sim_.set_dump_window(t0, t0 + waves_.from,
+                           waves_.to == UINT64_MAX ? UINT64_MAX : t0 + waves_.to);
+      waves_.armed = false;
+      waves_.open = true;
+    }
+  }
+  // The run that rang the doorbell has ended: an armed dump ends with it.
+  void end_run_waves() {
+    if (!waves_.open) return;
+    sim_.close_waves();
+    sim_.set_dump_window(0, 0, UINT64_MAX);
+    waves_.open = false;
+  }
+  // The next program run (run(), or a RingSim run) dumps its cycles [from, to) since the
+  // doorbell into the FST file `path` (the file's time in ns = the program's cycle), for that
+  // run only.
+  void arm_waves(const std::string& path, uint64_t from = 0, uint64_t to = UINT64_MAX) {
+    if (to <= from) throw std::invalid_argument("waves: the window's end is not after its start");
+    waves_ = {true, false, path, from, to};
+  }
+  const std::string& wave_path() const { return sim_.wave_path(); }
 
   // HBM commands seen on the pins since the last doorbell (for checking the counters).
   uint64_t acts_seen() const { return acts_; }
@@ -355,6 +389,11 @@ class ChipSim {
   // Cycles a REF takes to come and finish once due on an idle controller (PRE, tRP, tRFC).
   static constexpr uint64_t kRefreshSettle = 256;
 
+  struct ArmedWaves {
+    bool armed = false, open = false;
+    std::string path;
+    uint64_t from = 0, to = UINT64_MAX;
+  } waves_;
   SimCtrl<Model> sim_;
   hbm::HbmDevice dev_;
   std::function<void()> gate_;
@@ -364,7 +403,7 @@ class ChipSim {
   std::vector<int8_t> last_col_;  // per pseudo-channel: 0 none yet, 1 RD, 2 WR
   HbmPinCounts pins_;
   std::function<void(int, const hbm::HbmPinsIn&)> counter_ = [this](int c,
-                                                                     const hbm::HbmPinsIn& in) {
+                                                                    const hbm::HbmPinsIn& in) {
     if (!in.cmd_valid) return;
     if (in.cmd == hbm::HbmCmd::kAct) ++acts_;
     if (in.cmd == hbm::HbmCmd::kRef || in.cmd == hbm::HbmCmd::kRefSb) ++pins_.refs;

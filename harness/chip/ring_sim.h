@@ -118,7 +118,7 @@ class RingSim {
       c.csr_write(isa::CSR_PROG_ADDR, prog_addrs[prog_addrs.size() == 1 ? 0 : r]);
       if (align_refresh) c.idle_to_doorbell_phase();
       c.reset_pin_counts();
-      c.csr_write(isa::CSR_DOORBELL, 1);
+      c.ring_doorbell();
       auto& m = c.top();
       m.csr_valid_i = 1;
       m.csr_write_i = 0;
@@ -193,6 +193,7 @@ class RingSim {
     for (int r = 0; r < n_; ++r) {
       if (!is_local(r)) continue;
       ChipSim<Model>& c = *chips_[r];
+      c.end_run_waves();
       c.top().ici_rx_valid_i = 0;
       c.top().ici_credit_i = 0;
       c.top().csr_valid_i = 0;

@@ -95,6 +95,11 @@ std::string Device::hang_report(uint64_t timeout) {
   return s.str();
 }
 
+void Device::arm_waves(const std::string& path, uint64_t, uint64_t) {
+  throw std::invalid_argument("waves (" + path + "): the " + backend_name(config_.backend) +
+                              " backend has no signals to dump; use --backend rtl");
+}
+
 void Device::throw_fault(uint64_t cycle) {
   const uint32_t code = csr_read(isa::CSR_FAULT_CODE), pc = csr_read(isa::CSR_FAULT_PC);
   const uint32_t addr = csr_read(isa::CSR_FAULT_ADDR), info = csr_read(isa::CSR_FAULT_INFO);

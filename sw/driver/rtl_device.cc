@@ -90,6 +90,9 @@ class RtlDevice : public Device {
     return std::vector<uint8_t>(buf.begin() + static_cast<long>(addr - lo), buf.end());
   }
   uint32_t csr_read(uint32_t offset) override { return chip_.csr_read(offset); }
+  void arm_waves(const std::string& path, uint64_t from, uint64_t to) override {
+    chip_.arm_waves(path, from, to);
+  }
 
   RunReport run(uint64_t prog_addr, uint64_t timeout) override {
     if (assertion_failed_)

@@ -2,11 +2,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <sstream>
 
+#include "harness/waves/wave_layout.h"
 #include "tessera/asm.h"
 #include "tessera/driver.h"
 
@@ -54,8 +56,8 @@ int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err) {
   }
   std::vector<uint8_t> program;
   if (!read_file(opt.program, program)) {
-    err << "tessera run: " << opt.program << ": cannot read the program: "
-        << std::strerror(errno ? errno : ENOENT) << "\n";
+    err << "tessera run: " << opt.program
+        << ": cannot read the program: " << std::strerror(errno ? errno : ENOENT) << "\n";
     return 2;
   }
   if (ends_with(opt.program, ".s") || ends_with(opt.program, ".asm")) {
@@ -113,6 +115,7 @@ int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err) {
     dev = driver::Device::open(cfg);
     for (const auto& l : loads) dev->write(l.addr, l.bytes);
     dev->write(opt.prog_addr, program);
+    if (!opt.waves.empty()) dev->arm_waves(opt.waves, opt.waves_from, opt.waves_to);
   } catch (const std::exception& e) {
     err << "tessera run: " << e.what() << "\n";
     return 2;
@@ -122,11 +125,14 @@ int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err) {
     rep = dev->run(opt.prog_addr, opt.timeout);
   } catch (const driver::DeviceFault& e) {
     err << "tessera run: " << e.what() << "\n";
+    if (!opt.waves.empty()) write_chip_layout(opt.waves, out, err);  // the fault is in the dump
     return 1;
   } catch (const driver::DeviceTimeout& e) {
     err << "tessera run: " << e.what() << "\n";
+    if (!opt.waves.empty()) write_chip_layout(opt.waves, out, err);
     return 3;
   }
+  if (!opt.waves.empty() && !write_chip_layout(opt.waves, out, err)) return 2;
   out << "halted (" << driver::backend_name(cfg.backend) << " backend)";
   if (cfg.backend == driver::Backend::kRtl) out << " after " << rep.cycles << " cycles";
   out << "\n";
@@ -145,6 +151,23 @@ int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err) {
     }
   }
   return 0;
+}
+
+bool write_chip_layout(const std::string& fst, std::ostream& out, std::ostream& err) {
+  const std::string layout = std::filesystem::path(fst).replace_extension(".gtkw").string();
+  try {
+    const std::string abs = std::filesystem::absolute(fst).string();
+    const waves::LayoutResult r =
+        waves::write_layout(abs, waves::chip_layout_path(), layout, waves::filter_dir());
+    const waves::FstInfo info = waves::read_fst(abs);
+    out << "waveform: " << fst << " (cycles " << info.start / 1000 << " to " << info.end / 1000
+        << " of the program), layout: " << layout << "\n  open it: make waves RUN=" << fst << "\n";
+    for (const std::string& m : r.missing) err << "  layout signal not in the dump: " << m << "\n";
+    return true;
+  } catch (const std::exception& e) {
+    err << "waves: " << e.what() << "\n";
+    return false;
+  }
 }
 
 }  // namespace tessera::tools

@@ -20,7 +20,13 @@ struct RunOptions {
   std::vector<std::string> dumps;   // "ADDR:BYTES=FILE"
   uint64_t prog_addr = 0x0F000000;  // where the program is loaded in HBM
   uint64_t timeout = 10'000'000;    // cycles (rtl) or instructions (functional)
+  std::string waves;                // rtl: dump the chip into this FST file (layout beside it)
+  uint64_t waves_from = 0, waves_to = UINT64_MAX;  // the cycles dumped, from the doorbell
 };
+
+// After a run that dumped `fst`: writes the chip layout beside it (FILE.gtkw) and says how to
+// open it. Returns false (with the reason on err) if the layout could not be written.
+bool write_chip_layout(const std::string& fst, std::ostream& out, std::ostream& err);
 
 int run_program(const RunOptions& opt, std::ostream& out, std::ostream& err);
 

@@ -21,14 +21,16 @@
 //                                                  the compiled step, stage by stage
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
+#include "harness/waves/wave_layout.h"
 #include "sw/tools/asm_tool.h"
 #include "sw/tools/compile_tool.h"
+#include "sw/tools/evaluate_tool.h"
 #include "sw/tools/fpu_check.h"
 #include "sw/tools/hbm_replay.h"
 #include "sw/tools/run_tool.h"
-#include "sw/tools/evaluate_tool.h"
 #include "sw/tools/train_tool.h"
 #include "tessera/data.h"
 #include "tessera/mpi_ring.h"
@@ -97,6 +99,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_option("--timeout", run_opt.timeout, "watchdog: cycles (rtl) or instructions")
       ->capture_default_str();
+  run->add_option("--waves", run_opt.waves,
+                  "rtl: dump the chip's signals into this FST file, the chip layout beside it "
+                  "(FILE.gtkw; docs/testing.md, Waveforms)");
+  run->add_option("--from", run_opt.waves_from,
+                  "--waves: the first cycle dumped (from the doorbell)");
+  run->add_option("--to", run_opt.waves_to, "--waves: the cycle the dump ends at");
 
   tessera::tools::TrainOptions tr;
   auto* trn = app.add_subcommand(
@@ -147,8 +155,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   trn->add_option("--stop-after", tr.stop_after, "stop after this step (checkpointed)");
   trn->add_flag("!--no-progress", tr.progress, "no progress bar");
-  trn->add_option("--optimizer", tr.optimizer,
-                  "adam or sgd (any model, any number of chips)")
+  trn->add_option("--optimizer", tr.optimizer, "adam or sgd (any model, any number of chips)")
       ->check(CLI::IsMember({"adam", "sgd"}))
       ->capture_default_str();
   trn->add_option("--lr", tr.lr, "learning rate (default: Adam 1e-3, SGD 0.01)");
@@ -169,9 +176,29 @@ int main(int argc, char** argv) {
                   "classes, Keras's CategoricalCrossentropy; 0: sparse cross-entropy)")
       ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
+  trn->add_option("--waves", tr.waves,
+                  "rtl: dump the chip's signals during step --waves-step into this FST file, the "
+                  "chip layout beside it (FILE.gtkw; docs/testing.md, Waveforms)");
+  trn->add_option("--waves-step", tr.waves_step, "--waves: the step dumped")->capture_default_str();
+  trn->add_option("--waves-chip", tr.waves_chip, "--waves: the chip of the ring dumped")
+      ->capture_default_str();
+  trn->add_option("--from", tr.waves_from, "--waves: the step's first cycle dumped");
+  trn->add_option("--to", tr.waves_to, "--waves: the cycle of the step the dump ends at");
   trn->add_option(
       "--dump-init", tr.dump_init,
       "write the initial weights and the sample order here (for the PyTorch reference)");
+
+  std::string wl_fst, wl_layout, wl_out;
+  bool wl_check = false;
+  auto* wl = app.add_subcommand(
+      "waves-layout",
+      "write a GTKWave layout of waves/ for a dump: bus widths, translate filters, zoom, marker");
+  wl->add_option("fst", wl_fst, "the FST dump")->required();
+  wl->add_option("--layout", wl_layout, "the layout (default: waves/chip.gtkw)");
+  wl->add_option("--out", wl_out, "where to write it (default: beside the dump, FILE.gtkw)");
+  wl->add_flag("--check", wl_check, "exit 1 if the layout names a signal the dump lacks");
+  bool wl_list = false;
+  wl->add_flag("--list", wl_list, "print the dump's signals (name, range) and its extent instead");
 
   std::string report_dir;
   auto* rep = app.add_subcommand("report", "print a run folder's summary and cycle report");
@@ -293,6 +320,31 @@ int main(int argc, char** argv) {
   }
 
   if (run->parsed()) return tessera::tools::run_program(run_opt, std::cout, std::cerr);
+  if (wl->parsed()) {
+    try {
+      const std::string fst = std::filesystem::absolute(wl_fst).string();
+      if (wl_list) {
+        const auto info = tessera::waves::read_fst(fst);
+        for (const auto& [name, range] : info.signals) std::cout << name << range << "\n";
+        std::cout << "# time " << info.start << " to " << info.end << " ps\n";
+        return 0;
+      }
+      const std::string out =
+          wl_out.empty() ? std::filesystem::path(wl_fst).replace_extension(".gtkw").string()
+                         : wl_out;
+      const auto r = tessera::waves::write_layout(
+          fst, wl_layout.empty() ? tessera::waves::chip_layout_path() : wl_layout, out,
+          tessera::waves::filter_dir());
+      for (const std::string& m : r.missing)
+        std::cerr << "waves-layout: " << (wl_layout.empty() ? "waves/chip.gtkw" : wl_layout)
+                  << " names " << m << ", which " << wl_fst << " does not hold\n";
+      std::cout << out << "\n";
+      return wl_check && !r.missing.empty() ? 1 : 0;
+    } catch (const std::exception& e) {
+      std::cerr << "waves-layout: " << e.what() << "\n";
+      return 2;
+    }
+  }
 
   if (as->parsed()) return tessera::tools::run_asm(asm_in, asm_out, asm_opts, std::cerr);
   if (dis->parsed()) return tessera::tools::run_disasm(disasm_in, asm_opts, std::cout, std::cerr);

@@ -22,11 +22,12 @@
 
 #include "sw/compiler/graph.h"
 #include "sw/runlog/file_util.h"
+#include "sw/tools/evaluate_tool.h"
 #include "sw/tools/run_folder.h"
 #include "sw/tools/run_options.h"
+#include "sw/tools/run_tool.h"
 #include "sw/tools/step_report.h"
 #include "sw/tools/train_callbacks.h"
-#include "sw/tools/evaluate_tool.h"
 #include "tessera/checkpoint.h"
 #include "tessera/isa_gen.h"
 #include "tessera/keras.h"
@@ -236,9 +237,8 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
     return 2;
   }
   if (in_shape[2] > 1)
-    return refuse("input_shape " + std::to_string(in_shape[0]) + "x" +
-                  std::to_string(in_shape[1]) + "x" + std::to_string(in_shape[2]) +
-                  ": the dataset's images have one channel");
+    return refuse("input_shape " + std::to_string(in_shape[0]) + "x" + std::to_string(in_shape[1]) +
+                  "x" + std::to_string(in_shape[2]) + ": the dataset's images have one channel");
   if (opt.eval_samples && opt.eval_samples < test_set.count) {
     const size_t px = size_t{test_set.rows} * test_set.cols;
     test_set.count = static_cast<uint32_t>(opt.eval_samples);
@@ -433,6 +433,35 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
   struct MpiKillHook : keras::Callback {  // tests: a rank killed at a step (maybe_die)
     void on_batch_begin(keras::Sequential& m, const data::Batch&) override { maybe_die(m.step()); }
   } kill_hook;
+  // --waves: the chip armed just before the step's batch goes in (its run is the next).
+  struct WaveHook : keras::Callback {
+    const TrainOptions& o;
+    bool armed = false;
+    explicit WaveHook(const TrainOptions& opt) : o(opt) {}
+    void on_batch_begin(keras::Sequential& m, const data::Batch&) override {
+      if (armed || o.waves.empty() || m.step() != o.waves_step) return;
+      driver::Cluster* c = m.cluster();
+      if (c && !c->local(o.waves_chip)) return;  // under mpirun: the rank that holds the chip
+      (c ? c->chip(o.waves_chip) : m.device()).arm_waves(o.waves, o.waves_from, o.waves_to);
+      armed = true;
+    }
+  } wave_hook(opt);
+  const auto fail = [&](const std::string& why) {
+    err << "tessera train: " << why << "\n";
+    return 2;
+  };
+  if (!opt.waves.empty()) {
+    if (opt.backend != "rtl")
+      return fail("--waves: the " + opt.backend +
+                  " backend has no signals to dump; use --backend rtl");
+    if (opt.waves_chip < 0 || opt.waves_chip >= opt.chips)
+      return fail("--waves-chip " + std::to_string(opt.waves_chip) + ": the ring has chips 0 to " +
+                  std::to_string(opt.chips - 1));
+    if (opt.waves_step < first_step || opt.waves_step >= total)
+      return fail("--waves-step " + std::to_string(opt.waves_step) + ": this run trains steps " +
+                  std::to_string(first_step) + " to " + std::to_string(total - 1));
+    if (opt.waves_to <= opt.waves_from) return fail("--waves: --to must be after --from");
+  }
   keras::FitOptions fo;
   fo.steps = total;
   fo.batch_size = opt.batch;
@@ -445,19 +474,23 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
   if (order) fo.callbacks.push_back(order.get());
   if (sampled_check) fo.callbacks.push_back(sampled_check.get());
   fo.callbacks.push_back(&run_log);
+  if (!opt.waves.empty()) fo.callbacks.push_back(&wave_hook);
   try {
     model->fit(train_set, fo);
   } catch (const driver::DeviceFault& e) {
     err << "\ntessera train: chip fault: " << e.what() << "\n";
+    if (wave_hook.armed) write_chip_layout(opt.waves, out, err);  // the fault is in the dump
     return 1;
   } catch (const driver::DeviceTimeout& e) {
     err << "\ntessera train: " << e.what() << "\n";
+    if (wave_hook.armed) write_chip_layout(opt.waves, out, err);
     return 1;
   } catch (const SampledMismatch& e) {
     err << "\ntessera train: " << e.what() << "\n";
     return 1;
   }
   order.reset();
+  if (wave_hook.armed && !write_chip_layout(opt.waves, out, err)) return 2;
   const double train_wall = run_log.wall_seconds();
   const uint64_t last_step = run_log.last_step();
   last_loss = run_log.last_loss();
@@ -550,10 +583,9 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
     report << "DMA elements " << st.dma_elements
            << " (the DMA moves up to a 32-byte word a cycle along contiguous runs, one element "
               "a cycle otherwise)\n\n";
-    report << "program: " << st.instructions << " instructions (" << st.loops
-           << " REPEAT loops; " << st.executed << " executed), " << st.hbm_bytes
-           << " HBM bytes; bound " << step_prog.bound_cycles()
-           << " cycles (per phase the largest of MXU, VPU and DMA at "
+    report << "program: " << st.instructions << " instructions (" << st.loops << " REPEAT loops; "
+           << st.executed << " executed), " << st.hbm_bytes << " HBM bytes; bound "
+           << step_prog.bound_cycles() << " cycles (per phase the largest of MXU, VPU and DMA at "
            << compiler::DenseStackStep::kHbmBytesPerCycle << " B/cycle)\n\n";
     report << "phase        instructions  MXU bound  VPU ops   DMA elements  DMA bound\n";
     for (const auto& p : st.phases)

@@ -44,6 +44,11 @@ struct TrainOptions {
   // conv_bias.f32, dense_kernel.f32, dense_bias.f32) and the training sample order (order.u32:
   // the sample ids of every step) into this folder, for tests/reference/train_ref.py.
   std::string dump_init;
+  // rtl: dump chip `waves_chip`'s signals during step `waves_step`, cycles [waves_from,
+  // waves_to) of the step, into the FST file `waves` (the chip layout beside it).
+  std::string waves;
+  uint64_t waves_step = 0, waves_from = 0, waves_to = UINT64_MAX;
+  int waves_chip = 0;
   // Dense stacks (--model with a Flatten first): the optimizer, adam or sgd; lr 0 is the
   // default (Adam 1e-3, SGD 0.01); SGD's momentum. The example CNN trains with Adam 1e-3.
   std::string optimizer = "adam";

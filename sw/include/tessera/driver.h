@@ -120,6 +120,11 @@ class Device {
   // functional backend is untimed and ignores it.
   void set_sampling(uint64_t every) { sample_every_ = every; }
   uint64_t sampling() const { return sample_every_; }
+  // rtl: the next run (run(), or this chip's part of a Cluster::run_all) dumps the chip's
+  // signals for its cycles [from, to) after the doorbell into the FST file `path` (time in ns =
+  // the program's cycle; docs/testing.md, "Waveforms"); the file is complete when that run
+  // ends. The functional backend has no signals: std::invalid_argument.
+  virtual void arm_waves(const std::string& path, uint64_t from, uint64_t to);
 
  protected:
   explicit Device(const DeviceConfig& config) : config_(config) {}
