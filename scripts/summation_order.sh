@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # summation_order.sh [MODELS] [PERMUTATIONS] [OUT]: how far a model's training moves when only
 # the order of the batch's fp32 sums changes (docs/multichip.md, "Equivalence"). For each model
-# (default: the MLP and the two-conv network), 20 steps at batch 128, seed 1, functional:
+# (default: the MLP; a model with Dropout is skipped: its masks are keyed to the sample's position
+# in the batch, so a reordered batch draws other masks and more than the summation order
+# changes), 20 steps at batch 128, seed 1, functional:
 #   - one chip (the reference; --dump-init gives the shuffle's sample order),
 #   - two chips at the same global batch (the ring sums two half-batch partial sums),
 #   - one chip on a copy of the training set arranged so that each of the 20 shuffled batches
@@ -12,7 +14,7 @@
 # OUT/summary.txt (default runs/summation_order).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-models=${1:-"examples/models/mlp.json examples/models/two_conv_cnn.json"}
+models=${1:-"examples/models/mlp.json"}
 perms=${2:-10}
 out=${3:-runs/summation_order}
 tessera=build/bin/tessera
@@ -29,6 +31,10 @@ run() {  # run DIR STEPS [flags...]: one functional training run into DIR (kept 
 }
 for m in $models; do
   name=$(basename "$m" .json)
+  if grep -qi '"dropout"' "$m"; then
+    echo "$name: skipped (Dropout: a reordered batch draws other masks)" | tee -a "$out/summary.txt"
+    continue
+  fi
   run "$out/$name.ref" 20 --dump-init "$out/$name.init"
   run "$out/$name.chips2" 20 --chips 2
   run "$out/$name.ref1" 1
