@@ -199,11 +199,13 @@ class SimCtrl : public SimBase<Model> {
       m.clk_i = 1;
       m.eval();
       if (in_window) this->dump(t + kPsPerCycle);
+      // The window's last cycle: the file is complete (a training run goes on for many more
+      // steps). Inside a window every cycle takes this path, so the one-evaluation path never
+      // needs the check.
+      if (cycle_ + 1 == win_to_) this->close_waves();
     }
     for (auto& hook : hooks_) hook(cycle_);
     ++cycle_;
-    // The window is over: the file is complete (a training run goes on for many more steps).
-    if (cycle_ >= win_to_ && this->dumping()) this->close_waves();
   }
 
   // Dumps (with a dump open) only cycles [from, to) of this model's clock, with time 0 of the

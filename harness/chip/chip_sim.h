@@ -319,7 +319,6 @@ class ChipSim {
     if (to <= from) throw std::invalid_argument("waves: the window's end is not after its start");
     waves_ = {true, false, path, from, to};
   }
-  const std::string& wave_path() const { return sim_.wave_path(); }
 
   // HBM commands seen on the pins since the last doorbell (for checking the counters).
   uint64_t acts_seen() const { return acts_; }

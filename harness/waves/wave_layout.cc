@@ -55,6 +55,8 @@ void walk(void* ctx, Fn fn) {
   }
 }
 
+constexpr int kHierarchyPane = 300;  // GTKWave's tree pane and borders, in pixels
+
 const char* kModes[] = {"bf16", "fp32", "insn", "hbmcmd", "u32"};
 
 }  // namespace
@@ -112,6 +114,8 @@ LayoutResult write_layout(const std::string& fst, const std::string& layout, con
   std::ifstream in(layout);
   if (!in) throw std::runtime_error(layout + ": cannot read the layout");
   LayoutResult res;
+  res.start = info.start;
+  res.end = info.end;
   std::ostringstream body;
   std::string line, marker_signal, flags = "@28";
   int width = 1800, signals_width = 300;
@@ -143,12 +147,6 @@ LayoutResult write_layout(const std::string& fst, const std::string& layout, con
       marker_signal.erase(0, marker_signal.find_first_not_of(' '));
       continue;
     }
-    if (line.rfind("[*] dump:", 0) == 0) {
-      res.dump_test = line.substr(9);
-      res.dump_test.erase(0, res.dump_test.find_first_not_of(' '));
-      body << line << "\n";
-      continue;
-    }
     if (line.rfind("[timestart]", 0) == 0 || line.rfind("[dumpfile]", 0) == 0 ||
         line.rfind("*", 0) == 0)
       continue;  // written below for this dump
@@ -173,10 +171,11 @@ LayoutResult write_layout(const std::string& fst, const std::string& layout, con
     }
     body << line << "\n";
   }
-  // The view: the whole dump across the wave area (GTKWave: time per pixel = 2^-zoom).
+  // The view: the whole dump across the wave area. GTKWave shows 2^-zoom time units in a frame
+  // of 200 pixels; the wave area is the window less the signal names and the hierarchy pane.
   const double span = static_cast<double>(info.end > info.start ? info.end - info.start : 1);
-  const double pixels = std::max(200, width - signals_width - 40);
-  const double zoom = -std::log2(span / pixels);
+  const double pixels = std::max(200, width - signals_width - kHierarchyPane);
+  const double zoom = -std::log2(span * 200.0 / pixels);
   uint64_t marker = UINT64_MAX;
   if (!marker_signal.empty()) marker = first_nonzero(fst, marker_signal, info.start);
   std::ofstream o(out);

@@ -1,11 +1,10 @@
 // GTKWave layouts for a dump (docs/testing.md, "Waveforms"). A layout in waves/ is a GTKWave
-// save file with three directives of ours in its comment lines:
+// save file with two directives of ours in its comment lines:
 //   [*] filter: bf16|fp32|u32|insn|hbmcmd|none   the following traces show through the translate
 //                                           filter in that mode (tessera-wave-filter: numbers
 //                                           as numbers, instructions as assembly, HBM commands
 //                                           by name) until the next filter directive
 //   [*] marker: SIGNAL                       the marker goes to the first time SIGNAL is nonzero
-//   [*] dump: Suite.Name                     the unit test whose dump the layout is meant for
 // write_layout() turns a layout into one for a given dump: every bus's width as the dump
 // declares it (widths follow the array size N), the filters as absolute paths, the view zoomed
 // to the dump's extent, the marker set; it returns the layout's signals the dump lacks (GTKWave
@@ -30,7 +29,7 @@ uint64_t first_nonzero(const std::string& path, const std::string& signal, uint6
 
 struct LayoutResult {
   std::vector<std::string> missing;  // signals the layout names and the dump lacks
-  std::string dump_test;             // the layout's "dump:" directive ("" if none)
+  uint64_t start = 0, end = 0;       // the dump's extent (ps), as read_fst gives it
 };
 // Writes `out` from the layout `layout` for the dump `fst`. `filter_dir`: where the
 // tessera-wave-filter programs are (absolute).

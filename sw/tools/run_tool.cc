@@ -159,8 +159,7 @@ bool write_chip_layout(const std::string& fst, std::ostream& out, std::ostream& 
     const std::string abs = std::filesystem::absolute(fst).string();
     const waves::LayoutResult r =
         waves::write_layout(abs, waves::chip_layout_path(), layout, waves::filter_dir());
-    const waves::FstInfo info = waves::read_fst(abs);
-    out << "waveform: " << fst << " (cycles " << info.start / 1000 << " to " << info.end / 1000
+    out << "waveform: " << fst << " (cycles " << r.start / 1000 << " to " << r.end / 1000
         << " of the program), layout: " << layout << "\n  open it: make waves RUN=" << fst << "\n";
     for (const std::string& m : r.missing) err << "  layout signal not in the dump: " << m << "\n";
     return true;

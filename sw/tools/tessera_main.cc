@@ -299,6 +299,9 @@ int main(int argc, char** argv) {
     // Under mpirun (one chip per rank, docs/multichip.md): every rank runs this; a failure on
     // one rank that the others cannot see ends the whole job instead of leaving them waiting.
     tessera::mpi::init();
+    // Under mpirun the ranks share one stderr: each rank's lines go out whole (line-buffered),
+    // not piece by piece as std::cerr writes them, so two ranks' messages cannot interleave.
+    if (tessera::mpi::launched()) std::setvbuf(stderr, nullptr, _IOLBF, 1 << 16);
     for (const CLI::Option* o : trn->get_options())  // what a resume does not take from the run
       if (o->count() > 0 && !o->get_lnames().empty()) tr.given.insert(o->get_lnames().front());
     int rc = 2;

@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/waves/wave_layout.h"
@@ -47,6 +48,17 @@ std::vector<std::string> filter(const std::string& mode, const std::vector<std::
   std::vector<std::string> got;
   for (std::string l; std::getline(out, l);) got.push_back(l);
   return got;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// Runs a shell command with its output in DIR/log.txt; the exit status and that output.
+std::pair<int, std::string> run_logged(const std::string& cmd, const std::string& dir) {
+  const int rc = std::system((cmd + " > " + dir + "/log.txt 2>&1").c_str());
+  return {WEXITSTATUS(rc), read_text(dir + "/log.txt")};
 }
 
 std::string hex(uint64_t v, int digits) {
@@ -183,11 +195,10 @@ TEST(Waves, RunDumpsTheWindowAskedForWithTheChipLayout) {
   const std::string dir = tmp_dir("run");
   const std::string prog = dir + "/p.s", fst = dir + "/p.fst";
   std::ofstream(prog) << kProgram;
-  const std::string cmd = kBin + "/tessera run " + prog + " --backend rtl --array 4 --waves " +
-                          fst + " --from 5 --to 40 > " + dir + "/log.txt 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream log(dir + "/log.txt");
-  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const auto [rc, text] =
+      run_logged(kBin + "/tessera run " + prog + " --backend rtl --array 4 --waves " + fst +
+                     " --from 5 --to 40",
+                 dir);
   ASSERT_EQ(rc, 0) << text;
   const tessera::waves::FstInfo info = tessera::waves::read_fst(fst);
   EXPECT_EQ(info.start, 5500u) << "the first dumped time: cycle 5's inputs (ns = cycles)";
@@ -200,8 +211,7 @@ TEST(Waves, RunDumpsTheWindowAskedForWithTheChipLayout) {
                                               dir + "/check.gtkw", kBin);
   for (const auto& m : r.missing) ADD_FAILURE() << "waves/chip.gtkw names " << m;
   // the layout opens on the dump's window with its filters
-  std::ifstream l(dir + "/p.gtkw");
-  const std::string lt((std::istreambuf_iterator<char>(l)), std::istreambuf_iterator<char>());
+  const std::string lt = read_text(dir + "/p.gtkw");
   EXPECT_NE(lt.find("[timestart] 5500"), std::string::npos) << lt.substr(0, 300);
   EXPECT_NE(lt.find("tessera-wave-insn"), std::string::npos);
   EXPECT_NE(lt.find("tessera-wave-hbmcmd"), std::string::npos);
@@ -222,26 +232,19 @@ TEST(Waves, FunctionalBackendAndBadWindowsAreRefused) {
 TEST(Waves, TrainingStepOfAnyModelDumpsOneStep) {
   const std::string dir = tmp_dir("train");
   const std::string fst = dir + "/step.fst";
-  const std::string cmd = kBin + "/tessera train --model " + std::string(TESSERA_SOURCE_DIR) +
-                          "/examples/models/mlp.json --backend rtl --array 4 --batch 8 --steps 2 "
-                          "--no-progress --eval-samples 16 --out " +
-                          dir + "/run --waves " + fst + " --waves-step 1 --to 3000 > " + dir +
-                          "/log.txt 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream log(dir + "/log.txt");
-  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const std::string train = kBin + "/tessera train --model " + std::string(TESSERA_SOURCE_DIR) +
+                            "/examples/models/mlp.json --backend rtl --array 4 --batch 8 "
+                            "--steps 2 --no-progress --eval-samples 16 --out " +
+                            dir;
+  const auto [rc, text] =
+      run_logged(train + "/run --waves " + fst + " --waves-step 1 --to 3000", dir);
   ASSERT_EQ(rc, 0) << text;
   const tessera::waves::FstInfo info = tessera::waves::read_fst(fst);
   EXPECT_EQ(info.start, 500u) << "cycle 0's inputs";
   EXPECT_EQ(info.end, 3000000u) << "cycles 0 to 3000 of step 1";
   EXPECT_TRUE(fs::exists(dir + "/step.gtkw"));
   // a step that is not trained is refused before anything runs
-  const std::string bad = kBin + "/tessera train --model " + std::string(TESSERA_SOURCE_DIR) +
-                          "/examples/models/mlp.json --backend rtl --array 4 --batch 8 --steps 2 "
-                          "--no-progress --out " +
-                          dir + "/run2 --waves " + dir +
-                          "/bad.fst --waves-step 5 2>/dev/null >/dev/null";
-  EXPECT_EQ(WEXITSTATUS(std::system(bad.c_str())), 2);
+  EXPECT_EQ(run_logged(train + "/run2 --waves " + dir + "/bad.fst --waves-step 5", dir).first, 2);
   EXPECT_FALSE(fs::exists(dir + "/bad.fst"));
 }
 
