@@ -7,23 +7,14 @@
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
-export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 status=0
 for layout in waves/*.gtkw; do
   test=$(grep -o 'TEST=[^ ]*' "$layout" | head -1 | cut -d= -f2)
   [ -n "$test" ] || { echo "$layout: names no test (make waves TEST=...)" >&2; status=1; continue; }
-  bin=""
-  for b in "$build"/tests/test_*; do
-    [ -x "$b" ] || continue
-    if "$b" --gtest_list_tests | awk -v t="$test" '
-        /^[^ ]/ { suite = $1; next } /^  / { if (suite $1 == t) found = 1 } END { exit !found }'; then
-      bin=$b
-      break
-    fi
-  done
-  [ -n "$bin" ] || { echo "$layout: no test binary holds $test" >&2; status=1; continue; }
+  bin=$(scripts/test_binary.sh "$build" "$test") ||
+    { echo "$layout: no test binary holds $test" >&2; status=1; continue; }
   WAVES=1 TESSERA_WAVES_DIR="$scratch" "$bin" --gtest_filter="$test" > "$scratch/log" 2>&1 ||
     { echo "$layout: $test failed" >&2; cat "$scratch/log" >&2; status=1; continue; }
   fst="$scratch/${test//\//_}.fst"

@@ -30,26 +30,14 @@ if [ -n "$run" ]; then
   exit 0
 fi
 
-export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1  # test_systemc's banner is not a test name
-list_tests() {  # prints "binary Suite.Name" for every test of every test binary
-  for bin in "$build"/tests/test_*; do
-    [ -x "$bin" ] || continue
-    "$bin" --gtest_list_tests | awk -v b="$bin" '
-      /^[^ ]/ { suite = $1; next }
-      /^  /   { print b " " suite $1 }'
-  done
-}
-
 if [ -z "$test" ]; then
   echo "usage: make waves TEST=Suite.Name | RUN=FILE.fst   (valid test names below)" >&2
-  list_tests | awk '{print "  " $2}' >&2
+  scripts/test_binary.sh "$build" | awk '{print "  " $2}' >&2
   exit 2
 fi
-# awk reads to the end: an early exit would kill list_tests with SIGPIPE (and so the script).
-bin=$(list_tests | awk -v t="$test" '$2 == t && !found {print $1; found = 1}')
-if [ -z "$bin" ]; then
+if ! bin=$(scripts/test_binary.sh "$build" "$test"); then
   echo "make waves: no test named '$test'. Valid names:" >&2
-  list_tests | awk '{print "  " $2}' >&2
+  scripts/test_binary.sh "$build" | awk '{print "  " $2}' >&2
   exit 2
 fi
 
