@@ -57,6 +57,15 @@ void walk(void* ctx, Fn fn) {
 
 constexpr int kHierarchyPane = 300;  // GTKWave's tree pane and borders, in pixels
 
+// GTKWave's trace colours (1 red, 2 orange, 3 yellow, 4 green, 5 blue, 6 indigo, 7 violet),
+// one per part of the chip so a unit's traces read as a block.
+struct Colour {
+  const char* part;
+  int index;
+};
+constexpr Colour kColours[] = {{"none", 0}, {"seq", 3}, {"dma", 1}, {"mxu", 2},
+                               {"vpu", 7},  {"ub", 6},  {"hbm", 4}, {"ici", 5}};
+
 const char* kModes[] = {"bf16", "fp32", "insn", "hbmcmd", "u32"};
 
 }  // namespace
@@ -120,6 +129,7 @@ LayoutResult write_layout(const std::string& fst, const std::string& layout, con
   std::string line, marker_signal, flags = "@28";
   int width = 1800, signals_width = 300;
   bool filtered = false;
+  int colour = 0;
   const auto flag_line = [&]() {
     unsigned long f = std::stoul(flags.substr(1), nullptr, 16);
     f = filtered ? (f | 0x4000ul) : (f & ~0x4000ul);
@@ -142,6 +152,15 @@ LayoutResult write_layout(const std::string& fst, const std::string& layout, con
            << flag_line() << "\n";
       continue;
     }
+    if (line.rfind("[*] colour:", 0) == 0) {
+      std::string part = line.substr(11);
+      part.erase(0, part.find_first_not_of(' '));
+      colour = -1;
+      for (const Colour& c : kColours)
+        if (part == c.part) colour = c.index;
+      if (colour < 0) throw std::runtime_error(layout + ": unknown colour '" + part + "'");
+      continue;
+    }
     if (line.rfind("[*] marker:", 0) == 0) {
       marker_signal = line.substr(11);
       marker_signal.erase(0, marker_signal.find_first_not_of(' '));
@@ -160,6 +179,7 @@ LayoutResult write_layout(const std::string& fst, const std::string& layout, con
     }
     if (!line.empty() && (std::isalpha(static_cast<unsigned char>(line[0])) || line[0] == '_')) {
       const std::string base = base_name(line);
+      if (colour) body << "[color] " << colour << "\n";
       const auto it = info.signals.find(base);
       if (it == info.signals.end()) {
         res.missing.push_back(base);

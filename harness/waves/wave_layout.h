@@ -1,9 +1,10 @@
 // GTKWave layouts for a dump (docs/testing.md, "Waveforms"). A layout in waves/ is a GTKWave
-// save file with two directives of ours in its comment lines:
+// save file with three directives of ours in its comment lines:
 //   [*] filter: bf16|fp32|u32|insn|hbmcmd|none   the following traces show through the translate
 //                                           filter in that mode (tessera-wave-filter: numbers
 //                                           as numbers, instructions as assembly, HBM commands
 //                                           by name) until the next filter directive
+//   [*] colour: seq|dma|mxu|vpu|ub|hbm|ici|none   the following traces in that part's colour
 //   [*] marker: SIGNAL                       the marker goes to the first time SIGNAL is nonzero
 // write_layout() turns a layout into one for a given dump: every bus's width as the dump
 // declares it (widths follow the array size N), the filters as absolute paths, the view zoomed

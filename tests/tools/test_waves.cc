@@ -215,6 +215,7 @@ TEST(Waves, RunDumpsTheWindowAskedForWithTheChipLayout) {
   EXPECT_NE(lt.find("[timestart] 5500"), std::string::npos) << lt.substr(0, 300);
   EXPECT_NE(lt.find("tessera-wave-insn"), std::string::npos);
   EXPECT_NE(lt.find("tessera-wave-hbmcmd"), std::string::npos);
+  EXPECT_NE(lt.find("[color] 1\nTOP.tpu_top.u_dma."), std::string::npos) << "DMA traces in red";
 }
 
 TEST(Waves, FunctionalBackendAndBadWindowsAreRefused) {
