@@ -20,12 +20,13 @@ CTEST_JOBS ?= 2
 SIM_PACKAGES   := verilator cmake ninja-build g++ clang ccache libgtest-dev libcli11-dev zlib1g-dev \
                   nlohmann-json3-dev \
                   libsystemc-dev libopenmpi-dev openmpi-bin \
-                  dataset-fashion-mnist gnuplot-nox python3
+                  dataset-fashion-mnist gnuplot-nox python3 \
+                  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-torch
 REF_PACKAGES   := python3-torch python3-numpy
 SYNTH_PACKAGES := yosys
 WAVES_PACKAGES := gtkwave
 
-.PHONY: help deps configure build train train-accuracy lint docs-check sim test-long soak waves bench bench-hbm synth format clean fuzz coverage test-seeds
+.PHONY: help deps configure build python train train-accuracy lint docs-check sim test-long soak waves bench bench-hbm synth format clean fuzz coverage test-seeds
 
 help:
 	@echo "Tessera targets:"
@@ -33,6 +34,8 @@ help:
 	@echo "                    backend, N = 16, 2 chips, host-arithmetic build; ~20 minutes on 2"
 	@echo "                    cores); writes runs/<timestamp>/. TRAIN_ARGS overrides the flags"
 	@echo "                    (--arith rtl: the pure-RTL build; build/bin/tessera train --help)"
+	@echo "  make python       build the Python extension and put \`import tessera\` on"
+	@echo "                    /usr/bin/python3's path (examples/seed_tpu_example.py; docs/python.md)"
 	@echo "  make train-accuracy  1 and 3 epochs at batch 128 on the functional backend, seeds 0-4,"
 	@echo "                    with the median (long: ~40 minutes; runs/accuracy/summary.txt)"
 	@echo "  make sim          the regression: installs what is missing, lints the RTL, builds"
@@ -58,7 +61,8 @@ help:
 	@echo "                    then the SystemC platform's cost against the plain harness (idle"
 	@echo "                    chip, one training step; $(BUILD)/bench/systemc.json); the ring"
 	@echo "                    all-reduce and 1/2/4-chip training ($(BUILD)/bench/multichip.json)."
-	@echo "                    BENCH_ONLY=mxu, hbm, train or systemc runs one part"
+	@echo "                    then the Python path against the C++ trainer ($(BUILD)/bench/python.json)."
+	@echo "                    BENCH_ONLY=mxu, hbm, train, systemc, multichip or python runs one part"
 	@echo "  make bench-hbm    the HBM part of make bench alone"
 	@echo "  make synth        Yosys: arithmetic, PE, SRAMs, DMA, MXU at N = 4 (cells, no latches)"
 	@echo "                    and the whole chip top at N = 4 (no latches, proc level)"
@@ -96,6 +100,12 @@ TRAIN_ARGS ?= --backend rtl --arith host --array 16 --batch 128 --chips 2 --epoc
 train: configure
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
 	$(BUILD)/bin/tessera train $(TRAIN_ARGS)
+
+# The Python face (docs/python.md): builds the _tessera extension and puts python/ and
+# $(BUILD)/python/ on /usr/bin/python3's path (a .pth file in its site directory).
+python: configure
+	cmake --build $(BUILD) -j $(JOBS) --target _tessera
+	@scripts/python_path.sh $(BUILD)
 
 train-accuracy: configure
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
@@ -143,24 +153,28 @@ BENCH_ONLY ?=
 
 bench: configure
 	@scripts/ensure_packages.sh bc
-ifeq ($(filter $(BENCH_ONLY),hbm train systemc multichip),)
+ifeq ($(filter $(BENCH_ONLY),hbm train systemc multichip python),)
 	@scripts/bench_mxu.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu train systemc multichip),)
+ifeq ($(filter $(BENCH_ONLY),mxu train systemc multichip python),)
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
 	@scripts/bench_hbm.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu hbm systemc multichip),)
+ifeq ($(filter $(BENCH_ONLY),mxu hbm systemc multichip python),)
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
 	@scripts/bench_train.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu hbm train multichip),)
+ifeq ($(filter $(BENCH_ONLY),mxu hbm train multichip python),)
 	cmake --build $(BUILD) -j $(JOBS) --target systemc_cost
 	@scripts/bench_systemc.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu hbm train systemc),)
+ifeq ($(filter $(BENCH_ONLY),mxu hbm train systemc python),)
 	cmake --build $(BUILD) -j $(JOBS) --target tessera allreduce_bw
 	@scripts/bench_multichip.sh $(BUILD)/bench
+endif
+ifeq ($(filter $(BENCH_ONLY),mxu hbm train systemc multichip),)
+	cmake --build $(BUILD) -j $(JOBS) --target tessera _tessera
+	@scripts/bench_python.sh $(BUILD)/bench $(BUILD)
 endif
 
 bench-hbm:

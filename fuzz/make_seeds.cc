@@ -1,7 +1,8 @@
 // make_seeds OUT_DIR: the fuzz targets' seed inputs, made with the project's own writers so
 // that they are valid files of each format: OUT_DIR/idx (a tiny t10k image/label pair, raw and
 // gzip, in fuzz_idx's input layout), OUT_DIR/program (every fuzz/corpus/asm/*.s assembled for
-// N = 4), OUT_DIR/checkpoint (a checkpoint from encode_checkpoint, whole and its payload alone).
+// N = 4), OUT_DIR/checkpoint (a checkpoint from encode_checkpoint, whole and its payload alone),
+// OUT_DIR/tfrecord (an image dataset from write_tfrecord_images, an Example alone).
 // The text seeds (assembly, traces, vectors) are fuzz/corpus/<target>/ themselves.
 #include <dirent.h>
 #include <sys/stat.h>
@@ -17,6 +18,7 @@
 
 #include "tessera/asm.h"
 #include "tessera/checkpoint.h"
+#include "tessera/tfrecord.h"
 
 namespace {
 
@@ -131,6 +133,23 @@ void checkpoint_seeds(const std::string& dir) {
   write(dir + "/payload.bin", Bytes(file.begin() + header, file.end() - crc));
 }
 
+void tfrecord_seeds(const std::string& dir) {
+  tessera::data::Dataset ds;
+  ds.count = 3;
+  ds.rows = 2;
+  ds.cols = 3;
+  for (int k = 0; k < 3 * 2 * 3; ++k) ds.images.push_back(static_cast<uint8_t>(k * 15));
+  ds.labels = {0, 9, 255};
+  tessera::data::write_tfrecord_images(ds, dir + "/images.tfrecord");
+  // An Example alone (fuzz_tfrecord also frames every input as one record's data).
+  tessera::data::Example ex;
+  ex.features["image"] = tessera::data::Feature::bytes({"abcd"});
+  ex.features["label"] = tessera::data::Feature::int64s({-1, 300});
+  ex.features["mean"] = tessera::data::Feature::floats({0.5f, -2.0f});
+  const std::string bytes = tessera::data::encode_example(ex);
+  write(dir + "/example.bin", Bytes(bytes.begin(), bytes.end()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,10 +160,11 @@ int main(int argc, char** argv) {
   const std::string out = argv[1];
   try {
     make_dir(out);
-    for (const char* t : {"idx", "program", "checkpoint"}) make_dir(out + "/" + t);
+    for (const char* t : {"idx", "program", "checkpoint", "tfrecord"}) make_dir(out + "/" + t);
     idx_seeds(out + "/idx");
     program_seeds(std::string(TESSERA_FUZZ_CORPUS_DIR) + "/asm", out + "/program");
     checkpoint_seeds(out + "/checkpoint");
+    tfrecord_seeds(out + "/tfrecord");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;

@@ -17,7 +17,7 @@ cd "$root"
 secs="${FUZZ_S:-60}"
 parallel="${FUZZ_PARALLEL:-1}"
 out="${BUILD:-build}/fuzz"
-all_targets=(idx asm program checkpoint hbm_trace fpu_vectors model weights)
+all_targets=(idx asm program checkpoint hbm_trace fpu_vectors model weights tfrecord)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 for t in "${targets[@]}"; do
   if [ ! -f "fuzz/fuzz_$t.cc" ]; then

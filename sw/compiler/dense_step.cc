@@ -430,18 +430,13 @@ std::vector<std::pair<uint64_t, uint64_t>> DenseStackStep::replicated_ranges() c
   return r;
 }
 
-void DenseStackStep::merge_replica_states(const std::vector<DenseParams>& ps,
-                                          const std::vector<DenseOptState>& ss, DenseParams& p,
-                                          DenseOptState& s) const {
-  const uint32_t P = static_cast<uint32_t>(rep_.replicas);
-  if (ps.size() != P || ss.size() != P)
-    throw std::invalid_argument("merge_replica_states: " + std::to_string(P) +
-                                " replica states are needed, got " + std::to_string(ps.size()));
-  p = ps[0];
-  s = ss[0];
-  if (P == 1) return;
+DenseParams DenseStackStep::merge_owned(const std::vector<const DenseParams*>& parts) const {
+  const uint32_t P = static_cast<uint32_t>(parts.size());
+  DenseParams out = *parts[0];
+  if (P == 1) return out;
   const uint64_t C = layout_.grads_elems / P;
-  // the chip that updated gradient-vector element i: chunk c's is chip c - 1 (mod P)
+  // the chip that owns gradient-vector element i: the reduce-scatter leaves chunk c summed on
+  // chip c - 1 (mod P), which updates it
   auto owner = [&](uint64_t i) { return static_cast<size_t>((i / C + P - 1) % P); };
   const auto shapes = weight_shapes(spec_);
   for (size_t j = 0; j < shapes.size(); ++j) {
@@ -451,19 +446,70 @@ void DenseStackStep::merge_replica_states(const std::vector<DenseParams>& ps,
     const uint64_t Kp = padded(K);
     for (uint32_t k = 0; k < K; ++k)
       for (uint32_t u = 0; u < U; ++u) {  // Keras [K][U]; the vector holds W^T [Up][Kp]
-        const size_t o = owner(go + uint64_t{u} * Kp + k), at = size_t{k} * U + u;
-        p.kernel[j][at] = ps[o].kernel[j][at];
-        s.m.kernel[j][at] = ss[o].m.kernel[j][at];
-        s.v.kernel[j][at] = ss[o].v.kernel[j][at];
+        const size_t at = size_t{k} * U + u;
+        out.kernel[j][at] = parts[owner(go + uint64_t{u} * Kp + k)]->kernel[j][at];
       }
-    for (uint32_t u = 0; u < U; ++u) {
-      const size_t o = owner(gb + u);
-      p.bias[j][u] = ps[o].bias[j][u];
-      s.m.bias[j][u] = ss[o].m.bias[j][u];
-      s.v.bias[j][u] = ss[o].v.bias[j][u];
-    }
+    for (uint32_t u = 0; u < U; ++u) out.bias[j][u] = parts[owner(gb + u)]->bias[j][u];
   }
+  return out;
 }
+
+void DenseStackStep::merge_replica_states(const std::vector<DenseParams>& ps,
+                                          const std::vector<DenseOptState>& ss, DenseParams& p,
+                                          DenseOptState& s) const {
+  const uint32_t P = static_cast<uint32_t>(rep_.replicas);
+  if (ps.size() != P || ss.size() != P)
+    throw std::invalid_argument("merge_replica_states: " + std::to_string(P) +
+                                " replica states are needed, got " + std::to_string(ps.size()));
+  std::vector<const DenseParams*> w, m, v;
+  for (uint32_t r = 0; r < P; ++r) {
+    w.push_back(&ps[r]);
+    m.push_back(&ss[r].m);
+    v.push_back(&ss[r].v);
+  }
+  p = merge_owned(w);
+  s = ss[0];
+  s.m = merge_owned(m);
+  s.v = merge_owned(v);
+}
+
+DenseParams DenseStackStep::read_gradients(Reader read, void* ctx) const {
+  if (!rep_.split())
+    throw std::logic_error(
+        "read_gradients: the fused step keeps no gradients (its update reads them from the ACC); "
+        "compile the split update (Replication::split_update)");
+  DenseParams g;
+  const auto shapes = weight_shapes(spec_);
+  for (size_t j = 0; j < shapes.size(); ++j) {
+    const auto [K, U] = shapes[j];
+    const LayerRegions& R = layout_.layers[j];
+    const uint64_t Kp = padded(K);
+    const auto kernel = read(ctx, R.g, U * Kp * 4);  // W^T's U real rows [U][Kp]
+    std::vector<float> k(size_t{K} * U);
+    for (uint32_t i = 0; i < K; ++i)
+      for (uint32_t u = 0; u < U; ++u)
+        k[size_t{i} * U + u] = fp::f32(get32(kernel, (u * Kp + i) * 4));
+    const auto bias = read(ctx, R.g_b, size_t{U} * 4);
+    std::vector<float> b(U);
+    for (uint32_t u = 0; u < U; ++u) b[u] = fp::f32(get32(bias, size_t{u} * 4));
+    g.kernel.push_back(std::move(k));
+    g.bias.push_back(std::move(b));
+  }
+  return g;
+}
+
+DenseParams DenseStackStep::merge_replica_gradients(const std::vector<DenseParams>& gs) const {
+  const uint32_t P = static_cast<uint32_t>(rep_.replicas);
+  if (gs.size() != P)
+    throw std::invalid_argument("merge_replica_gradients: " + std::to_string(P) +
+                                " replicas' gradients are needed, got " +
+                                std::to_string(gs.size()));
+  std::vector<const DenseParams*> parts;
+  for (const DenseParams& g : gs) parts.push_back(&g);
+  return merge_owned(parts);
+}
+
+const Graph& DenseStackStep::graph() const { return *graph_; }
 
 uint64_t DenseStackStep::bound_cycles() const {
   uint64_t sum = 0;

@@ -202,4 +202,20 @@ std::vector<uint16_t> images_to_bf16(const Batch& batch, float mean, float varia
   return out;
 }
 
+std::vector<uint16_t> values_to_bf16(const float* values, size_t count) {
+  std::vector<uint16_t> out(count);
+  for (size_t i = 0; i < count; ++i) out[i] = to_bf16(values[i]);
+  return out;
+}
+
+std::vector<uint16_t> values_to_bf16(const float* values, size_t count, float mean, float variance) {
+  if (!(variance > 0) || !std::isfinite(variance) || !std::isfinite(mean))
+    throw std::invalid_argument("Normalization: mean " + std::to_string(mean) + ", variance " +
+                                std::to_string(variance) + ": finite, variance > 0");
+  const float scale = std::max(std::sqrt(variance), 1e-7f);
+  std::vector<uint16_t> out(count);
+  for (size_t i = 0; i < count; ++i) out[i] = to_bf16((values[i] - mean) / scale);
+  return out;
+}
+
 }  // namespace tessera::data

@@ -99,6 +99,7 @@ void Sequential::compile(const compiler::OptimizerSpec& opt, const std::string& 
       compiler::Replication rep;
       rep.replicas = P;
       rep.rank = r;
+      rep.split_update = device.keep_gradients;
       if (!local(r)) {  // its own process allocates and loads it; the same addresses
         steps_.push_back(std::make_unique<compiler::DenseStackStep>(
             spec_, opt_, chip, per_replica, base, compiler::StepKind::kTrain, nullptr,
@@ -138,6 +139,7 @@ void Sequential::compile(const compiler::OptimizerSpec& opt, const std::string& 
         compiler::Replication rep;
         rep.replicas = P;
         rep.rank = r;
+        rep.split_update = device.keep_gradients;
         steps_[r] = std::make_unique<compiler::DenseStackStep>(
             spec_, opt_, chip, per_replica, base, compiler::StepKind::kTrain, nullptr,
             compiler::DenseLoweringChoices{}, rep);
@@ -284,18 +286,42 @@ History Sequential::fit(const data::Dataset& train, const FitOptions& o) {
   return h;
 }
 
+size_t Sequential::input_values() const {
+  return spec_.features.empty() ? spec_.inputs : spec_.input_shape.size();
+}
+
 StepLogs Sequential::train_on_batch(const data::Batch& batch) {
   check_compiled("train_on_batch");
   const auto t0 = Clock::now();
-  const size_t values = spec_.features.empty() ? spec_.inputs : spec_.input_shape.size();
+  const size_t values = input_values();
   if (batch.labels.size() != batch_ || batch.images.size() != size_t{batch_} * values)
     throw std::invalid_argument("train_on_batch: expected a batch of " + std::to_string(batch_) +
                                 " images of " + std::to_string(values) + " values, got " +
                                 std::to_string(batch.labels.size()));
+  StepLogs logs = train_on_images(model_images(spec_, batch), batch.labels, batch.epoch, batch.index);
+  logs.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return logs;
+}
+
+StepLogs Sequential::train_on_images(const std::vector<uint16_t>& img,
+                                     const std::vector<uint8_t>& batch_labels, uint64_t epoch,
+                                     uint64_t index) {
+  check_compiled("train_on_images");
+  const auto t0 = Clock::now();
+  const size_t values = input_values();
+  if (batch_labels.size() != batch_ || img.size() != size_t{batch_} * values)
+    throw std::invalid_argument("train_on_batch: expected a batch of " + std::to_string(batch_) +
+                                " images of " + std::to_string(values) + " values, got " +
+                                std::to_string(batch_labels.size()) + " labels and " +
+                                std::to_string(img.size()) + " values");
+  for (uint8_t l : batch_labels)
+    if (l >= spec_.classes())
+      throw std::invalid_argument("train_on_batch: label " + std::to_string(l) +
+                                  " is not below the model's " + std::to_string(spec_.classes()) +
+                                  " classes");
   StepLogs logs;
   const int P = replicas();
   const uint32_t b = train_->batch();
-  const std::vector<uint16_t> img = model_images(spec_, batch);
   const bool scheduled = opt_.schedule != compiler::OptimizerSpec::Schedule::kConstant;
   // Replica r trains on samples [r b, (r + 1) b) of the global batch.
   for (int r = 0; r < P; ++r) {
@@ -304,8 +330,8 @@ StepLogs Sequential::train_on_batch(const data::Batch& batch) {
     const compiler::DenseStackStep& st = *steps_[r];
     const std::vector<uint16_t> shard(img.begin() + static_cast<long>(values * b * r),
                                       img.begin() + static_cast<long>(values * b * (r + 1)));
-    const std::vector<uint8_t> labels(batch.labels.begin() + static_cast<long>(b) * r,
-                                      batch.labels.begin() + static_cast<long>(b) * (r + 1));
+    const std::vector<uint8_t> labels(batch_labels.begin() + static_cast<long>(b) * r,
+                                      batch_labels.begin() + static_cast<long>(b) * (r + 1));
     for (const auto& w : st.batch_image(shard, labels)) d.write(w.first, w.second);
     if (scheduled) {  // this step's rate (the optimizer's iteration count from 0)
       const auto row = st.lr_image(opt_.lr_at(step_));
@@ -341,8 +367,8 @@ StepLogs Sequential::train_on_batch(const data::Batch& batch) {
     loss = static_cast<float>(loss_sum / P);
   }
   logs.step = step_++;
-  logs.epoch = batch.epoch;
-  logs.batch_in_epoch = batch.index;
+  logs.epoch = epoch;
+  logs.batch_in_epoch = index;
   logs.loss = loss;
   logs.accuracy = correct / static_cast<float>(batch_);
   logs.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -368,15 +394,49 @@ void Sequential::run_forward(
   const size_t px = size_t{ds.rows} * ds.cols;
   for (uint32_t s0 = 0; s0 < ds.count; s0 += batch) {
     const uint32_t b = std::min(batch, ds.count - s0);
-    Eval& e = eval_program(b);
     data::Batch bt;
     bt.images.assign(ds.images.begin() + s0 * px, ds.images.begin() + (s0 + b) * px);
     bt.labels.assign(ds.labels.begin() + s0, ds.labels.begin() + s0 + b);
-    for (const auto& w : e.step->batch_image(model_images(spec_, bt), bt.labels))
-      dev_->write(w.first, w.second);
-    dev_->run(e.prog, dev_opts_.timeout_cycles);
-    per_batch(*e.step, b);
+    per_batch(forward(model_images(spec_, bt), bt.labels), b);
   }
+}
+
+compiler::DenseStackStep& Sequential::forward(const std::vector<uint16_t>& images,
+                                              const std::vector<uint8_t>& labels) {
+  const uint32_t b = static_cast<uint32_t>(labels.size());
+  if (b == 0 || images.size() != size_t{b} * input_values())
+    throw std::invalid_argument("evaluate: " + std::to_string(images.size()) +
+                                " input values for " + std::to_string(b) +
+                                " images of " + std::to_string(input_values()));
+  for (uint8_t l : labels)
+    if (l >= spec_.classes())
+      throw std::invalid_argument("evaluate: label " + std::to_string(l) +
+                                  " is not below the model's " + std::to_string(spec_.classes()) +
+                                  " classes");
+  Eval& e = eval_program(b);
+  for (const auto& w : e.step->batch_image(images, labels)) dev_->write(w.first, w.second);
+  dev_->run(e.prog, dev_opts_.timeout_cycles);
+  return *e.step;
+}
+
+EvalResult Sequential::evaluate_images(const std::vector<uint16_t>& images,
+                                       const std::vector<uint8_t>& labels) {
+  check_compiled("evaluate");
+  compiler::DenseStackStep& step = forward(images, labels);
+  float loss = 0, c = 0;
+  step.read_metrics(device_read, dev_, loss, c);
+  EvalResult r;
+  r.samples = labels.size();
+  r.loss = loss;  // the program reports the batch mean
+  r.accuracy = double{c} / static_cast<double>(r.samples);
+  return r;
+}
+
+std::vector<float> Sequential::predict_images(const std::vector<uint16_t>& images,
+                                              uint32_t count) {
+  check_compiled("predict");
+  compiler::DenseStackStep& step = forward(images, std::vector<uint8_t>(count, 0));
+  return step.read_probabilities(device_read, dev_);
 }
 
 EvalResult Sequential::evaluate(const data::Dataset& test, uint32_t batch_size) {

@@ -1,6 +1,7 @@
 // The few pieces of the protobuf wire format that event files need: an encoder (varint,
 // fixed32, fixed64, length-delimited fields) and a field-by-field decoder that skips what it
-// does not know. Internal to tessera_runlog; little-endian hosts only, as the rest of Tessera.
+// does not know. Internal to tessera_runlog and the compiler's GraphDef export (header only);
+// little-endian hosts only, as the rest of Tessera.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tessera::runlog::proto {
 
@@ -45,6 +47,16 @@ class Writer {
     buf_.append(b.data(), b.size());
   }
   void message(uint32_t field, const Writer& m) { bytes(field, m.buf_); }
+  // A packed repeated double: one length-delimited field of the values' fixed64 bits.
+  void packed_doubles(uint32_t field, const std::vector<double>& v) {
+    key(field, kLengthDelimited);
+    raw_varint(v.size() * 8);
+    for (double d : v) {
+      uint64_t bits;
+      std::memcpy(&bits, &d, 8);
+      raw_le(bits, 8);
+    }
+  }
 
   const std::string& str() const { return buf_; }
 

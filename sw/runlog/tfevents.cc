@@ -6,10 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cfloat>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <stdexcept>
 
 #include "sw/runlog/file_util.h"
@@ -23,10 +27,20 @@ namespace {
 constexpr uint32_t kFieldEventWallTime = 1;     // double
 constexpr uint32_t kFieldEventStep = 2;         // int64
 constexpr uint32_t kFieldEventFileVersion = 3;  // string
+constexpr uint32_t kFieldEventGraphDef = 4;     // bytes (a serialized GraphDef)
 constexpr uint32_t kFieldEventSummary = 5;      // Summary
 constexpr uint32_t kFieldSummaryValue = 1;      // repeated Summary.Value
 constexpr uint32_t kFieldValueTag = 1;          // string
 constexpr uint32_t kFieldValueSimpleValue = 2;  // float
+constexpr uint32_t kFieldValueHisto = 5;        // HistogramProto
+// HistogramProto: min, max, num, sum, sum_squares (double), bucket_limit, bucket (packed double)
+constexpr uint32_t kFieldHistoMin = 1;
+constexpr uint32_t kFieldHistoMax = 2;
+constexpr uint32_t kFieldHistoNum = 3;
+constexpr uint32_t kFieldHistoSum = 4;
+constexpr uint32_t kFieldHistoSumSquares = 5;
+constexpr uint32_t kFieldHistoBucketLimit = 6;
+constexpr uint32_t kFieldHistoBucket = 7;
 
 std::string hostname() {
   char buf[256] = {};
@@ -34,7 +48,163 @@ std::string hostname() {
   return buf;
 }
 
+double as_double(uint64_t bits) {
+  double d;
+  std::memcpy(&d, &bits, 8);
+  return d;
+}
+
+// A repeated double as read: packed (one length-delimited field) or one fixed64 field a value.
+void append_doubles(const proto::Field& f, std::vector<double>& out) {
+  if (f.wire_type == proto::kFixed64) {
+    out.push_back(as_double(f.u));
+  } else if (f.wire_type == proto::kLengthDelimited) {
+    if (f.bytes.size() % 8 != 0)
+      throw std::runtime_error("histogram: a packed double field of " +
+                               std::to_string(f.bytes.size()) + " bytes");
+    for (size_t i = 0; i < f.bytes.size(); i += 8) {
+      uint64_t bits = 0;
+      for (int k = 0; k < 8; ++k) bits |= uint64_t{static_cast<uint8_t>(f.bytes[i + k])} << (8 * k);
+      out.push_back(as_double(bits));
+    }
+  }
+}
+
+// One Summary.Value as read: its tag and whichever of simple_value and histo it carries.
+struct ValueRead {
+  std::string tag;
+  bool has_simple_value = false, has_histo = false;
+  float simple_value = 0;
+  HistogramEvent histo;
+};
+
+// One Event as read (the fields the readers report).
+struct EventRead {
+  double wall_time = 0;
+  int64_t step = 0;
+  std::string file_version;
+  bool has_graph_def = false;
+  std::string graph_def;
+  std::vector<ValueRead> values;
+};
+
+HistogramEvent decode_histo(std::string_view msg) {
+  HistogramEvent h;
+  proto::Reader r(msg);
+  proto::Field f;
+  while (r.next(f)) {
+    if (f.number == kFieldHistoBucketLimit) {
+      append_doubles(f, h.bucket_limit);
+    } else if (f.number == kFieldHistoBucket) {
+      append_doubles(f, h.bucket);
+    } else if (f.wire_type == proto::kFixed64) {
+      const double v = as_double(f.u);
+      if (f.number == kFieldHistoMin) h.min = v;
+      if (f.number == kFieldHistoMax) h.max = v;
+      if (f.number == kFieldHistoNum) h.num = v;
+      if (f.number == kFieldHistoSum) h.sum = v;
+      if (f.number == kFieldHistoSumSquares) h.sum_squares = v;
+    }
+  }
+  if (h.bucket_limit.size() != h.bucket.size())
+    throw std::runtime_error("histogram: " + std::to_string(h.bucket_limit.size()) +
+                             " bucket limits for " + std::to_string(h.bucket.size()) + " buckets");
+  return h;
+}
+
+EventRead decode_event(std::string_view data) {
+  EventRead e;
+  proto::Reader event(data);
+  proto::Field f;
+  while (event.next(f)) {
+    if (f.number == kFieldEventWallTime && f.wire_type == proto::kFixed64) {
+      e.wall_time = as_double(f.u);
+    } else if (f.number == kFieldEventStep && f.wire_type == proto::kVarint) {
+      e.step = static_cast<int64_t>(f.u);
+    } else if (f.number == kFieldEventFileVersion && f.wire_type == proto::kLengthDelimited) {
+      e.file_version = std::string(f.bytes);
+    } else if (f.number == kFieldEventGraphDef && f.wire_type == proto::kLengthDelimited) {
+      e.has_graph_def = true;
+      e.graph_def = std::string(f.bytes);
+    } else if (f.number == kFieldEventSummary && f.wire_type == proto::kLengthDelimited) {
+      proto::Reader summary(f.bytes);
+      proto::Field sf;
+      while (summary.next(sf)) {
+        if (sf.number != kFieldSummaryValue || sf.wire_type != proto::kLengthDelimited) continue;
+        proto::Reader value(sf.bytes);
+        proto::Field vf;
+        ValueRead v;
+        while (value.next(vf)) {
+          if (vf.number == kFieldValueTag && vf.wire_type == proto::kLengthDelimited) {
+            v.tag = std::string(vf.bytes);
+          } else if (vf.number == kFieldValueSimpleValue && vf.wire_type == proto::kFixed32) {
+            const uint32_t bits = static_cast<uint32_t>(vf.u);
+            std::memcpy(&v.simple_value, &bits, 4);
+            v.has_simple_value = true;
+          } else if (vf.number == kFieldValueHisto && vf.wire_type == proto::kLengthDelimited) {
+            v.histo = decode_histo(vf.bytes);
+            v.has_histo = true;
+          }
+        }
+        e.values.push_back(std::move(v));
+      }
+    }
+  }
+  return e;
+}
+
+// Reads every record of `path`, checking both CRCs and that the first event carries the
+// file_version, and hands each decoded event to `each`; throws std::runtime_error naming the
+// file and the record's byte offset on any damage.
+void read_events(const std::string& path, const std::function<void(const EventRead&)>& each) {
+  const std::string file = read_file(path);
+  size_t pos = 0;
+  for (int index = 0; pos < file.size(); ++index) {
+    const std::string where =
+        path + ": record " + std::to_string(index) + " at byte " + std::to_string(pos) + ": ";
+    if (file.size() - pos < 12) throw std::runtime_error(where + "truncated header");
+    const uint64_t length = get_le(file, pos, 8);
+    const uint32_t length_crc = static_cast<uint32_t>(get_le(file, pos + 8, 4));
+    if (length_crc != masked_crc32c(file.data() + pos, 8)) {
+      throw std::runtime_error(where + "length CRC mismatch");
+    }
+    if (length > file.size() - pos - 12 || file.size() - pos - 12 - length < 4) {
+      throw std::runtime_error(where + "truncated: the record's data runs past the end");
+    }
+    const std::string_view data(file.data() + pos + 12, length);
+    const uint32_t data_crc = static_cast<uint32_t>(get_le(file, pos + 12 + length, 4));
+    if (data_crc != masked_crc32c(data.data(), data.size())) {
+      throw std::runtime_error(where + "data CRC mismatch");
+    }
+    pos += 12 + length + 4;
+    EventRead e;
+    try {
+      e = decode_event(data);
+      if (index == 0 && e.file_version.rfind("brain.Event:", 0) != 0) {
+        throw std::runtime_error("the first event has no file_version \"brain.Event:*\"");
+      }
+    } catch (const std::runtime_error& err) {
+      throw std::runtime_error(where + err.what());
+    }
+    each(e);
+  }
+}
+
 }  // namespace
+
+const std::vector<double>& histogram_bucket_limits() {
+  static const std::vector<double> limits = [] {
+    std::vector<double> positive;
+    for (double v = 1.0e-12; v < 1.0e20; v *= 1.1) positive.push_back(v);
+    positive.push_back(DBL_MAX);
+    std::vector<double> all;
+    for (auto it = positive.rbegin(); it != positive.rend(); ++it) all.push_back(-*it);
+    all.push_back(0.0);
+    all.insert(all.end(), positive.begin(), positive.end());
+    return all;
+  }();
+  return limits;
+}
 
 double unix_time_now() {
   using namespace std::chrono;
@@ -172,12 +342,68 @@ void EventWriter::add_scalar(const std::string& tag, int64_t step, float value, 
   proto::Writer v;
   v.bytes(kFieldValueTag, tag);
   v.float_(kFieldValueSimpleValue, value);
+  write_summary_value(v, step, wall_time);
+}
+
+void EventWriter::write_summary_value(const proto::Writer& value, int64_t step, double wall_time) {
   proto::Writer summary;
-  summary.message(kFieldSummaryValue, v);
+  summary.message(kFieldSummaryValue, value);
   proto::Writer event;
   event.double_(kFieldEventWallTime, wall_time);
   event.int64(kFieldEventStep, step);
   event.message(kFieldEventSummary, summary);
+  write_record(event.str());
+}
+
+void EventWriter::add_histogram(const std::string& tag, int64_t step,
+                                const std::vector<float>& values, double wall_time) {
+  const std::vector<double>& limits = histogram_bucket_limits();
+  std::vector<double> counts(limits.size(), 0.0);
+  // (TensorFlow's Histogram: min starts at the last limit, max at -DBL_MAX; sums in double)
+  double min = limits.back(), max = -DBL_MAX, sum = 0, sum_squares = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float f = values[i];
+    if (!std::isfinite(f))
+      throw std::invalid_argument("add_histogram '" + tag + "': value " + std::to_string(i) +
+                                  " is " + (std::isnan(f) ? "NaN" : "infinite") +
+                                  " (a histogram takes finite values only)");
+    const double v = f;
+    counts[std::upper_bound(limits.begin(), limits.end(), v) - limits.begin()] += 1.0;
+    min = std::min(min, v);
+    max = std::max(max, v);
+    sum += v;
+    sum_squares += v * v;
+  }
+  // as HistogramProto's encoder drops empty buckets: a pair per non-empty bucket, one per run
+  // of empty ones (its last limit, count 0)
+  std::vector<double> bucket_limit, bucket;
+  for (size_t i = 0; i < counts.size();) {
+    double end = limits[i], count = counts[i];
+    ++i;
+    if (count <= 0.0) {
+      while (i < counts.size() && counts[i] <= 0.0) end = limits[i++];
+    }
+    bucket_limit.push_back(end);
+    bucket.push_back(count);
+  }
+  proto::Writer histo;
+  histo.double_(kFieldHistoMin, min);
+  histo.double_(kFieldHistoMax, max);
+  histo.double_(kFieldHistoNum, static_cast<double>(values.size()));
+  histo.double_(kFieldHistoSum, sum);
+  histo.double_(kFieldHistoSumSquares, sum_squares);
+  histo.packed_doubles(kFieldHistoBucketLimit, bucket_limit);
+  histo.packed_doubles(kFieldHistoBucket, bucket);
+  proto::Writer v;
+  v.bytes(kFieldValueTag, tag);
+  v.message(kFieldValueHisto, histo);
+  write_summary_value(v, step, wall_time);
+}
+
+void EventWriter::add_graph(const std::string& graph_def_bytes, double wall_time) {
+  proto::Writer event;
+  event.double_(kFieldEventWallTime, wall_time);
+  event.bytes(kFieldEventGraphDef, graph_def_bytes);
   write_record(event.str());
 }
 
@@ -191,74 +417,33 @@ void EventWriter::sync() {
 }
 
 std::vector<ScalarEvent> read_scalar_events(const std::string& path) {
-  const std::string file = read_file(path);
   std::vector<ScalarEvent> out;
-  size_t pos = 0;
-  for (int index = 0; pos < file.size(); ++index) {
-    const std::string where =
-        path + ": record " + std::to_string(index) + " at byte " + std::to_string(pos) + ": ";
-    if (file.size() - pos < 12) throw std::runtime_error(where + "truncated header");
-    const uint64_t length = get_le(file, pos, 8);
-    const uint32_t length_crc = static_cast<uint32_t>(get_le(file, pos + 8, 4));
-    if (length_crc != masked_crc32c(file.data() + pos, 8)) {
-      throw std::runtime_error(where + "length CRC mismatch");
-    }
-    if (length > file.size() - pos - 12 || file.size() - pos - 12 - length < 4) {
-      throw std::runtime_error(where + "truncated: the record's data runs past the end");
-    }
-    const std::string data = file.substr(pos + 12, length);
-    const uint32_t data_crc = static_cast<uint32_t>(get_le(file, pos + 12 + length, 4));
-    if (data_crc != masked_crc32c(data.data(), data.size())) {
-      throw std::runtime_error(where + "data CRC mismatch");
-    }
-    pos += 12 + length + 4;
+  read_events(path, [&](const EventRead& e) {
+    for (const ValueRead& v : e.values)
+      if (v.has_simple_value) out.push_back({e.wall_time, e.step, v.tag, v.simple_value});
+  });
+  return out;
+}
 
-    try {
-      double wall_time = 0;
-      int64_t step = 0;
-      std::string file_version;
-      std::vector<std::pair<std::string, float>> values;
-      proto::Reader event(data);
-      proto::Field f;
-      while (event.next(f)) {
-        if (f.number == kFieldEventWallTime && f.wire_type == proto::kFixed64) {
-          std::memcpy(&wall_time, &f.u, 8);
-        } else if (f.number == kFieldEventStep && f.wire_type == proto::kVarint) {
-          step = static_cast<int64_t>(f.u);
-        } else if (f.number == kFieldEventFileVersion && f.wire_type == proto::kLengthDelimited) {
-          file_version = std::string(f.bytes);
-        } else if (f.number == kFieldEventSummary && f.wire_type == proto::kLengthDelimited) {
-          proto::Reader summary(f.bytes);
-          proto::Field sf;
-          while (summary.next(sf)) {
-            if (sf.number != kFieldSummaryValue || sf.wire_type != proto::kLengthDelimited)
-              continue;
-            proto::Reader value(sf.bytes);
-            proto::Field vf;
-            std::string tag;
-            bool has_simple_value = false;
-            float simple_value = 0;
-            while (value.next(vf)) {
-              if (vf.number == kFieldValueTag && vf.wire_type == proto::kLengthDelimited) {
-                tag = std::string(vf.bytes);
-              } else if (vf.number == kFieldValueSimpleValue && vf.wire_type == proto::kFixed32) {
-                const uint32_t bits = static_cast<uint32_t>(vf.u);
-                std::memcpy(&simple_value, &bits, 4);
-                has_simple_value = true;
-              }
-            }
-            if (has_simple_value) values.emplace_back(tag, simple_value);
-          }
-        }
-      }
-      if (index == 0 && file_version.rfind("brain.Event:", 0) != 0) {
-        throw std::runtime_error("the first event has no file_version \"brain.Event:*\"");
-      }
-      for (auto& [tag, value] : values) out.push_back({wall_time, step, tag, value});
-    } catch (const std::runtime_error& e) {
-      throw std::runtime_error(where + e.what());
+std::vector<HistogramEvent> read_histogram_events(const std::string& path) {
+  std::vector<HistogramEvent> out;
+  read_events(path, [&](const EventRead& e) {
+    for (const ValueRead& v : e.values) {
+      if (!v.has_histo) continue;
+      out.push_back(v.histo);
+      out.back().wall_time = e.wall_time;
+      out.back().step = e.step;
+      out.back().tag = v.tag;
     }
-  }
+  });
+  return out;
+}
+
+std::vector<std::string> read_graph_defs(const std::string& path) {
+  std::vector<std::string> out;
+  read_events(path, [&](const EventRead& e) {
+    if (e.has_graph_def) out.push_back(e.graph_def);
+  });
   return out;
 }
 

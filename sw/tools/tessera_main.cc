@@ -19,6 +19,9 @@
 //                                                  on the test set
 //   compile [--array N] [--batch B] [--dump] [--evaluate] [--asm FILE] [--label-smoothing E]
 //                                                  the compiled step, stage by stage
+//   tfrecord convert IDX_DIR OUT_PREFIX [--split train|test] [--shards N]
+//                                                  an IDX dataset as TFRecord files of Examples
+//   tfrecord check FILE...                          every record's CRCs and image Example
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -31,6 +34,7 @@
 #include "sw/tools/fpu_check.h"
 #include "sw/tools/hbm_replay.h"
 #include "sw/tools/run_tool.h"
+#include "sw/tools/tfrecord_tool.h"
 #include "sw/tools/train_tool.h"
 #include "tessera/data.h"
 #include "tessera/mpi_ring.h"
@@ -252,6 +256,31 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0f, 1.0f))
       ->capture_default_str();
 
+  tessera::tools::TFRecordConvertOptions tfc;
+  std::vector<std::string> tfrecord_files;
+  auto* tfr = app.add_subcommand("tfrecord", "TFRecord files of image Examples (docs/data.md)");
+  tfr->require_subcommand(1);
+  auto* tfr_convert =
+      tfr->add_subcommand("convert", "write an IDX dataset's split as TFRecord files");
+  tfr_convert
+      ->add_option("idx_dir", tfc.idx_dir,
+                   "IDX directory (Debian's Fashion-MNIST: "
+                   "/usr/share/datasets/fashion-mnist)")
+      ->required();
+  tfr_convert
+      ->add_option("out_prefix", tfc.out_prefix,
+                   "the file written, or the shards' prefix (PREFIX-00000-of-0000N)")
+      ->required();
+  tfr_convert->add_option("--split", tfc.split, "train or test")
+      ->check(CLI::IsMember({"train", "test"}))
+      ->capture_default_str();
+  tfr_convert->add_option("--shards", tfc.shards, "files, each a contiguous run of samples")
+      ->check(CLI::Range(1, 99999))
+      ->capture_default_str();
+  auto* tfr_check = tfr->add_subcommand(
+      "check", "read TFRecord files of image Examples: every CRC, count, shape, labels");
+  tfr_check->add_option("files", tfrecord_files, "TFRecord files")->required();
+
   // A bad command line is bad input like any other: exit status 2 (CLI11's own codes, 105 for
   // a value out of range, 109 for an unknown flag, ..., would say nothing to a script).
   try {
@@ -283,6 +312,10 @@ int main(int argc, char** argv) {
       std::cerr << "tessera data-order: " << e.what() << "\n";
       return 2;
     }
+  }
+  if (tfr_convert->parsed()) return tessera::tools::tfrecord_convert(tfc, std::cout, std::cerr);
+  if (tfr_check->parsed()) {
+    return tessera::tools::tfrecord_check(tfrecord_files, std::cout, std::cerr);
   }
   if (rep->parsed()) return tessera::tools::report(report_dir, std::cout, std::cerr);
   if (cmp->parsed()) return tessera::tools::compile_step(co, std::cout, std::cerr);

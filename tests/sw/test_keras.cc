@@ -2,17 +2,25 @@
 // compiler cannot lower, with the reason; fit drives the callbacks and the step counter;
 // save_weights / load_weights round-trip the weights bit for bit and refuse another
 // architecture's file; evaluate and predict agree with each other (the accuracy evaluate reports
-// is the argmax of predict's probabilities, and its loss their mean cross-entropy).
+// is the argmax of predict's probabilities, and its loss their mean cross-entropy); the views a
+// TensorBoard callback takes: the training graph as a GraphDef and the last step's gradients.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
+#include <regex>
+#include <set>
+#include <tuple>
 
+#include "sw/compiler/graph.h"
+#include "sw/runlog/protobuf.h"
 #include "tessera/checkpoint.h"
 #include "tessera/keras.h"
+#include "tessera/tfevents.h"
 
 namespace tessera::keras {
 namespace {
@@ -236,6 +244,254 @@ TEST(Keras, AnyModelTrainsUnderTPUStrategy) {
     }
     EXPECT_FALSE(one.get_weights().kernel == compiler::glorot_init(one.spec(), 11).kernel);
   }
+}
+
+// ---- the views a TensorBoard callback takes ----
+
+// A GraphDef's nodes as read back with the protobuf decoder: name, op, inputs, the string attrs
+// and the _output_shapes dims.
+struct NodeRead {
+  std::string name, op;
+  std::vector<std::string> inputs;
+  std::map<std::string, std::string> strings;
+  std::vector<int64_t> shape;
+  bool has_shape = false;
+  uint64_t dtype = 0;
+};
+
+std::vector<NodeRead> parse_graph_def(const std::string& bytes) {
+  namespace proto = runlog::proto;
+  std::vector<NodeRead> nodes;
+  proto::Reader graph(bytes);
+  proto::Field f;
+  while (graph.next(f)) {
+    EXPECT_EQ(f.number, 1u) << "GraphDef holds nodes only";
+    NodeRead n;
+    proto::Reader node(f.bytes);
+    proto::Field nf;
+    while (node.next(nf)) {
+      if (nf.number == 1) n.name = std::string(nf.bytes);
+      if (nf.number == 2) n.op = std::string(nf.bytes);
+      if (nf.number == 3) n.inputs.emplace_back(nf.bytes);
+      if (nf.number != 5) continue;
+      std::string key;
+      std::string_view value;
+      proto::Reader entry(nf.bytes);
+      proto::Field ef;
+      while (entry.next(ef)) {
+        if (ef.number == 1) key = std::string(ef.bytes);
+        if (ef.number == 2) value = ef.bytes;
+      }
+      proto::Reader attr(value);
+      proto::Field af;
+      while (attr.next(af)) {
+        if (af.number == 2) n.strings[key] = std::string(af.bytes);
+        if (af.number == 6) n.dtype = af.u;
+        if (af.number == 1 && key == "_output_shapes") {  // list { shape { dim { size } } }
+          proto::Reader list(af.bytes);
+          proto::Field lf;
+          while (list.next(lf)) {
+            n.has_shape = lf.number == 7;
+            proto::Reader shape(lf.bytes);
+            proto::Field sf;
+            while (shape.next(sf)) {
+              proto::Reader dim(sf.bytes);
+              proto::Field df;
+              while (dim.next(df))
+                if (df.number == 1) n.shape.push_back(static_cast<int64_t>(df.u));
+            }
+          }
+        }
+      }
+    }
+    nodes.push_back(std::move(n));
+  }
+  return nodes;
+}
+
+// Every live node once, under its scope; inputs name nodes of the graph by their producers; the
+// shapes, dtypes and phases are the lowered graph's.
+TEST(Keras, GraphDefHoldsTheLoweredTrainingGraph) {
+  Layer in = Flatten();
+  in.input_shape = {4, 4, 1};
+  Sequential mlp({in, Dense(8, "relu"), Dense(10, "softmax")});
+  Sequential cnn = example(8);
+  DeviceOptions d;
+  d.array = 4;
+  mlp.compile(SGD(0.1f), "sparse_categorical_crossentropy", {"accuracy"}, d, 8);
+  cnn.compile(Adam(), "sparse_categorical_crossentropy", {"accuracy"}, d, 8);
+  const std::regex tf_name("[A-Za-z0-9.][A-Za-z0-9_./]*");
+  for (Sequential* m : {&mlp, &cnn}) {
+    SCOPED_TRACE(m->signature());
+    const compiler::Graph& g = m->train_step().graph();
+    const std::vector<NodeRead> nodes = parse_graph_def(m->graph_def());
+    ASSERT_EQ(nodes.size(), g.live());
+    std::map<std::string, const NodeRead*> by_name;
+    for (const NodeRead& n : nodes) {
+      EXPECT_TRUE(std::regex_match(n.name, tf_name)) << n.name;
+      EXPECT_TRUE(by_name.emplace(n.name, &n).second) << "two nodes named " << n.name;
+    }
+    std::set<std::string> scopes;
+    size_t k = 0;
+    for (const compiler::Node& gn : g.nodes()) {
+      if (gn.dead) continue;
+      const NodeRead& n = nodes[k++];
+      scopes.insert(n.name.substr(0, n.name.find('/')));
+      EXPECT_EQ(n.op, gn.op) << n.name;
+      EXPECT_EQ(n.strings.at("value"), gn.name) << n.name;
+      EXPECT_EQ(n.strings.at("phase"), gn.phase) << n.name;
+      ASSERT_TRUE(n.has_shape) << n.name;
+      EXPECT_EQ(n.shape, std::vector<int64_t>(gn.shape.begin(), gn.shape.end())) << n.name;
+      EXPECT_EQ(n.dtype, gn.dtype == compiler::DType::kBf16  ? 14u
+                         : gn.dtype == compiler::DType::kI32 ? 3u
+                                                             : 1u)
+          << n.name;
+      ASSERT_EQ(n.inputs.size(), gn.inputs.size()) << n.name;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        ASSERT_TRUE(by_name.count(n.inputs[i])) << n.name << " reads " << n.inputs[i];
+        EXPECT_EQ(by_name.at(n.inputs[i])->strings.at("value"), g.at(gn.inputs[i]).name);
+      }
+    }
+    EXPECT_EQ(scopes,
+              (std::set<std::string>{"input", "variables", "forward", "backward", "optimizer"}));
+  }
+  // the MLP's names, as TensorBoard groups them
+  const std::vector<NodeRead> nodes = parse_graph_def(mlp.graph_def());
+  std::set<std::string> names;
+  for (const NodeRead& n : nodes) names.insert(n.name);
+  for (const char* want : {"input/x", "input/labels", "variables/dense1/W", "variables/dense2/b",
+                           "forward/dense1/y", "forward/dense2/loss_acc_dlogits",
+                           "backward/dense2/ddense1.a", "optimizer/dense1/W", "optimizer/dense2/b"})
+    EXPECT_TRUE(names.count(want)) << want;
+  // and in an event file, as TensorBoard reads it
+  char tmpl[] = "/tmp/tessera_test_keras.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string path;
+  {
+    runlog::EventWriter w(tmpl);
+    w.add_graph(mlp.graph_def());
+    path = w.path();
+  }
+  EXPECT_EQ(runlog::read_graph_defs(path), std::vector<std::string>{mlp.graph_def()});
+  std::remove(path.c_str());
+  ::rmdir(tmpl);
+}
+
+// A batch of `count` 4 x 4 images with random pixels and labels.
+data::Batch small_batch(uint32_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  data::Batch b;
+  for (uint32_t i = 0; i < count; ++i) {
+    b.labels.push_back(static_cast<uint8_t>(rng() % 10));
+    for (int p = 0; p < 16; ++p) b.images.push_back(static_cast<uint8_t>(rng() % 256));
+  }
+  return b;
+}
+
+std::vector<Layer> small_mlp() {
+  Layer in = Flatten();
+  in.input_shape = {4, 4, 1};
+  return {in, Dense(8, "relu"), Dense(10, "softmax")};
+}
+
+uint32_t bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// SGD(lr 1, momentum 0) compiles to velocity = 0 * velocity - 1 * g = -g (exact), w = w + velocity
+// (optimizer_lowering.cc): w1 = fl32(w0 - g) bit for bit, for every element.
+void expect_sgd_step(const compiler::DenseParams& w0, const compiler::DenseParams& g,
+                     const compiler::DenseParams& w1) {
+  ASSERT_EQ(g.kernel.size(), w0.kernel.size());
+  int bad = 0;
+  for (size_t j = 0; j < w0.kernel.size(); ++j)
+    for (const auto& [a, d, b, what] :
+         {std::tuple{&w0.kernel[j], &g.kernel[j], &w1.kernel[j], "kernel"},
+          std::tuple{&w0.bias[j], &g.bias[j], &w1.bias[j], "bias"}}) {
+      ASSERT_EQ(d->size(), a->size()) << what << " " << j;
+      for (size_t i = 0; i < a->size(); ++i) {
+        const float want = (*a)[i] - (*d)[i];
+        if (bits((*b)[i]) != bits(want) && bad++ < 10)
+          ADD_FAILURE() << what << " " << j << " [" << i << "]: w0 " << (*a)[i] << " g " << (*d)[i]
+                        << " w1 " << (*b)[i] << " w0 - g " << want;
+      }
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+// The last step's gradients on one chip (compiled with keep_gradients) and under TPUStrategy(2)
+// (always split: each replica's all-reduced chunk, gathered): SGD(1) moved the weights by
+// exactly them, and both agree up to the order of the sums over samples (one chip accumulates
+// all 16 samples' products, two chips 8 each and then add the pair: an ulp apart here).
+TEST(Keras, GetGradientsReturnsTheStepsGlobalGradient) {
+  const data::Batch batch = small_batch(16, 21);
+  DeviceOptions d;
+  d.array = 4;
+  d.keep_gradients = true;
+  std::vector<compiler::DenseParams> grads;
+  for (int P : {1, 2}) {
+    SCOPED_TRACE(std::to_string(P) + " chips");
+    Sequential m(small_mlp(), TPUStrategy(P));
+    m.compile(SGD(1.0f, 0.0f), "sparse_categorical_crossentropy", {"accuracy"}, d, 16, 5);
+    const compiler::DenseParams w0 = m.get_weights();
+    m.train_on_batch(batch);
+    const compiler::DenseParams g = m.get_gradients(), w1 = m.get_weights();
+    ASSERT_EQ(g.kernel.size(), 2u);
+    EXPECT_EQ(g.kernel[0].size(), 16u * 8);
+    EXPECT_EQ(g.bias[1].size(), 10u);
+    expect_sgd_step(w0, g, w1);
+    // the softmax layer's bias gradient: the batch mean of softmax - onehot, summing to 0 up to
+    // the bf16 rounding of d logits (2^-9 relative) that the MXU's ones row sums
+    double sum = 0, mag = 0;
+    for (float v : g.bias[1]) {
+      sum += v;
+      mag += std::fabs(v);
+    }
+    EXPECT_GT(mag, 0.1);
+    EXPECT_NEAR(sum, 0.0, mag / 512);
+    grads.push_back(g);
+  }
+  for (size_t j = 0; j < grads[0].kernel.size(); ++j)
+    for (const auto& [a, b] : {std::pair{&grads[0].kernel[j], &grads[1].kernel[j]},
+                               std::pair{&grads[0].bias[j], &grads[1].bias[j]}})
+      for (size_t i = 0; i < a->size(); ++i)
+        EXPECT_NEAR((*b)[i], (*a)[i], 1e-5 * std::max(std::fabs((*a)[i]), std::fabs((*b)[i])))
+            << "layer " << j << " [" << i << "]";
+  // a one-chip step compiled without keep_gradients keeps none
+  Sequential fused(small_mlp());
+  fused.compile(SGD(1.0f), "sparse_categorical_crossentropy", {"accuracy"}, DeviceOptions{}, 8);
+  try {
+    fused.get_gradients();
+    ADD_FAILURE() << "gradients of a fused step";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("keep_gradients"), std::string::npos) << e.what();
+  }
+}
+
+// keep_gradients only stores the gradients on the way: the weights and optimizer state after two
+// steps are the fused step's, bit for bit.
+TEST(Keras, KeepGradientsLeavesTheTrainingBitIdentical) {
+  std::vector<std::vector<uint32_t>> state(2);
+  for (bool keep : {false, true}) {
+    DeviceOptions d;
+    d.array = 4;
+    d.keep_gradients = keep;
+    Sequential m(small_mlp());
+    m.compile(Adam(1e-2f), "sparse_categorical_crossentropy", {"accuracy"}, d, 8, 9);
+    m.train_on_batch(small_batch(8, 1));
+    m.train_on_batch(small_batch(8, 2));
+    compiler::DenseParams p;
+    compiler::DenseOptState s;
+    m.get_state(p, s);
+    for (const compiler::DenseParams* q : {&p, &s.m, &s.v})
+      for (size_t j = 0; j < q->kernel.size(); ++j)
+        for (const std::vector<float>* v : {&q->kernel[j], &q->bias[j]})
+          for (float f : *v) state[keep].push_back(bits(f));
+  }
+  ASSERT_FALSE(state[0].empty());
+  EXPECT_TRUE(state[0] == state[1]);
 }
 
 }  // namespace

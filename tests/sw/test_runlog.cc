@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <ctime>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -290,6 +292,182 @@ TEST(EventWriter, IndependentPythonReaderAgrees) {
           "/events.out.tfevents.bad 2>/dev/null",
       &status);
   EXPECT_NE(status, 0);
+}
+
+// Histograms: TensorFlow's default buckets, computed here from histogram.cc's formula (not from
+// the writer's table): -DBL_MAX, -v_k ... -v_0, 0, v_0 ... v_k, DBL_MAX with v_0 = 1e-12,
+// v_{i+1} = v_i * 1.1 while below 1e20. A value v counts in bucket i when limit[i-1] <= v <
+// limit[i].
+std::vector<double> tf_bucket_limits() {
+  std::vector<double> pos;
+  for (double v = 1.0e-12; v < 1.0e20; v *= 1.1) pos.push_back(v);
+  pos.push_back(std::numeric_limits<double>::max());
+  std::vector<double> all;
+  for (size_t i = pos.size(); i-- > 0;) all.push_back(-pos[i]);
+  all.push_back(0.0);
+  all.insert(all.end(), pos.begin(), pos.end());
+  return all;
+}
+
+TEST(EventWriter, HistogramReadsBackWithTensorFlowsBuckets) {
+  const std::vector<double> limits = tf_bucket_limits();
+  ASSERT_EQ(histogram_bucket_limits(), limits);
+  std::mt19937 rng(static_cast<uint32_t>(test::test_seed()));
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  std::vector<float> values;
+  for (int i = 0; i < 2000; ++i) values.push_back(normal(rng));
+  // zeros of both signs, a value below the first limit, exact and huge ones, the float extremes
+  for (float v : {0.0f, -0.0f, 0.0f, 1e-13f, -1e-13f, 1.0f, -1.0f, 3e19f, 2e20f, -7e25f,
+                  std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::denorm_min()})
+    values.push_back(v);
+  const std::string dir = test_dir();
+  EventWriter w(dir);
+  w.add_histogram("dense1/kernel", 7, values, 1700000000.5);
+  w.add_histogram("empty", 8, {}, 1700000001.5);
+  w.add_scalar("loss", 7, 0.25f, 1700000002.5);
+  w.flush();
+  const std::vector<HistogramEvent> got = read_histogram_events(w.path());
+  ASSERT_EQ(got.size(), 2u);
+  const HistogramEvent& h = got[0];
+  EXPECT_EQ(h.tag, "dense1/kernel");
+  EXPECT_EQ(h.step, 7);
+  EXPECT_EQ(h.wall_time, 1700000000.5);
+
+  // the independent count, bucket by bucket, and the statistics in double
+  std::vector<double> count(limits.size(), 0.0);
+  double min = std::numeric_limits<double>::max(), max = -min, sum = 0, squares = 0;
+  for (float f : values) {
+    const double v = f;
+    size_t b = 0;
+    while (!(v < limits[b])) ++b;  // the first limit above v (all values are below DBL_MAX)
+    ASSERT_TRUE(b == 0 || limits[b - 1] <= v) << v;
+    count[b] += 1;
+    min = std::min(min, v);
+    max = std::max(max, v);
+    sum += v;
+    squares += v * v;
+  }
+  EXPECT_EQ(h.num, static_cast<double>(values.size()));
+  EXPECT_EQ(h.min, min);
+  EXPECT_EQ(h.max, max);
+  EXPECT_EQ(h.sum, sum);
+  EXPECT_EQ(h.sum_squares, squares);
+  // TensorFlow's encoding: each non-empty bucket, and each run of empty ones as one pair of its
+  // last limit and count 0
+  std::vector<double> want_limit, want_count;
+  for (size_t i = 0; i < limits.size(); ++i)
+    if (count[i] > 0 || i + 1 == limits.size() || count[i + 1] > 0) {
+      want_limit.push_back(limits[i]);
+      want_count.push_back(count[i]);
+    }
+  ASSERT_EQ(h.bucket_limit.size(), want_limit.size());
+  ASSERT_EQ(h.bucket.size(), want_count.size());
+  for (size_t i = 0; i < want_limit.size(); ++i) {
+    EXPECT_EQ(h.bucket_limit[i], want_limit[i]) << i;
+    EXPECT_EQ(h.bucket[i], want_count[i]) << "bucket up to " << want_limit[i];
+  }
+  double counted = 0;
+  for (double c : h.bucket) counted += c;
+  EXPECT_EQ(counted, static_cast<double>(values.size()));
+  EXPECT_EQ(count[std::upper_bound(limits.begin(), limits.end(), 0.0) - limits.begin()], 5.0)
+      << "0 (twice), -0, 1e-13 and the smallest denormal count in [0, 1e-12)";
+
+  // no values: TensorFlow's empty histogram, one empty bucket up to DBL_MAX
+  const HistogramEvent& e = got[1];
+  EXPECT_EQ(e.tag, "empty");
+  EXPECT_EQ(e.num, 0.0);
+  EXPECT_EQ(e.min, std::numeric_limits<double>::max());
+  EXPECT_EQ(e.max, -std::numeric_limits<double>::max());
+  EXPECT_EQ(e.bucket_limit, std::vector<double>{std::numeric_limits<double>::max()});
+  EXPECT_EQ(e.bucket, std::vector<double>{0.0});
+  // the scalar reader sees the scalar only
+  const std::vector<ScalarEvent> scalars = read_scalar_events(w.path());
+  ASSERT_EQ(scalars.size(), 1u);
+  EXPECT_EQ(scalars[0].tag, "loss");
+}
+
+TEST(EventWriter, HistogramEncodingIsTheProtobufOne) {
+  const std::string dir = test_dir();
+  EventWriter w(dir);
+  const size_t first = slurp(w.path()).size();
+  w.add_histogram("h", 2, {0.5f}, 1.0);
+  w.flush();
+  const std::string data = slurp(w.path()).substr(first + 12);
+  auto f64 = [](double v) {
+    std::string s(8, '\0');
+    std::memcpy(&s[0], &v, 8);
+    return s;
+  };
+  // 0.5 lies in [v_k, v_k+1) of the positive limits: the pairs are (the limit before it, 0),
+  // (its bucket's limit, 1), (DBL_MAX, 0)
+  const std::vector<double> limits = tf_bucket_limits();
+  const size_t b = std::upper_bound(limits.begin(), limits.end(), 0.5) - limits.begin();
+  std::string histo = "\x09" + f64(0.5) + "\x11" + f64(0.5) + "\x19" + f64(1.0) + "\x21" +
+                      f64(0.5) + "\x29" + f64(0.25);
+  histo += std::string("\x32\x18") + f64(limits[b - 1]) + f64(limits[b]) +
+           f64(std::numeric_limits<double>::max());
+  histo += std::string("\x3a\x18") + f64(0.0) + f64(1.0) + f64(0.0);
+  const std::string value = std::string("\x0a\x01") + "h" + "\x2a" + char(histo.size()) + histo;
+  const std::string summary = "\x0a" + std::string(1, char(value.size())) + value;
+  const std::string expected =
+      "\x09" + f64(1.0) + "\x10\x02" + "\x2a" + std::string(1, char(summary.size())) + summary;
+  ASSERT_LT(summary.size(), 128u);
+  EXPECT_EQ(data.substr(0, expected.size()), expected);
+  EXPECT_EQ(data.size(), expected.size() + 4);  // then the data CRC
+}
+
+TEST(EventWriter, HistogramRefusesNaNAndInfinityNamingTheTag) {
+  const std::string dir = test_dir();
+  EventWriter w(dir);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    try {
+      w.add_histogram("dense2/kernel_grad", 3, {1.0f, bad, 2.0f});
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("dense2/kernel_grad"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("value 1"), std::string::npos) << e.what();
+    }
+  }
+  w.flush();
+  EXPECT_TRUE(read_histogram_events(w.path()).empty()) << "nothing written for a refused one";
+}
+
+TEST(EventWriter, GraphDefRoundTripsAndSurvivesResume) {
+  const std::string dir = test_dir();
+  const std::string graph = std::string("\x0a\x05node\0", 7) + "any bytes";
+  std::string path;
+  {
+    EventWriter w(dir);
+    path = w.path();
+    w.add_graph(graph, 5.0);
+    for (int64_t s = 0; s < 3; ++s) w.add_scalar("loss", s, 1.0f / (s + 1));
+  }
+  // Event{1: wall_time, 4: graph_def}
+  const std::string file = slurp(path);
+  const size_t second = 16 + static_cast<uint8_t>(file[0]);
+  const std::string expected =
+      std::string("\x09\x00\x00\x00\x00\x00\x00\x14\x40", 9) + "\x22" + char(graph.size()) + graph;
+  EXPECT_EQ(file.substr(second + 12, expected.size()), expected);
+  EXPECT_EQ(read_graph_defs(path), std::vector<std::string>{graph});
+  // a resumed run keeps the graph (it has no step) and the steps before its first
+  {
+    EventWriter w(dir, 2);
+    EXPECT_EQ(w.path(), path);
+    w.add_scalar("loss", 2, 0.125f);
+  }
+  EXPECT_EQ(read_graph_defs(path), std::vector<std::string>{graph});
+  const std::vector<ScalarEvent> s = read_scalar_events(path);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[2].value, 0.125f);
+  // the independent Python reader prints the scalars and skips the graph
+  if (!exists(kPython)) GTEST_FAIL() << kPython << " missing (Debian: apt-get install python3)";
+  int status;
+  const std::string out =
+      run(std::string(kPython) + " tests/reference/read_tfevents.py '" + path + "'", &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_EQ(out, "0,loss,1\n1,loss,0.5\n2,loss,0.125\n");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -127,5 +127,10 @@ std::vector<uint16_t> images_to_bf16(const Batch& batch);
 // The same through Keras's Normalization(mean, variance): (p / 255.0f - mean) / max(sqrt(variance),
 // 1e-7f), every step in fp32 (sqrtf, then one subtraction and one division a pixel), then bf16.
 std::vector<uint16_t> images_to_bf16(const Batch& batch, float mean, float variance);
+// Inputs that are already values (a float array from Python, not pixels): each value rounded
+// to bf16 (nearest, ties to even), or first normalized as Keras's Normalization does,
+// (v - mean) / max(sqrt(variance), 1e-7) in fp32, with no 1/255 scaling.
+std::vector<uint16_t> values_to_bf16(const float* values, size_t count);
+std::vector<uint16_t> values_to_bf16(const float* values, size_t count, float mean, float variance);
 
 }  // namespace tessera::data

@@ -252,6 +252,8 @@ class DenseStackStep {
   static constexpr uint64_t kHbmBytesPerCycle = 16;
   // One line per lowered matmul: its phase, shapes and tiling (tessera compile --dump).
   const std::vector<std::string>& lowering_plan() const { return plan_; }
+  // The lowered graph the program is emitted from (sw/compiler/graph.h).
+  const Graph& graph() const;
   // The HBM from the first state tensor to the end of the constants: what rtl and functional
   // runs compare byte for byte.
   std::pair<uint64_t, uint64_t> state_range() const;
@@ -265,6 +267,14 @@ class DenseStackStep {
   // The learning rate of the next step (state_image writes the optimizer's lr).
   Write lr_image(float lr) const;
   void read_state(Reader read, void* ctx, DenseParams& p, DenseOptState& s) const;
+  // Split update (replication().split()): the gradients in this chip's gradient vector after a
+  // step, in Keras's layouts (kernel [K][U], bias [U]; scaled by 1 / the global batch, as the
+  // update reads them). With one replica they are the step's gradients; with P, chip r holds
+  // the all-reduced sum only in chunk (r + 1) mod P (its other chunks keep partial sums):
+  // merge_replica_gradients takes each element from that chip. Throws std::logic_error for a
+  // fused step (it keeps no gradients).
+  DenseParams read_gradients(Reader read, void* ctx) const;
+  DenseParams merge_replica_gradients(const std::vector<DenseParams>& gs) const;
   void read_metrics(Reader read, void* ctx, float& loss, float& correct) const;
   std::vector<float> read_probabilities(Reader read, void* ctx) const;  // batch x classes
 
@@ -273,6 +283,8 @@ class DenseStackStep {
 
  private:
   DenseStackStep() = default;
+  // One tensor set from the replicas' (one each): every element from the chip that owns it.
+  DenseParams merge_owned(const std::vector<const DenseParams*>& parts) const;
   void plan_hbm(uint64_t base, const Layout* share);
   void compile();  // StepLowering over the lowered graph
   friend class StepLowering;

@@ -97,6 +97,10 @@ struct DeviceOptions {
   // the same cycles and bits, faster to simulate (driver.h, Arith).
   driver::Arith arith = driver::Arith::kRtl;
   uint64_t timeout_cycles = 2'000'000'000;
+  // One chip: compile the split form of the step (the gradients stored to HBM, then the
+  // update; bit-identical to the fused step) so that get_gradients() can read them. Under a
+  // strategy the step is split anyway.
+  bool keep_gradients = false;
 };
 
 // What a step reports to callbacks.
@@ -174,10 +178,22 @@ class Sequential {
   // One training step on one batch (the batch size compile() was given); advances step(). The
   // step's learning rate follows the optimizer's schedule at step().
   StepLogs train_on_batch(const data::Batch& batch);
+  // The same step on images already staged as the chip takes them: bf16 bits, batch x the
+  // model's input values (model_images() makes them from pixels; data::values_to_bf16 from
+  // values), one label each. `epoch` and `index` only label the step's logs.
+  StepLogs train_on_images(const std::vector<uint16_t>& images, const std::vector<uint8_t>& labels,
+                           uint64_t epoch = 0, uint64_t index = 0);
   // Forward passes only (a separate compiled evaluation program; the weights are read).
   EvalResult evaluate(const data::Dataset& test, uint32_t batch_size = 0);
   // Softmax outputs, images x classes.
   std::vector<float> predict(const data::Dataset& images, uint32_t batch_size = 0);
+  // One forward batch of staged bf16 images (any count up to the chip's HBM; an evaluation
+  // program is compiled per distinct count and kept): the batch's mean loss and accuracy, or its
+  // softmax outputs (count x classes).
+  EvalResult evaluate_images(const std::vector<uint16_t>& images, const std::vector<uint8_t>& labels);
+  std::vector<float> predict_images(const std::vector<uint16_t>& images, uint32_t count);
+  // The model's input values per image (H*W*C for a convolutional model, else the Dense inputs).
+  size_t input_values() const;
 
   // Weights and optimizer state as they are on the device. Under a strategy each replica holds
   // the current fp32 weights and moments of the part it updates (docs/multichip.md, "Sharded
@@ -187,6 +203,14 @@ class Sequential {
   compiler::DenseOptState get_optimizer_state();
   void get_state(compiler::DenseParams& p, compiler::DenseOptState& s);  // both
   void set_state(const compiler::DenseParams& p, const compiler::DenseOptState& s);
+  // The last step's gradients (scaled by 1 / the global batch, as the update applies them) in
+  // get_weights()'s shapes; zeros before the first step. One chip keeps them only when compiled
+  // with DeviceOptions::keep_gradients (else std::logic_error); under a strategy each replica
+  // holds the all-reduced sum of its chunk and this gathers them — collective under mpirun.
+  compiler::DenseParams get_gradients();
+  // The training step's lowered graph as a serialized tensorflow.GraphDef, for TensorBoard's
+  // Graphs tab (sw/compiler/graph_def.h); under a strategy one replica's step.
+  std::string graph_def() const;
   // Keras's save_weights / load_weights: the weights (not the optimizer state) in the
   // checkpoint format (docs/training.md), atomically; load refuses another model's file (the
   // architecture part of signature()) with a runlog::CheckpointError naming the file.
@@ -220,6 +244,9 @@ class Sequential {
   // Runs the evaluation program over every image of `ds` in order, `per_batch` after each.
   void run_forward(const data::Dataset& ds, uint32_t batch,
                    const std::function<void(compiler::DenseStackStep&, uint32_t)>& per_batch);
+  // Runs the evaluation program on one batch of staged images (its count's program).
+  compiler::DenseStackStep& forward(const std::vector<uint16_t>& images,
+                                    const std::vector<uint8_t>& labels);
   void check_compiled(const char* what) const;
   std::vector<Layer> layers_;
   compiler::DenseStackSpec spec_;
