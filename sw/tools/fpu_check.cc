@@ -189,6 +189,10 @@ int run_fpu_check(FpuOp op, const std::string& path, std::ostream& out, std::ost
         << "'; no case was run\n";
     return 2;
   }
+  if (parsed.cases.empty()) {  // a check of nothing must not pass
+    err << "fpu-check: '" << path << "' holds no test case (only blank or comment lines)\n";
+    return 2;
+  }
   if (host_arith) return check_cases<Vtpu_fpu_host>(op, path, parsed, false, out, err);
   return check_cases<Vtpu_fpu>(op, path, parsed, true, out, err);
 }

@@ -288,6 +288,8 @@ const BadInputCase kCases[] = {
      "$D/wide.tv: line 1: '140000000' is not a 32-bit hex word", ""},
     {"vectors: no such file", "fpu-check --op add $D/nothere.tv", 2,
      "fpu-check: cannot open '$D/nothere.tv'", ""},
+    {"vectors: no case", "fpu-check --op add $D/empty.tv", 2,
+     "fpu-check: '$D/empty.tv' holds no test case (only blank or comment lines)", ""},
     {"unknown --op", "fpu-check --op pow $D/hex.tv", 2, "--op: pow not in", ""},
     // ---- tessera report ----
     {"report: not a run folder", "report $D/small", 2, "$D/small is not a run folder", ""},
@@ -471,6 +473,7 @@ make('data_empty', 'train-labels-idx1-ubyte', b'')
     // fpu-check
     write_file(dir_ + "/hex.tv", "3f800000 3f800000 40000000 00\n3f80000g 3f800000 40000000 00\n");
     write_file(dir_ + "/words.tv", "3f800000 3f800000\n");
+    write_file(dir_ + "/empty.tv", "# vectors for add\n\n");
     write_file(dir_ + "/wide.tv", "3f800000 3f800000 140000000 00\n");
   }
   static void TearDownTestSuite() {

@@ -161,6 +161,13 @@ TEST_F(FpuCheck, Bf16OperandWiderThan16BitsIsMalformed) {
   EXPECT_NE(err_.str().find("line 1"), std::string::npos);
 }
 
+TEST_F(FpuCheck, AFileWithNoCaseIsAnErrorNotAPass) {
+  EXPECT_EQ(run(FpuOp::kAdd, write("empty.tv", "# only a comment\n\n")), 2);
+  EXPECT_NE(err_.str().find("holds no test case"), std::string::npos) << err_.str();
+  EXPECT_EQ(run(FpuOp::kAdd, write("nothing.tv", "")), 2);
+  EXPECT_EQ(out_.str(), "");  // nothing compared, no "0 cases, 0 mismatches"
+}
+
 TEST_F(FpuCheck, MissingFileIsAnError) {
   EXPECT_EQ(run(FpuOp::kAdd, (dir_ / "nope.tv").string()), 2);
   EXPECT_NE(err_.str().find("cannot open"), std::string::npos);

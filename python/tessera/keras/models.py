@@ -445,9 +445,9 @@ class Sequential:
         return loss_sum / count, acc_sum / count
 
     def _ensure_evaluable(self, xb, yb):
-        if self._cpp is None:  # evaluate before fit: compile for this batch
-            self._ensure_built(xb.shape[1:], self._strategy.num_replicas_in_sync *
-                               max(1, len(yb) // self._strategy.num_replicas_in_sync))
+        if self._cpp is None:  # evaluate before fit: the smallest training step (evaluation
+            # programs are compiled per batch size; fit recompiles the step for its batch)
+            self._ensure_built(xb.shape[1:], self._strategy.num_replicas_in_sync)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False, **kwargs):
