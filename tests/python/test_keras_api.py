@@ -167,3 +167,29 @@ def test_sampled_backend_checks_steps_on_the_rtl_chip(fashion):
     m.fit(x[:64], y[:64], batch_size=16, epochs=1, verbose=0)
     cycles = [s["cycles"] for s in m.history.step_logs]
     assert cycles[0] > 0 and cycles[1] == 0 and cycles[2] == cycles[0] and cycles[3] == 0
+
+
+def test_the_chip_step_releases_the_gil(fashion):
+    """Another Python thread runs while a step is on the chip (a prefetching Dataset does)."""
+    import threading
+    import time
+    (x, y), _ = fashion
+    m = small_cnn()
+    m.fit(x[:128], y[:128], batch_size=128, verbose=0)  # compiled
+    ticks, stop = [], threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+    t = threading.Thread(target=tick)
+    t.start()
+    time.sleep(0.01)
+    t0 = time.perf_counter()
+    m._cpp.train_on_batch(x[:128].reshape(128, -1), y[:128].astype(np.int64))
+    t1 = time.perf_counter()
+    stop.set()
+    t.join()
+    inside = [v for v in ticks if t0 < v < t1]
+    # the step takes tens of milliseconds; with the GIL held the thread could not tick in it
+    assert len(inside) >= 5, (len(inside), t1 - t0)
