@@ -61,8 +61,9 @@ help:
 	@echo "                    then the SystemC platform's cost against the plain harness (idle"
 	@echo "                    chip, one training step; $(BUILD)/bench/systemc.json); the ring"
 	@echo "                    all-reduce and 1/2/4-chip training ($(BUILD)/bench/multichip.json)."
-	@echo "                    then the Python path against the C++ trainer ($(BUILD)/bench/python.json)."
-	@echo "                    BENCH_ONLY=mxu, hbm, train, systemc, multichip or python runs one part"
+	@echo "                    then the Python path against the C++ trainer ($(BUILD)/bench/python.json);"
+	@echo "                    GEMMs HBM to HBM on the chip, MXU utilization ($(BUILD)/bench/gemm.json)."
+	@echo "                    BENCH_ONLY=mxu, hbm, train, systemc, multichip, python or gemm: one part"
 	@echo "  make bench-hbm    the HBM part of make bench alone"
 	@echo "  make synth        Yosys: arithmetic, PE, SRAMs, DMA, MXU at N = 4 (cells, no latches)"
 	@echo "                    and the whole chip top at N = 4 (no latches, proc level)"
@@ -153,28 +154,32 @@ BENCH_ONLY ?=
 
 bench: configure
 	@scripts/ensure_packages.sh bc
-ifeq ($(filter $(BENCH_ONLY),hbm train systemc multichip python),)
+ifeq ($(filter $(BENCH_ONLY),hbm train systemc multichip python gemm),)
 	@scripts/bench_mxu.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu train systemc multichip python),)
+ifeq ($(filter $(BENCH_ONLY),mxu train systemc multichip python gemm),)
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
 	@scripts/bench_hbm.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu hbm systemc multichip python),)
+ifeq ($(filter $(BENCH_ONLY),mxu hbm systemc multichip python gemm),)
 	cmake --build $(BUILD) -j $(JOBS) --target tessera
 	@scripts/bench_train.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu hbm train multichip python),)
+ifeq ($(filter $(BENCH_ONLY),mxu hbm train multichip python gemm),)
 	cmake --build $(BUILD) -j $(JOBS) --target systemc_cost
 	@scripts/bench_systemc.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu hbm train systemc python),)
+ifeq ($(filter $(BENCH_ONLY),mxu hbm train systemc python gemm),)
 	cmake --build $(BUILD) -j $(JOBS) --target tessera allreduce_bw
 	@scripts/bench_multichip.sh $(BUILD)/bench
 endif
-ifeq ($(filter $(BENCH_ONLY),mxu hbm train systemc multichip),)
+ifeq ($(filter $(BENCH_ONLY),mxu hbm train systemc multichip gemm),)
 	cmake --build $(BUILD) -j $(JOBS) --target tessera _tessera
 	@scripts/bench_python.sh $(BUILD)/bench $(BUILD)
+endif
+ifeq ($(filter $(BENCH_ONLY),mxu hbm train systemc multichip python),)
+	cmake --build $(BUILD) -j $(JOBS) --target gemm_bench
+	@scripts/bench_gemm.sh $(BUILD)/bench
 endif
 
 bench-hbm:
