@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # make bench (HBM part): generates request traces under <out>/traces/ and replays each through
-# the HBM2 memory system with `tessera hbm-replay --json` on 1, 2 and 4 pseudo-channels:
+# the HBM2 memory system with `tessera hbm-replay --json` on 1, 2, 4, 8 and 16 pseudo-channels:
 #   stream_read, stream_write  sequential 32-byte requests, 2*10^5 per pseudo-channel, all at
 #                              cycle 0 (as fast as the memory takes them)
 #   mix_2r1w                   sequential, two reads then one write, reads and writes in
 #                              different regions (reads from 0, writes from half the capacity)
 #   random_read_32             random 32-byte reads over the whole capacity, all at cycle 0
 #   random_read_64             random 64-byte reads (--request-bytes 64), all at cycle 0
+#   random_2r1w                random 32-byte requests, two reads then a write, all at cycle 0
 #   unloaded_read              single random 32-byte reads 200 cycles apart (unloaded latency)
 # Every run checks every read against the scoreboard and every command against the timing
 # checker. Results: <out>/hbm.json, a JSON array of {"name", "value", "unit", "params"}, and a
@@ -34,6 +35,12 @@ gen() {
         if (i % 3 == 2) { printf "0x%x WRITE 0\n", wr; wr += 32 }
         else { printf "0x%x READ 0\n", r; r += 32 }
       }
+    } else if (w == "random_2r1w") {
+      n = int(40000 * c * scale)
+      for (i = 0; i < n; i++) {
+        x = (x * 16807) % 2147483647
+        printf "0x%x %s 0\n", (x % (cap / 32)) * 32, (i % 3 == 2) ? "WRITE" : "READ"
+      }
     } else if (w == "random_read_32" || w == "random_read_64" || w == "unloaded_read") {
       b = (w == "random_read_64") ? 64 : 32
       n = int((w == "unloaded_read" ? 1000 : (b == 64 ? 25000 : 40000) * c) * scale)
@@ -55,8 +62,8 @@ row() {  # row NAME VALUE UNIT WORKLOAD CHANNELS
 
 printf '%-15s %3s %9s %8s %8s %9s %9s %8s %8s %7s\n' workload ch requests cycles 'GB/s' \
   '% peak' 'lat avg' 'lat p99' 'row hit' 'wall s'
-for w in stream_read stream_write mix_2r1w random_read_32 random_read_64 unloaded_read; do
-  for c in 1 2 4; do
+for w in stream_read stream_write mix_2r1w random_read_32 random_read_64 random_2r1w unloaded_read; do
+  for c in 1 2 4 8 16; do
     f="$traces/${w}_c$c.trc"
     gen "$w" "$c" "$f"
     bytes=32; [ "$w" = random_read_64 ] && bytes=64

@@ -10,6 +10,8 @@
 #include "Vtpu_hbm_c1.h"
 #include "Vtpu_hbm_c2.h"
 #include "Vtpu_hbm_c4.h"
+#include "Vtpu_hbm_c8.h"
+#include "Vtpu_hbm_c16.h"
 #include "harness/hbm/hbm_system.h"
 
 namespace tessera::tools {
@@ -184,9 +186,10 @@ void print_hbm_report(const HbmReplayReport& r, const std::string& trace, bool j
 
 int run_hbm_replay(const std::string& trace_path, const HbmReplayOptions& opt, std::ostream& out,
                    std::ostream& err) {
-  if (opt.channels != 1 && opt.channels != 2 && opt.channels != 4) {
+  if (opt.channels != 1 && opt.channels != 2 && opt.channels != 4 && opt.channels != 8 &&
+      opt.channels != 16) {
     err << "hbm-replay: --channels " << opt.channels
-        << " is not supported; the built models have 1, 2 or 4 pseudo-channels\n";
+        << " is not supported; the built models have 1, 2, 4, 8 or 16 pseudo-channels\n";
     return 2;
   }
   if (opt.request_bytes < 32 || opt.request_bytes > 512 || opt.request_bytes % 32 != 0) {
@@ -222,8 +225,14 @@ int run_hbm_replay(const std::string& trace_path, const HbmReplayOptions& opt, s
     case 2:
       status = simulate<Vtpu_hbm_c2>(parsed.requests, opt, rep, err);
       break;
-    default:
+    case 4:
       status = simulate<Vtpu_hbm_c4>(parsed.requests, opt, rep, err);
+      break;
+    case 8:
+      status = simulate<Vtpu_hbm_c8>(parsed.requests, opt, rep, err);
+      break;
+    default:
+      status = simulate<Vtpu_hbm_c16>(parsed.requests, opt, rep, err);
       break;
   }
   if (status != 0) return status;

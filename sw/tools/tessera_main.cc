@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
                   "trace: one request a line, <hex address> <READ|WRITE> "
                   "<cycle>")
       ->required();
-  hbm->add_option("--channels", replay.channels, "pseudo-channels (and ports): 1, 2 or 4")
+  hbm->add_option("--channels", replay.channels, "pseudo-channels (and ports): 1, 2, 4, 8 or 16")
       ->capture_default_str();
   hbm->add_option("--request-bytes", replay.request_bytes,
                   "bytes per request: 32 .. 512, a multiple of 32")
