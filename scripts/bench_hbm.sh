@@ -80,6 +80,7 @@ for w in stream_read stream_write mix_2r1w random_read_32 random_read_64 random_
       row hbm_bandwidth_gbps "$bw" GB/s "$w" "$c"
       row hbm_bandwidth_percent_of_peak "$pct" % "$w" "$c"
       row hbm_row_hit_rate "$hit" fraction "$w" "$c"
+      row hbm_unused_acts "$(field "$json" unused_acts)" count "$w" "$c"
       row hbm_refresh_cycles "$ref" cycles "$w" "$c"
     fi
     if [ "$avg" != null ]; then

@@ -82,6 +82,9 @@ struct HbmChannelStats {
   // Column commands (RD/WR) to a row that an earlier column command had already used since its
   // ACT: the exact row hits. The first column command after an ACT is the miss that needed it.
   uint64_t row_hits = 0;
+  // PREs that closed a row no column command used since its ACT: activations wasted (in random
+  // traffic each one costs a tRC and a tFAW slot that served nothing).
+  uint64_t unused_acts = 0;
 };
 
 // Field access on a verilated port of any width (fields at [width * i +: width], width <= 64):
@@ -264,6 +267,10 @@ class HbmSystem {
         break;
       case HbmCmd::kPre:
         ++s.pre;
+        if (fresh_row_[c][bank]) {  // opened, never read or written
+          ++s.unused_acts;
+          fresh_row_[c][bank] = false;
+        }
         break;
       case HbmCmd::kRef:
         ++s.ref;

@@ -122,6 +122,7 @@ int simulate(const std::vector<HbmTraceRequest>& reqs, const HbmReplayOptions& o
     rep.acts += s.act;
     rep.column_commands += s.rd + s.wr;
     rep.row_hits += s.row_hits;
+    rep.unused_acts += s.unused_acts;
     // A REFSB holds one bank of banks() for tRFCSB: its share of the pseudo-channel's time.
     rep.refresh_cycles += s.refresh_cycles + s.refsb * static_cast<uint64_t>(timing.trfcsb) /
                                                  static_cast<uint64_t>(timing.banks());
@@ -146,7 +147,7 @@ void print_hbm_report(const HbmReplayReport& r, const std::string& trace, bool j
         "\"bandwidth_gbps\": %.4f, \"peak_gbps\": %.1f, \"percent_of_peak\": %.3f, "
         "\"avg_read_latency_cycles\": %s, \"p99_read_latency_cycles\": %s, "
         "\"acts\": %llu, \"column_commands\": %llu, \"row_hits\": %llu, "
-        "\"row_hit_rate\": %.5f, \"refresh_cycles\": %llu}\n",
+        "\"row_hit_rate\": %.5f, \"unused_acts\": %llu, \"refresh_cycles\": %llu}\n",
         json_string(trace).c_str(), r.channels, r.request_bytes,
         static_cast<unsigned long long>(r.reads + r.writes),
         static_cast<unsigned long long>(r.reads), static_cast<unsigned long long>(r.writes),
@@ -154,6 +155,7 @@ void print_hbm_report(const HbmReplayReport& r, const std::string& trace, bool j
         r.bandwidth_gbps, r.peak_gbps, r.percent_of_peak, avg.c_str(), p99.c_str(),
         static_cast<unsigned long long>(r.acts), static_cast<unsigned long long>(r.column_commands),
         static_cast<unsigned long long>(r.row_hits), r.row_hit_rate,
+        static_cast<unsigned long long>(r.unused_acts),
         static_cast<unsigned long long>(r.refresh_cycles));
     out << buf;
     return;
@@ -176,10 +178,12 @@ void print_hbm_report(const HbmReplayReport& r, const std::string& trace, bool j
   } else {
     out << "read latency: no reads\n";
   }
-  std::snprintf(buf, sizeof buf, "row-hit rate: %.4f (%llu of %llu column commands; %llu ACT)\n",
+  std::snprintf(buf, sizeof buf,
+                "row-hit rate: %.4f (%llu of %llu column commands; %llu ACT, %llu closed unused)\n",
                 r.row_hit_rate, static_cast<unsigned long long>(r.row_hits),
                 static_cast<unsigned long long>(r.column_commands),
-                static_cast<unsigned long long>(r.acts));
+                static_cast<unsigned long long>(r.acts),
+                static_cast<unsigned long long>(r.unused_acts));
   out << buf;
   out << "refresh cycles: " << r.refresh_cycles << " (all channels)\n";
 }

@@ -39,6 +39,7 @@ struct HbmReplayReport {
   double avg_read_latency = 0;    // cycles, acceptance to the last burst's data
   uint64_t p99_read_latency = 0;  // nearest rank
   uint64_t acts = 0, column_commands = 0, row_hits = 0;
+  uint64_t unused_acts = 0;     // rows opened and closed with no column command (HbmChannelStats)
   double row_hit_rate = 0;      // row_hits / column_commands
   uint64_t refresh_cycles = 0;  // summed over the channels
 };
