@@ -193,3 +193,11 @@ def test_the_chip_step_releases_the_gil(fashion):
     inside = [v for v in ticks if t0 < v < t1]
     # the step takes tens of milliseconds; with the GIL held the thread could not tick in it
     assert len(inside) >= 5, (len(inside), t1 - t0)
+
+
+def test_count_params_and_no_functional_models():
+    m = small_cnn()
+    m.build((None, 28, 28, 1))
+    assert m.count_params() == 13610
+    with pytest.raises(ValueError, match="Sequential"):
+        keras.Model(inputs=None, outputs=None)

@@ -542,9 +542,8 @@ class Sequential:
         self._require_built("load_weights")
         self._cpp.load_weights(str(filepath))
 
-    @property
     def count_params(self):
-        return lambda: sum(int(np.prod(w.shape)) for w in self.get_weights())
+        return sum(int(np.prod(w.shape)) for w in self.get_weights())
 
     def summary(self, line_length=None, positions=None, print_fn=None, **kwargs):
         """Keras's layer table (the C++ one), with the chip and the compiled step."""
@@ -571,4 +570,8 @@ class Sequential:
         return r
 
 
-Model = Sequential
+def Model(*args, **kwargs):  # noqa: N802  (keras.Model)
+    """Functional models (keras.Model(inputs, outputs)) are not compiled for the chip: a
+    Sequential stack is (docs/python.md, "What differs from tf.keras")."""
+    raise ValueError("keras.Model: functional models are not supported on the chip; build a "
+                     "tessera.keras.Sequential")
