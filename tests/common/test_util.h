@@ -1,6 +1,6 @@
 // Helpers every test uses: the running test's name (for its waveform file), a seeded random
 // generator that prints its seed and takes TESSERA_SEED to replay a failure, counts that a
-// long run can raise, and generators of interesting IEEE bit patterns.
+// long run can raise, generators of interesting IEEE bit patterns, and a scratch directory.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,10 +9,30 @@
 #include <cstdlib>
 #include <iostream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace tessera::test {
+
+// A fresh directory for one test (under gtest's temp dir, named PREFIX_XXXXXX), removed with
+// its files when the object goes.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "tessera_test") {
+    std::string pattern = ::testing::TempDir() + prefix + "_XXXXXX";
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed: " + pattern);
+    path_ = pattern;
+  }
+  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 inline std::string current_test_name() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();

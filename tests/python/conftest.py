@@ -8,7 +8,9 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("TESSERA_BUILD", os.path.join(ROOT, "build"))
-for p in (os.path.join(ROOT, "python"), os.path.join(BUILD, "python")):
+# (tests/reference: the project's independent readers, e.g. read_tfevents.py)
+for p in (os.path.join(ROOT, "python"), os.path.join(BUILD, "python"),
+          os.path.join(ROOT, "tests", "reference")):
     if p not in sys.path:
         sys.path.insert(0, p)
 # Tests name their chips; a model built outside a scope gets one functional chip.

@@ -1,5 +1,6 @@
 """TensorBoard (scalars, weight and gradient histograms, the graph), ModelCheckpoint, CSVLogger,
-the progress bar — each file read back independently (event_reader.py; csv; the weights)."""
+the progress bar — each file read back independently (tests/reference/read_tfevents.py; csv;
+the weights)."""
 import csv
 import glob
 import os
@@ -9,7 +10,7 @@ import pytest
 
 import tessera
 from tessera import keras
-import event_reader
+import read_tfevents
 
 L = keras.layers
 
@@ -30,13 +31,13 @@ def test_tensorboard_scalars_histograms_and_graph(tmp_path, fashion):
           callbacks=[tb], verbose=0)
     [train_file] = glob.glob(str(tmp_path / "train" / "events.out.tfevents.*"))
     [val_file] = glob.glob(str(tmp_path / "validation" / "events.out.tfevents.*"))
-    ev = event_reader.events(train_file)
+    ev = read_tfevents.read_events(train_file)
     assert ev[0]["file_version"].startswith("brain.Event:")
-    scalars = [(e["step"], t, v) for e in ev for t, v in e["scalars"].items()]
+    scalars = [(e["step"], t, v) for e in ev for t, v in e["values"]]
     assert [s for s, t, _ in scalars if t == "batch_loss"] == list(range(8))
     epoch_loss = [v for s, t, v in scalars if t == "epoch_loss"]
     assert epoch_loss == pytest.approx(m.history.history["loss"], rel=1e-6)
-    val = [v for e in event_reader.events(val_file) for t, v in e["scalars"].items()
+    val = [v for e in read_tfevents.read_events(val_file) for t, v in e["values"]
            if t == "epoch_loss"]
     assert val == pytest.approx(m.history.history["val_loss"], rel=1e-6)
     # histograms of the weights (the model's final ones at the last epoch) and gradients
@@ -53,9 +54,9 @@ def test_tensorboard_scalars_histograms_and_graph(tmp_path, fashion):
     grads = [t for (s, t) in hist if t.endswith("/gradient")]
     assert len(grads) == 4 * 2  # 4 tensors, 2 epochs
     # the graph: nodes with inputs that name nodes of the graph
-    graphs = [e["graph_def"] for e in ev if "graph_def" in e]
+    graphs = [e["graph_def"] for e in ev if e["graph_def"] is not None]
     assert len(graphs) == 1
-    nodes = event_reader.graph_nodes(graphs[0])
+    nodes = read_tfevents.graph_nodes(graphs[0])
     names = {n["name"] for n in nodes}
     assert len(nodes) > 10 and all(i.lstrip("^").split(":")[0] in names
                                    for n in nodes for i in n["input"])

@@ -1,13 +1,13 @@
-"""TFRecord files: a file written here by an independent writer (struct, CRC-32C from its
-definition, the Example protobuf by hand) read by tessera.data; tessera's writer read back by
-this file's reader; damage named by file and offset."""
+"""TFRecord files: a file written here by an independent writer (struct, the CRC-32C of
+tests/reference/read_tfevents.py, the Example protobuf by hand) read by tessera.data; tessera's
+writer read back by that independent reader; damage named by file and offset."""
 import struct
 
 import numpy as np
 import pytest
 
 import tessera
-from event_reader import crc32c, fields, masked, records
+from read_tfevents import fields, masked_crc32c, records
 
 
 def varint(v):
@@ -42,8 +42,8 @@ def example(image, label, packed=True):
 
 def frame(data):
     header = struct.pack("<Q", len(data))
-    return header + struct.pack("<I", masked(crc32c(header))) + data + \
-        struct.pack("<I", masked(crc32c(data)))
+    return header + struct.pack("<I", masked_crc32c(header)) + data + \
+        struct.pack("<I", masked_crc32c(data))
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_tesseras_writer_read_by_this_reader(tmp_path):
     x = rng.integers(0, 256, (7, 4, 5), dtype=np.uint8)
     y = rng.integers(0, 10, 7)
     [path] = tessera.data.write_image_tfrecords(x, y, tmp_path / "w.tfrecord")
-    recs = list(records(path))
+    recs = [data for _, data in records(path)]
     assert len(recs) == 7
     for rec, img, label in zip(recs, x, y):
         feature = {}

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "sw/data/shuffle.h"
+#include "tests/common/test_util.h"
 #include "tessera/data.h"
 #include "tests/common/test_util.h"
 
@@ -28,20 +29,9 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-// A fresh directory for one test, removed with its files afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "tessera_data_XXXXXX";
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+// A fresh directory for one test (tests/common/test_util.h).
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("tessera_data") {}
 };
 
 Bytes idx_bytes(const std::vector<uint32_t>& dims, const Bytes& payload, uint8_t type = 0x08) {

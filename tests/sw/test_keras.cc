@@ -18,6 +18,7 @@
 
 #include "sw/compiler/graph.h"
 #include "sw/runlog/protobuf.h"
+#include "tests/common/test_util.h"
 #include "tessera/checkpoint.h"
 #include "tessera/keras.h"
 #include "tessera/tfevents.h"
@@ -364,17 +365,14 @@ TEST(Keras, GraphDefHoldsTheLoweredTrainingGraph) {
                            "backward/dense2/ddense1.a", "optimizer/dense1/W", "optimizer/dense2/b"})
     EXPECT_TRUE(names.count(want)) << want;
   // and in an event file, as TensorBoard reads it
-  char tmpl[] = "/tmp/tessera_test_keras.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const test::TempDir dir("tessera_keras");
   std::string path;
   {
-    runlog::EventWriter w(tmpl);
+    runlog::EventWriter w(dir.path());
     w.add_graph(mlp.graph_def());
     path = w.path();
   }
   EXPECT_EQ(runlog::read_graph_defs(path), std::vector<std::string>{mlp.graph_def()});
-  std::remove(path.c_str());
-  ::rmdir(tmpl);
 }
 
 // A batch of `count` 4 x 4 images with random pixels and labels.

@@ -20,26 +20,16 @@
 #include <thread>
 #include <vector>
 
+#include "tests/common/test_util.h"
 #include "tessera/data.h"
 #include "tessera/tfrecord.h"
 
 namespace tessera::data {
 namespace {
 
-// A fresh directory for one test, removed with its files afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "tessera_tfrecord_XXXXXX";
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+// A fresh directory for one test (tests/common/test_util.h).
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("tessera_tfrecord") {}
 };
 
 std::string read_bytes(const std::string& path) {
