@@ -26,7 +26,7 @@ REF_PACKAGES   := python3-torch python3-numpy
 SYNTH_PACKAGES := yosys
 WAVES_PACKAGES := gtkwave
 
-.PHONY: help deps configure build python train train-accuracy lint docs-check sim test-long soak waves bench bench-hbm synth format clean fuzz coverage test-seeds
+.PHONY: help deps configure build python train train-accuracy lint docs-check sim test-long soak waves bench bench-hbm chip128 synth format clean fuzz coverage test-seeds
 
 help:
 	@echo "Tessera targets:"
@@ -65,6 +65,8 @@ help:
 	@echo "                    GEMMs HBM to HBM on the chip, MXU utilization ($(BUILD)/bench/gemm.json)."
 	@echo "                    BENCH_ONLY=mxu, hbm, train, systemc, multichip, python or gemm: one part"
 	@echo "  make bench-hbm    the HBM part of make bench alone"
+	@echo "  make chip128      the chip at N = 128 too (Vtpu_top_n128_host: TESSERA_CHIP_N128=ON in"
+	@echo "                    $(BUILD)), then tessera and gemm_bench take --array 128 / N = 128"
 	@echo "  make synth        Yosys: arithmetic, PE, SRAMs, DMA, MXU at N = 4 (cells, no latches)"
 	@echo "                    and the whole chip top at N = 4 (no latches, proc level)"
 	@echo "  make fuzz         libFuzzer + ASan/UBSan on every input parser (IDX, assembly, program"
@@ -149,6 +151,12 @@ soak: configure
 waves: build
 	@scripts/ensure_packages.sh $(WAVES_PACKAGES)
 	@scripts/waves.sh $(BUILD) "$(TEST)" "$(RUN)"
+
+# The N = 128 chip (docs/performance.md, "N = 128"): switches the build's TESSERA_CHIP_N128 on
+# (it stays on in $(BUILD)), then builds the model, tessera and the GEMM benchmark.
+chip128: configure
+	cmake -DTESSERA_CHIP_N128=ON $(BUILD)
+	cmake --build $(BUILD) -j $(JOBS) --target tessera gemm_bench
 
 BENCH_ONLY ?=
 

@@ -6,7 +6,9 @@
 // checked: the rtl chip's C equals the functional model's bit for bit, and each element lies
 // within the fp32 summation bound of the exact (double) product of the bf16 operands.
 //
-//   gemm_bench N M K Nc [arith] [name]    (N = 16: the rtl chip; arith rtl | host, default host)
+//   gemm_bench N M K Nc [arith] [name] [pseudo-channels]
+//     (N = 16: the rtl chip; arith rtl | host, default host; 1 pseudo-channel, or 2: the chip
+//     built with two, arith rtl)
 //
 // Prints one JSON object: name, N, M, K, Nc, cycles, MACs, utilization, instructions (stored
 // and executed), HBM bytes, the tiling, wall seconds.
@@ -70,6 +72,7 @@ Program compile(const ChipShape& chip, uint32_t M, uint32_t Kt, uint32_t Ct, uin
   op.w_pitch = Ct * N * 2;
   op.w_by_column = false;  // B's row j is contraction index j
   op.epi_row_bytes = N * 4;
+  op.allow_whole_acc = true;  // a block may take the whole ACC (the time model decides)
   const uint32_t row4n = N * 4, out_pitch = Ct * N * 4;
   Epilogue epi;
   epi.run = [&](const Block& k) {
@@ -113,7 +116,7 @@ std::string json_escape(std::string s) {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: gemm_bench N M K Nc [rtl|host] [name]\n");
+    std::fprintf(stderr, "usage: gemm_bench N M K Nc [rtl|host] [name] [pseudo-channels]\n");
     return 2;
   }
   const int n = std::atoi(argv[1]);
@@ -122,6 +125,7 @@ int main(int argc, char** argv) {
   const uint32_t Nc = static_cast<uint32_t>(std::atoi(argv[4]));
   const std::string arith = argc > 5 ? argv[5] : "host";
   const std::string name = argc > 6 ? argv[6] : "gemm";
+  const int channels = argc > 7 ? std::atoi(argv[7]) : 1;
   if (M == 0 || K == 0 || Nc == 0 || K % n || Nc % n) {
     std::fprintf(stderr, "gemm_bench: M, K, Nc positive; K and Nc multiples of N = %d\n", n);
     return 2;
@@ -130,6 +134,7 @@ int main(int argc, char** argv) {
     driver::DeviceConfig rc = driver::chip_for_array(n);
     rc.backend = driver::Backend::kRtl;
     rc.arith = driver::parse_arith(arith);
+    rc.channels = channels;
     driver::DeviceConfig fc = rc;
     fc.backend = driver::Backend::kFunctional;
     auto rtl = driver::Device::open(rc);
@@ -189,11 +194,11 @@ int main(int argc, char** argv) {
     const double macs = double(M) * K * Nc;
     const double util = macs / (double(n) * n * double(report.cycles));
     std::printf(
-        "{\"name\": \"%s\", \"N\": %d, \"M\": %u, \"K\": %u, \"Nc\": %u, \"arith\": \"%s\", "
+        "{\"name\": \"%s\", \"N\": %d, \"channels\": %d, \"M\": %u, \"K\": %u, \"Nc\": %u, \"arith\": \"%s\", "
         "\"cycles\": %llu, \"macs\": %.0f, \"utilization\": %.6f, \"mxu_busy\": %llu, "
         "\"instructions\": %llu, \"executed\": %llu, \"hbm_bytes\": %llu, \"wall_seconds\": %.3f, "
         "\"tiling\": \"%s\"}\n",
-        name.c_str(), n, M, K, Nc, arith.c_str(), static_cast<unsigned long long>(report.cycles),
+        name.c_str(), n, channels, M, K, Nc, arith.c_str(), static_cast<unsigned long long>(report.cycles),
         macs, util, static_cast<unsigned long long>(report.perf[isa::PERF_MXU_BUSY]),
         static_cast<unsigned long long>(prog.stored),
         static_cast<unsigned long long>(prog.executed),

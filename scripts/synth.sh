@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make synth: Yosys (generic gates, `synth`) on the arithmetic block, the divide / square-root
 # unit, the processing element,
-# the SRAM macros (64 x 64 bits), the DMA (default parameters), the whole MXU at N = 4 (AccRows 16)
+# the SRAM macros (64 x 64 bits), the unified buffer's 4-bank arbitration at 5 and 6 ports, the DMA (default parameters), the whole MXU at N = 4 (AccRows 16)
 # and the chip top at N = 4 (latch check after proc). Fails on a parse
 # error, on any latch, or on an undriven signal. Cell counts: <out>/<top>.stat; a summary is printed at the end.
 # -defer: elaborate only at the requested parameters (without it Yosys first builds every module
@@ -40,6 +40,14 @@ run tpu_mxu_pe tpu_mxu_pe "" rtl/mxu/tpu_mxu_pe.sv
 run tpu_sram_sp tpu_sram_sp "-set Words 64 -set Elems 4 -set ElemW 16" rtl/mem/tpu_sram_sp.sv
 run tpu_sram_dp tpu_sram_dp "-set Words 64 -set Elems 4 -set ElemW 16" rtl/mem/tpu_sram_dp.sv
 run tpu_dma tpu_dma "" rtl/dma/tpu_dma_agen.sv rtl/dma/tpu_dma_fifo.sv rtl/dma/tpu_dma.sv
+# The unified buffer's arbitration at the chip's 6 requester ports (the MXU's weight reader has
+# its own) and at 5 (one shared MXU port): 4 banks of 32-byte words, 16 words (tiny macros, so
+# the difference is the arbiters and the read-data muxes).
+for p in 5 6; do
+  run tpu_ub_ports$p tpu_sram_banked \
+    "-set Banks 4 -set Words 16 -set Elems 32 -set ElemW 8 -set Ports $p -set FirstPort 2 -set CheckUnwritten 0" \
+    rtl/mem/tpu_sram_sp.sv rtl/mem/tpu_sram_banked.sv
+done
 run tpu_mxu_n4 tpu_mxu "-set N 4 -set AccRows 16" \
   rtl/mem/tpu_sram_dp.sv rtl/mxu/tpu_mxu_array.sv rtl/mxu/tpu_mxu_acc_mem.sv rtl/mxu/tpu_mxu.sv
 # The whole chip at N = 4 (small memories: UB 1 KiB, 16 ACC rows, queues of 2): elaborated and

@@ -75,7 +75,7 @@ module tpu_seq #(
   output logic                 abort_o,              // drop work: a fault is being handled
   // activity, for the performance counters
   output logic                 running_o,            // a program is running
-  output logic [Units-1:0]     unit_busy_o,          // unit u is not idle
+  output logic [Units-1:0]     unit_busy_o,          // unit u takes or works on an instruction
   output logic [Units-1:0]     unit_stall_o,         // unit u's queue head cannot proceed
   output logic                 instr_retired_o,      // an instruction was decoded this cycle
   output logic [Units*4-1:0]   unit_state_o,         // per unit: {blocked, on WAIT, busy, queued}
@@ -647,7 +647,9 @@ module tpu_seq #(
   assign fault_event_o = state_q == DrainS && fault_code_o != tpu_isa_pkg::FAULT_NONE && drained;
   assign irq_user_o    = dec_go && w0[7:0] == tpu_isa_pkg::OP_IRQ;
   assign running_o     = state_q == RunS || state_q == DrainS;
-  assign unit_busy_o   = ~unit_idle_i;
+  // Busy: the unit takes an instruction this cycle or has one in progress (a unit that completes
+  // each instruction in the cycle it takes it, like the VPU's lane ops, is never "not idle").
+  assign unit_busy_o   = ~unit_idle_i | (unit_valid_o & unit_ready_i);
   assign unused_qw     = '0;
 
   // What each unit is doing, for the host's watchdog (CSR UNIT_STATE): instructions queued, the
@@ -655,7 +657,7 @@ module tpu_seq #(
   always_comb begin
     for (int u = 0; u < Units; u++) begin
       unit_state_o[4*u +: 4] = {unit_valid_o[u] && !unit_ready_i[u],
-                                unit_stall_o[u] && !unit_valid_o[u], !unit_idle_i[u], !q_empty[u]};
+                                unit_stall_o[u] && !unit_valid_o[u], unit_busy_o[u], !q_empty[u]};
     end
   end
 

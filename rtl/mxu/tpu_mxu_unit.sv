@@ -1,14 +1,14 @@
 // tpu_mxu_unit: the MXU as an instruction unit (docs/isa.md, "MXU"; docs/architecture.md, "MXU
 // unit"). It takes MXU.LDW and MXU.MM from the sequencer in program order and runs them on a
 // tpu_mxu. An LDW becomes a command of N rows for the weight row reader, an MM a command of
-// `rows` rows for the activation row reader (tpu_mxu_ub_rows each); the two readers share one
-// UB read port (round-robin when both request, a request held until granted) and feed the
-// MXU's weight and activation ports, so a tile loads while the previous MM's rows stream, as
-// far as the weight port's back-pressure (one shadow tile) allows. Every MM's first row carries
+// `rows` rows for the activation row reader (tpu_mxu_ub_rows each); each reader has its own UB
+// read port (a request held until granted) and feeds the MXU's weight or activation port, so a
+// tile loads while the previous MM's rows stream, as far as the weight port's back-pressure
+// (one shadow tile) allows: a sequence of tiles of T >= N + 1 rows streams one row a cycle. Every MM's first row carries
 // a_first, so it uses the tile of the LDW before it. Latency: an MM's first row reaches the
 // array 3 cycles after its instruction is taken (UB granting at once), its result lands in
-// the accumulator 2N - 1 cycles after that. Throughput: one UB word per granted cycle, so one
-// activation row per cycle with 2N <= UbWordBytes and the UB granting every cycle (2N /
+// the accumulator 2N - 1 cycles after that. Throughput: one UB word per granted cycle and port,
+// so one activation row per cycle with 2N <= UbWordBytes and the UB granting every cycle (2N /
 // UbWordBytes cycles a row above that). The sequencer has checked every range, alignment and
 // the tile count, so the unit never faults; it queues up to LdwDepth LDWs beyond the one being
 // read, so a program may leave at most LdwDepth + 1 tiles loaded and unused before an MM (one
@@ -36,12 +36,18 @@ module tpu_mxu_unit #(
   output logic                     instr_ready_o,     // taken this cycle if valid
   input  logic [127:0]             instr_i,
   output logic                     idle_o,            // nothing in progress, all results written
-  // unified buffer read port (one requester port of tpu_sram_banked)
-  output logic                     ub_req_o,          // a word read (held until granted)
-  input  logic                     ub_gnt_i,          // the read happens this cycle
-  output logic [UbWordAddrW-1:0]   ub_addr_o,         // UB word index
-  input  logic                     ub_rvalid_i,       // ub_rdata_i: the word granted last cycle
-  input  logic [8*UbWordBytes-1:0] ub_rdata_i,
+  // unified buffer read ports (requester ports of tpu_sram_banked): weight rows (MXU.LDW)
+  output logic                     w_ub_req_o,        // a word read (held until granted)
+  input  logic                     w_ub_gnt_i,        // the read happens this cycle
+  output logic [UbWordAddrW-1:0]   w_ub_addr_o,       // UB word index
+  input  logic                     w_ub_rvalid_i,     // w_ub_rdata_i: the word granted last cycle
+  input  logic [8*UbWordBytes-1:0] w_ub_rdata_i,
+  // ... and activation rows (MXU.MM)
+  output logic                     a_ub_req_o,
+  input  logic                     a_ub_gnt_i,
+  output logic [UbWordAddrW-1:0]   a_ub_addr_o,
+  input  logic                     a_ub_rvalid_i,
+  input  logic [8*UbWordBytes-1:0] a_ub_rdata_i,
   // accumulator read port (VPU.LD acc), tpu_mxu's
   input  logic                     acc_rd_valid_i,
   output logic                     acc_rd_ready_o,
@@ -72,8 +78,6 @@ module tpu_mxu_unit #(
   assign instr_ready_o = is_ldw ? w_cmd_ready : (is_mm ? a_cmd_ready : 1'b1);
 
   // ---------------------------------------------------------------- row readers
-  logic                   w_req, a_req, w_gnt, a_gnt, w_rvalid, a_rvalid;
-  logic [UbWordAddrW-1:0] w_addr, a_addr;
   logic                   w_row_valid, w_row_ready, a_row_valid, a_row_ready;
   logic [16*N-1:0]        w_row, a_row;
   logic [15:0]            w_row_idx, a_row_idx;
@@ -93,11 +97,11 @@ module tpu_mxu_unit #(
     .cmd_stride_i (w2[UbAddrW-1:0]),
     .cmd_rows_i   (16'(N)),
     .cmd_tag_i    (w0[8]),                            // a transposed tile
-    .rd_req_o     (w_req),
-    .rd_addr_o    (w_addr),
-    .rd_gnt_i     (w_gnt),
-    .rd_valid_i   (w_rvalid),
-    .rd_data_i    (ub_rdata_i),
+    .rd_req_o     (w_ub_req_o),
+    .rd_addr_o    (w_ub_addr_o),
+    .rd_gnt_i     (w_ub_gnt_i),
+    .rd_valid_i   (w_ub_rvalid_i),
+    .rd_data_i    (w_ub_rdata_i),
     .row_valid_o  (w_row_valid),
     .row_ready_i  (w_row_ready),
     .row_o        (w_row),
@@ -118,11 +122,11 @@ module tpu_mxu_unit #(
     .cmd_stride_i (w2[UbAddrW-1:0]),
     .cmd_rows_i   (w3[15:0]),
     .cmd_tag_i    ({w0[23:16], w0[8], w3[16 +: AccAddrW]}),
-    .rd_req_o     (a_req),
-    .rd_addr_o    (a_addr),
-    .rd_gnt_i     (a_gnt),
-    .rd_valid_i   (a_rvalid),
-    .rd_data_i    (ub_rdata_i),
+    .rd_req_o     (a_ub_req_o),
+    .rd_addr_o    (a_ub_addr_o),
+    .rd_gnt_i     (a_ub_gnt_i),
+    .rd_valid_i   (a_ub_rvalid_i),
+    .rd_data_i    (a_ub_rdata_i),
     .row_valid_o  (a_row_valid),
     .row_ready_i  (a_row_ready),
     .row_o        (a_row),
@@ -130,41 +134,6 @@ module tpu_mxu_unit #(
     .row_tag_o    (a_row_tag),
     .idle_o       (a_idle)
   );
-
-  // ---------------------------------------------------------------- UB port arbitration
-  // Round-robin between the readers when both request; a request not granted keeps the port
-  // (its reader holds it unchanged), so the port's request is never withdrawn or altered.
-  logic sel, sel_q, hold_q, last_q, ret_sel_q, gnt_q;   // sel: 1 = activation reader
-
-  always_comb begin
-    if (hold_q)              sel = sel_q;
-    else if (w_req && a_req) sel = !last_q;
-    else                     sel = a_req;
-  end
-  assign ub_req_o  = w_req || a_req;
-  assign ub_addr_o = sel ? a_addr : w_addr;
-  assign w_gnt     = ub_gnt_i && !sel;
-  assign a_gnt     = ub_gnt_i && sel;
-  assign w_rvalid  = ub_rvalid_i && !ret_sel_q;
-  assign a_rvalid  = ub_rvalid_i && ret_sel_q;
-
-  always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (!rst_ni) begin
-      sel_q     <= 1'b0;
-      hold_q    <= 1'b0;
-      last_q    <= 1'b0;
-      ret_sel_q <= 1'b0;
-      gnt_q     <= 1'b0;
-    end else begin
-      sel_q  <= sel;
-      hold_q <= ub_req_o && !ub_gnt_i;
-      gnt_q  <= ub_gnt_i;
-      if (ub_gnt_i) begin
-        last_q    <= sel;
-        ret_sel_q <= sel;
-      end
-    end
-  end
 
   // ---------------------------------------------------------------- transposed tiles
   // An MXU.LDW with the transpose bit: its N rows are collected into tbuf_q (row n at bits
@@ -256,7 +225,7 @@ module tpu_mxu_unit #(
 
   `TPU_ASSERT_IMPLIES(OnlyMxuInstructions, instr_valid_i, (is_ldw || is_mm))
   `TPU_ASSERT_IMPLIES(ClearOnlyWhenIdle, clear_i, idle_o)
-  `TPU_ASSERT(ReadDataOnlyAfterGrant, ub_rvalid_i == gnt_q)
-  `TPU_ASSERT_IMPLIES(HeldRequestKeepsPort, hold_q, (sel ? a_req : w_req))
+  `TPU_ASSERT_IMPLIES(WeightGrantOnlyOnRequest, w_ub_gnt_i, w_ub_req_o)
+  `TPU_ASSERT_IMPLIES(ActivationGrantOnlyOnRequest, a_ub_gnt_i, a_ub_req_o)
   `TPU_ASSERT_NEXT(MacRowMeansArrayBusy, mac_row_o, !idle_o)
 endmodule

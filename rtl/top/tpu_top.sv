@@ -7,8 +7,9 @@
 // activation rows from the unified buffer, results in its accumulator memory) and the VPU
 // (tpu_vpu: the unified buffer through tpu_ub_port, the accumulator through the MXU unit's
 // ports). The unified buffer is tpu_sram_banked: 4 word-interleaved banks of 32-byte words, one
-// port each for DMA reads, DMA writes, the MXU (granted first: its row stream never waits) and
-// the VPU. The HBM device pins of every
+// port each for DMA reads, DMA writes, the MXU's activation rows (granted first: its row stream
+// never waits), the MXU's weight rows (so a tile loads beside the stream) and the VPU. The HBM
+// device pins of every
 // pseudo-channel leave the chip for the device model. Two ICI link ports (tpu_ici_port: next
 // and prev ring neighbours) leave the chip as wires: remote DMA copies and remote SIGNALs go
 // out on them (tpu_dma_unit, tpu_seq), and what the neighbours send arrives through
@@ -23,7 +24,7 @@ module tpu_top #(
   parameter int unsigned QDepth   = tpu_pkg::QUEUE_DEPTH,    // per-unit instruction queues
   parameter int unsigned FetchDepth = tpu_pkg::FETCH_DEPTH,  // instructions fetched ahead
   parameter int unsigned TREFI    = tpu_pkg::HBM_TREFI,      // HBM refresh (tests shorten it)
-  parameter int unsigned LinkBytes = 16,            // ICI: bytes a link carries per cycle
+  parameter int unsigned LinkBytes = tpu_pkg::ICI_LINK_BYTES,  // ICI: bytes a link carries a cycle
   parameter int unsigned LinkCredits = 64,          // ICI: receive buffer per link (flits)
   parameter int unsigned LinkTxFlits = 256,         // ICI: transmit queue per link (flits)
   localparam int unsigned FlitW   = tpu_ici_pkg::FlitW,
@@ -324,8 +325,9 @@ module tpu_top #(
   );
 
   // ---------------------------------------------------------------- unified buffer
-  localparam int unsigned UbPorts = 5;              // 0 DMA read, 1 DMA write, 2 MXU, 3 VPU,
-                                                    // 4 ICI receive
+  localparam int unsigned UbPorts = 6;              // 0 DMA read, 1 DMA write, 2 MXU
+                                                    // activations, 3 VPU, 4 ICI receive,
+                                                    // 5 MXU weights
   logic [UbPorts-1:0]          ub_req, ub_gnt, ub_we, ub_rvalid;
   logic [UbPorts*UbWAddrW-1:0] ub_addr;
   logic [UbPorts*32-1:0]       ub_wmask;
@@ -420,8 +422,8 @@ module tpu_top #(
   logic                acc_wr_valid, acc_wr_ready;
   logic [AccAddrW-1:0] acc_rd_addr, acc_wr_addr;
   logic [32*N-1:0]     acc_rd_data, acc_wr_data;
-  logic                mxu_ub_req;
-  logic [UbWAddrW-1:0] mxu_ub_addr;
+  logic                mxu_ub_req, mxu_w_ub_req;
+  logic [UbWAddrW-1:0] mxu_ub_addr, mxu_w_ub_addr;
 
   tpu_mxu_unit #(.N(N), .UbBytes(UbBytes), .AccRows(AccRows)) u_mxu (
     .clk_i               (clk_i),
@@ -431,11 +433,16 @@ module tpu_top #(
     .instr_ready_o       (u_ready[1]),
     .instr_i             (u_instr[128 +: 128]),
     .idle_o              (u_idle[1]),
-    .ub_req_o            (mxu_ub_req),
-    .ub_gnt_i            (ub_gnt[2]),
-    .ub_addr_o           (mxu_ub_addr),
-    .ub_rvalid_i         (ub_rvalid[2]),
-    .ub_rdata_i          (ub_rdata[512 +: 256]),
+    .w_ub_req_o          (mxu_w_ub_req),
+    .w_ub_gnt_i          (ub_gnt[5]),
+    .w_ub_addr_o         (mxu_w_ub_addr),
+    .w_ub_rvalid_i       (ub_rvalid[5]),
+    .w_ub_rdata_i        (ub_rdata[1280 +: 256]),
+    .a_ub_req_o          (mxu_ub_req),
+    .a_ub_gnt_i          (ub_gnt[2]),
+    .a_ub_addr_o         (mxu_ub_addr),
+    .a_ub_rvalid_i       (ub_rvalid[2]),
+    .a_ub_rdata_i        (ub_rdata[512 +: 256]),
     .acc_rd_valid_i      (acc_rd_valid),
     .acc_rd_ready_o      (acc_rd_ready),
     .acc_rd_addr_i       (acc_rd_addr),
@@ -452,6 +459,11 @@ module tpu_top #(
   assign ub_addr[2*UbWAddrW +: UbWAddrW] = mxu_ub_addr;
   assign ub_wmask[64 +: 32]   = '0;
   assign ub_wdata[512 +: 256] = '0;
+  assign ub_req[5] = mxu_w_ub_req;
+  assign ub_we[5]  = 1'b0;
+  assign ub_addr[5*UbWAddrW +: UbWAddrW] = mxu_w_ub_addr;
+  assign ub_wmask[160 +: 32]   = '0;
+  assign ub_wdata[1280 +: 256] = '0;
   assign u_fault[1]             = 1'b0;               // the MXU and VPU never fault
   assign u_fault_code[4 +: 8]   = '0;
   assign u_fault_pc[32 +: 64]   = '0;

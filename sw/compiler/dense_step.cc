@@ -511,10 +511,20 @@ DenseParams DenseStackStep::merge_replica_gradients(const std::vector<DenseParam
 
 const Graph& DenseStackStep::graph() const { return *graph_; }
 
+uint64_t DenseStackStep::hbm_bound_cycles() const {
+  const uint64_t peak = kHbmBytesPerCycle * static_cast<uint64_t>(chip_.channels);
+  const uint64_t bytes = stats_.hbm_bytes + stats_.instructions * isa::kInstructionBytes;
+  return (bytes + peak - 1) / peak;
+}
+
+uint64_t DenseStackStep::ici_bound_cycles() const {
+  const uint64_t link = chip_params::ICI_LINK_BYTES;
+  return (stats_.ici_bytes + link - 1) / link;
+}
+
 uint64_t DenseStackStep::bound_cycles() const {
   uint64_t sum = 0;
-  for (const auto& p : stats_.phases)
-    sum += std::max({p.mxu_bound, p.vpu, p.hbm_bytes / kHbmBytesPerCycle});
+  for (const auto& p : stats_.phases) sum += roofline(p, chip_.channels).bound();
   return sum;
 }
 

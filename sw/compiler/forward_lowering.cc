@@ -148,6 +148,7 @@ void StepLowering::dense_forward(const Node& n) {
   const bool relu = n.op != "fused.matmul_bias";
   Matmul op = dense_matmul(l, R, "Dense forward");
   op.epi_row_bytes = row2n;
+  op.allow_whole_acc = true;
   const uint64_t out = x_addr(l);
   const float rate = train && n.op == "fused.matmul_bias_relu_dropout"
                          ? static_cast<float>(n.num.at("rate"))

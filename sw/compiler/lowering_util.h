@@ -139,8 +139,8 @@ class StepPhases {
     start_.push_back(b_.stats());
   }
   const std::string& current() const { return stats_.phases.back().name; }
-  // Loop compression (no loop crosses a phase) and the statistics; `mxu_bound`: MXU rows plus N
-  // per weight-tile load.
+  // Loop compression (no loop crosses a phase) and the statistics; `mxu_bound`: the MXU's shape
+  // bound (BuilderStats::mxu_cycles).
   std::vector<isa::Instruction> finish(uint64_t& mxu_bound) {
     const uint64_t N = static_cast<uint64_t>(b_.n());
     std::vector<uint64_t> marks;
@@ -155,12 +155,17 @@ class StepPhases {
       const BuilderStats& s1 = last ? bs : start_[p + 1];
       StepStats::Phase& ph = stats_.phases[p];
       ph.instructions = end - ph.first_instruction;
-      ph.mxu_bound = (s1.mxu_rows - s0.mxu_rows) + (s1.mxu_ldw - s0.mxu_ldw) * N;
+      ph.executed = isa::executed_count(std::vector<isa::Instruction>(
+          program.begin() + static_cast<std::ptrdiff_t>(ph.first_instruction),
+          program.begin() + static_cast<std::ptrdiff_t>(end)));
+      ph.mxu_bound = s1.mxu_cycles - s0.mxu_cycles;
       ph.vpu = s1.per_unit[2] - s0.per_unit[2];
       ph.dma = s1.per_unit[0] - s0.per_unit[0];
       ph.macs = (s1.mxu_rows - s0.mxu_rows) * N * N;
       ph.dma_elements = s1.dma_elements - s0.dma_elements;
+      ph.dma_cycles = s1.dma_cycles - s0.dma_cycles;
       ph.hbm_bytes = s1.hbm_bytes - s0.hbm_bytes;
+      ph.ici_bytes = s1.ici_bytes - s0.ici_bytes;
     }
     stats_.instructions = program.size();
     stats_.executed = isa::executed_count(program);
@@ -174,8 +179,10 @@ class StepPhases {
     stats_.vpu = bs.per_unit[2];
     stats_.macs = bs.mxu_rows * N * N;
     stats_.dma_elements = bs.dma_elements;
+    stats_.dma_cycles = bs.dma_cycles;
     stats_.hbm_bytes = bs.hbm_bytes;
-    mxu_bound = bs.mxu_rows + bs.mxu_ldw * N;
+    stats_.ici_bytes = bs.ici_bytes;
+    mxu_bound = bs.mxu_cycles;
     return program;
   }
 

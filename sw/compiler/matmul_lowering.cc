@@ -79,10 +79,15 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   // of a tap, or less), so there the pick has the least estimated time, max(MXU, DMA): the
   // MXU streams max(rows, N + 1) a tile, the DMA moves 16 HBM bytes a cycle plus kRunCycles
   // a contiguous run and kLoadCycles a load (a copy's start-up).
-  constexpr uint64_t kRunCycles = 2, kLoadCycles = 64;
+  // kEpiRowCycles: what the VPU spends on an ACC row of a block's epilogue (a load, a store,
+  // an operation), which a single-buffered ACC (below) cannot hide behind the next block.
+  constexpr uint64_t kRunCycles = 2, kLoadCycles = 64, kEpiRowCycles = 3;
   struct Tiling {
     uint32_t R = 0, CT = 0, PR = 0, KG = 0;
     uint64_t traffic = 0, time = ~0ull;
+    bool single = false;  // blocks take the whole ACC, each epilogue before the next matmul
+    uint64_t dma = ~0ull;  // the DMA's estimate: of two tilings as fast, the one with less
+    uint64_t mxu = 1;
   };
   // A gathered A operand beside plain weights, without a load epilogue (a convolution's
   // forward and input gradient), whose column tiles fit one group: the largest row block whose
@@ -105,11 +110,16 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   if (op.M % ra)
     throw std::logic_error(std::string(op.name) + ": " + std::to_string(op.M) +
                            " rows are not whole multiples of " + std::to_string(ra));
-  auto search = [&](uint32_t stage_bytes) {
+  // `span`: the ACC rows a block may take — half the ACC (blocks alternate halves, so block k's
+  // epilogue overlaps block k + 1's matmul) or, for plain operands and an epilogue without a
+  // load part, the whole ACC (blocks twice as large, so half the operand traffic, each
+  // epilogue's ACC reads before the next block's matmul: the time model adds them).
+  auto search = [&](uint32_t stage_bytes, uint32_t span) {
+    const bool single = span > half;
     Tiling best, rows_first;
     for (uint32_t ct = op.whole_columns ? op.Ct : 1; ct <= op.Ct; ++ct) {
-      if (ct > half) break;
-      const uint32_t r = std::min(op.M, half / ct) / ra * ra;
+      if (ct > span) break;
+      const uint32_t r = std::min(op.M, span / ct) / ra * ra;
       // epilogue pieces: `nbuf` buffers in at most half the arena
       const uint32_t pr = op.epi_row_bytes
                               ? static_cast<uint32_t>(std::min<uint64_t>(
@@ -163,17 +173,21 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
                                kLoadCycles * (loads + (plain_model ? pieces : 0));
           const uint64_t mxu = rblocks * cgroups * op.Kt * ct * std::max<uint64_t>(rr, N + 1);
           const uint64_t traffic = (a_bytes + w_bytes) / 2;
-          const uint64_t time = gathered || plain_model ? std::max(dma, mxu) : traffic;
+          const uint64_t epi_drain = single ? rblocks * cgroups * rr * ct * kEpiRowCycles : 0;
+          const uint64_t time =
+              gathered || plain_model ? std::max(dma, mxu) + epi_drain : traffic;
           // the whole contraction in one group: larger pieces buy no longer runs, only a coarser
           // pipeline, so half-size pieces (an epilogue without a load part)
           // (a row-aligned epilogue keeps whole blocks: its pieces already combine rows)
           const uint32_t pk = kg == op.Kt && !epi.load && p >= 2 && ra == 1 ? p / 2 : p;
-          if (time < best.time && (p == p_max || !by_rows)) best = {rr, ct, pk, kg, traffic, time};
+          if ((time < best.time || (time == best.time && single && dma < best.dma)) &&
+              (p == p_max || !by_rows))
+            best = {rr, ct, pk, kg, traffic, time, single, dma, mxu};
           // (all column tiles in one group, A read once; full-size pieces where they leave room,
           // halved again, as for every matmul, when the whole contraction is one group)
           if (by_rows && ct == op.Ct && kg >= std::min(2u, op.Kt) &&
               (rr > rows_first.R || (rr == rows_first.R && kg > rows_first.KG)))
-            rows_first = {rr, ct, pk, kg, traffic, time};
+            rows_first = {rr, ct, pk, kg, traffic, time, single, dma, mxu};
         }
         if (!gathered) break;
       }
@@ -181,8 +195,17 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
     return rows_first.CT ? rows_first : best;
   };
   uint32_t stage_bytes = op.a_stage_bytes;
-  Tiling best = search(stage_bytes);
-  if (!best.CT && stage_bytes) best = search(stage_bytes = 0);
+  Tiling best = search(stage_bytes, half);
+  if (!best.CT && stage_bytes) best = search(stage_bytes = 0, half);
+  if (!gathered && !epi.load && op.allow_whole_acc) {
+    // Half against whole ACC: both are usually MXU-bound in the model, but the DMA's loads hide
+    // behind the MXU less well the closer they come to it (HBM row misses, refresh, the group
+    // pipeline's two buffers): fitted on the GEMM benchmark's squares, about dma² / (3 mxu)
+    // more cycles.
+    auto score = [](const Tiling& t) { return t.time + t.dma / 3 * t.dma / t.mxu; };
+    const Tiling whole = search(stage_bytes, acc_rows);
+    if (whole.CT && score(whole) < score(best)) best = whole;
+  }
   const uint32_t R = best.R, CT = best.CT, PR = best.PR, KG = best.KG;
   // MXU.MM's acc_stride reaches 256: wider column groups keep their tiles one after the other
   const bool acc_inter = op.acc_interleave && CT <= 256;
@@ -208,7 +231,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   for (uint32_t r0 = 0; r0 < op.M; r0 += R)
     for (uint32_t c0 = 0; c0 < op.Ct; c0 += CT)
       blocks.push_back({r0, std::min(R, op.M - r0), c0, std::min(CT, op.Ct - c0),
-                        static_cast<uint32_t>(blocks.size() % 2) * half});
+                        best.single ? 0u : static_cast<uint32_t>(blocks.size() % 2) * half});
   uint32_t slot = 0;
   // the shape of each buffer's last gathered load (rows, first column, columns)
   std::array<std::array<uint64_t, 3>, 3> a_shape{}, w_shape{};
@@ -284,8 +307,19 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
     if (lk < pieces.size()) epi.load(pieces[lk][li++]);
   };
   emit_mm(blocks[0]);
-  for (size_t i = 0; epi.load && i + 1 < nbuf; ++i) load_next();
-  for (size_t k = 0; k < blocks.size(); ++k) {
+  if (best.single) {
+    // One ACC for all blocks: block k's epilogue reads its rows before block k + 1's matmul
+    // overwrites them; only the next block's first operand loads go ahead of it.
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      Steps next;
+      if (k + 1 < blocks.size()) next = mm_steps(blocks[k + 1]);
+      if (!next.empty()) next.front()();
+      for (const Block& piece : pieces[k]) epi.run(piece);
+      for (size_t i = 1; i < next.size(); ++i) next[i]();
+    }
+  }
+  for (size_t i = 0; !best.single && epi.load && i + 1 < nbuf; ++i) load_next();
+  for (size_t k = 0; !best.single && k < blocks.size(); ++k) {
     Steps next;
     if (k + 1 < blocks.size()) {
       if (op.interleave)
@@ -306,7 +340,8 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
          "] x [" + std::to_string(op.Kt * N) + " x " + std::to_string(op.Ct * N) + "]" +
          (op.w_by_column ? " (weight tiles transposed, MXU.LDW t)" : "") + "; row blocks of " +
          std::to_string(R) + ", column groups of " + std::to_string(CT) + " tiles, contraction " +
-         std::to_string(op.Kt) + " tiles in groups of " + std::to_string(KG) + "; " +
+         std::to_string(op.Kt) + " tiles in groups of " + std::to_string(KG) +
+         (best.single ? "; the whole ACC a block" : "") + "; " +
          std::to_string(best.traffic * 2) + " operand bytes from HBM; epilogue pieces of " +
          std::to_string(PR) + " rows, 2 x " + std::to_string(uint64_t{PR} * CT * op.epi_row_bytes) +
          " bytes of UB";

@@ -32,6 +32,10 @@ struct Matmul {
   // Spread the next row block's matmul between this block's epilogue pieces instead of emitting
   // it whole before them (for epilogues heavy on the DMA and VPU: the optimizer's)
   bool interleave = false;
+  // Plain operands and an epilogue without a load part may take the whole ACC a block when the
+  // time model says the halved operand traffic outweighs the epilogue it no longer hides
+  // (emit_matmul); off where a lowering was measured with the half-ACC tiling.
+  bool allow_whole_acc = false;
   // The block's column tiles interleaved in the ACC: tile c's row r at acc0 + r ct + c (MXU.MM
   // acc_stride ct), so an epilogue walking the piece row by row, tile by tile, reads
   // consecutive ACC rows, as its UB rows (one REPEAT a piece: the optimizer's); else tile c's

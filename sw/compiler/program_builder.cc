@@ -23,6 +23,69 @@ void DmaWalk::span(int e, uint64_t& lo, uint64_t& hi) const {
   hi = static_cast<uint64_t>(static_cast<int64_t>(base) + max_off + e);
 }
 
+namespace {
+// The element indices (exclusive ends) where a walk's runs end, in order: each call to next()
+// returns the next one. Runs lie in one iteration of loop 0, within one 32-byte word, and are
+// single elements when loop 0 is not contiguous (tpu_dma_agen).
+class RunEnds {
+ public:
+  RunEnds(const DmaWalk& w, int e) : w_(w), e_(e) {
+    count0_ = w.loops.empty() ? 1 : w.loops[0].first;
+    contiguous_ = !w.loops.empty() && w.loops[0].second == e && count0_ > 1;
+    idx_.assign(w.loops.size(), 0);
+  }
+  uint64_t next() {
+    uint64_t len = 1;
+    if (contiguous_) {
+      const uint64_t addr = address();
+      const uint64_t in_word = (32 - addr % 32) / static_cast<uint64_t>(e_);
+      len = std::max<uint64_t>(1, std::min<uint64_t>(in_word, count0_ - idx_[0]));
+    }
+    advance(len);
+    return pos_;
+  }
+
+ private:
+  uint64_t address() const {
+    int64_t a = static_cast<int64_t>(w_.base);
+    for (size_t l = 0; l < idx_.size(); ++l) a += static_cast<int64_t>(idx_[l]) * w_.loops[l].second;
+    return static_cast<uint64_t>(a);
+  }
+  void advance(uint64_t len) {
+    pos_ += len;
+    if (idx_.empty()) return;
+    idx_[0] += len;  // len never crosses loop 0's end
+    for (size_t l = 0; l + 1 < idx_.size() && idx_[l] >= w_.loops[l].first; ++l) {
+      idx_[l] = 0;
+      ++idx_[l + 1];
+    }
+  }
+  const DmaWalk& w_;
+  int e_;
+  uint64_t count0_ = 1, pos_ = 0;
+  bool contiguous_ = false;
+  std::vector<uint64_t> idx_;
+};
+}  // namespace
+
+uint64_t dma_run_cycles(const DmaWalk& src, const DmaWalk& dst, int e) {
+  // A gather moves an element a cycle: no need to walk it.
+  const bool s_contig = !src.loops.empty() && src.loops[0].second == e && src.loops[0].first > 1;
+  const bool d_contig = !dst.loops.empty() && dst.loops[0].second == e && dst.loops[0].first > 1;
+  if (!s_contig || !d_contig) return src.elements();
+  RunEnds a(src, e), b(dst, e);
+  const uint64_t total = src.elements();
+  uint64_t ea = a.next(), eb = b.next(), cycles = 0;
+  for (;;) {
+    ++cycles;  // the piece ending at the nearer run end
+    const uint64_t m = std::min(ea, eb);
+    if (m >= total) break;
+    if (ea == m) ea = a.next();
+    if (eb == m) eb = b.next();
+  }
+  return cycles;
+}
+
 ProgramBuilder::ProgramBuilder(int n, uint64_t ub_bytes, uint32_t acc_rows)
     : n_(n),
       ub_bytes_(ub_bytes),
@@ -165,6 +228,7 @@ void ProgramBuilder::dma_copy(const DmaWalk& src, const DmaWalk& dst, int e) {
   Instruction i;
   i.op = isa::Opcode::kDmaCopy;
   stats_.dma_elements += src.elements();
+  stats_.dma_cycles += dma_run_cycles(src, dst, e);
   stats_.hbm_bytes += src.elements() * e * ((src.space == isa::Space::kHbm) + (dst.space == isa::Space::kHbm));
   i.src_space = src.space;
   i.dst_space = dst.space;
@@ -208,6 +272,7 @@ void ProgramBuilder::mxu_mm(bool accumulate, uint32_t addr, int32_t stride, uint
   Instruction i;
   i.op = isa::Opcode::kMxuMm;
   stats_.mxu_rows += rows;
+  stats_.mxu_cycles += mxu_shape_cycles(rows);
   i.acc_mode = accumulate ? isa::AccMode::kAcc : isa::AccMode::kSet;
   i.addr = addr;
   i.stride = stride;
@@ -294,12 +359,68 @@ void ProgramBuilder::irq(uint32_t code) {
 }
 
 void ProgramBuilder::fenced_block(const std::vector<Instruction>& block) {
+  count_block(block);
   Instruction fence;
   fence.op = isa::Opcode::kFence;
   program_.push_back(fence);
   program_.insert(program_.end(), block.begin(), block.end());
   program_.push_back(fence);
   for (auto& walk : loop_regs_) walk.fill({0u, 0});  // count 0: never a register's value
+}
+
+void ProgramBuilder::count_block(const std::vector<Instruction>& block) {
+  // The DMA's loop registers as the block sets them (it sets every loop its copies use).
+  std::array<std::array<std::pair<uint32_t, int32_t>, 4>, 2> regs;
+  for (auto& w : regs) w.fill({1u, 0});
+  for (const Instruction& i : isa::expand_repeats(block)) {
+    switch (i.op) {
+      case isa::Opcode::kWait:
+      case isa::Opcode::kSignal:
+        ++stats_.per_unit[static_cast<size_t>(i.unit)];
+        (i.op == isa::Opcode::kWait ? stats_.waits : stats_.signals) += 1;
+        break;
+      case isa::Opcode::kDmaLoop: {
+        auto& w = regs[static_cast<size_t>(i.walk)];
+        w[2 * i.pair] = {i.c0, i.s0};
+        w[2 * i.pair + 1] = {i.c1, i.s1};
+        ++stats_.per_unit[0];
+        break;
+      }
+      case isa::Opcode::kDmaCopy: {
+        DmaWalk src{i.src_space, i.src, {}}, dst{i.dst_space, i.dst, {}};
+        for (int l = 0; l < 4; ++l) {
+          src.loops.push_back(regs[0][l]);
+          dst.loops.push_back(regs[1][l]);
+        }
+        const uint64_t n = src.elements(), e = i.elem_bytes;
+        const bool remote = i.link != isa::Link::kLocal;
+        stats_.dma_elements += n;
+        stats_.dma_cycles += dma_run_cycles(src, dst, static_cast<int>(e));
+        stats_.hbm_bytes +=
+            n * e * ((src.space == isa::Space::kHbm) + (!remote && dst.space == isa::Space::kHbm));
+        if (remote) stats_.ici_bytes += n * e;
+        ++stats_.per_unit[0];
+        break;
+      }
+      case isa::Opcode::kMxuLdw:
+        ++stats_.mxu_ldw;
+        ++stats_.per_unit[1];
+        break;
+      case isa::Opcode::kMxuMm:
+        stats_.mxu_rows += i.rows;
+        stats_.mxu_cycles += mxu_shape_cycles(i.rows);
+        ++stats_.per_unit[1];
+        break;
+      case isa::Opcode::kVpuLd:
+      case isa::Opcode::kVpuSt:
+      case isa::Opcode::kVpuOp:
+      case isa::Opcode::kVpuLi:
+        ++stats_.per_unit[2];
+        break;
+      default:
+        break;
+    }
+  }
 }
 
 std::vector<Instruction> ProgramBuilder::finish() {

@@ -12,6 +12,7 @@
 // program order, so HBM needs no tracking.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -41,13 +42,22 @@ struct DmaWalk {
   void span(int e, uint64_t& lo, uint64_t& hi) const;
 };
 
+// The cycles a DMA.COPY of elements of `e` bytes takes at the DMA's peak (tpu_dma): one
+// extractor step a cycle, each moving the elements that are in one source run and one
+// destination run, where a walk's runs are the consecutive elements of its innermost loop that
+// lie in one 32-byte word (one element each when that loop is not contiguous).
+uint64_t dma_run_cycles(const DmaWalk& src, const DmaWalk& dst, int e);
+
 struct BuilderStats {
   uint64_t instructions = 0, waits = 0, signals = 0;
   std::array<uint64_t, 3> per_unit{};  // DMA, MXU, VPU instructions (sync included)
   uint64_t mxu_rows = 0;      // activation rows streamed by MXU.MM (one cycle each at best)
   uint64_t mxu_ldw = 0;       // weight tiles loaded (N rows each)
+  uint64_t mxu_cycles = 0;    // the MXU's shape bound: max(rows x UB words a row, N + 1) an MM
   uint64_t dma_elements = 0;  // elements moved by DMA.COPY (a word a cycle on contiguous runs)
+  uint64_t dma_cycles = 0;    // DMA.COPY at the DMA's peak, one run a cycle (dma_run_cycles)
   uint64_t hbm_bytes = 0;     // HBM bytes DMA.COPY reads and writes (the memory's bound)
+  uint64_t ici_bytes = 0;     // bytes DMA.COPY writes into a neighbour (over an ICI link)
 };
 
 class ProgramBuilder {
@@ -84,7 +94,8 @@ class ProgramBuilder {
   // A block the builder does not track (the ring all-reduce, with its own counters SC3..SC5
   // and remote ones), fenced on both sides: everything before it has completed when it
   // starts, and it has completed before anything after it starts. The DMA loop registers are
-  // unknown after it (the next copy sets its loops).
+  // unknown after it (the next copy sets its loops). What it executes is counted in the
+  // statistics like the builder's own instructions.
   void fenced_block(const std::vector<Instruction>& block);
   // HALT; the program is complete.
   std::vector<Instruction> finish();
@@ -104,6 +115,12 @@ class ProgramBuilder {
     return s == Footprint::Space::kUb ? ub_ : acc_;
   }
   void set_loops(isa::Walk walk, const DmaWalk& w);
+  void count_block(const std::vector<Instruction>& block);  // fenced_block's statistics
+  // The MXU's shape bound of an MXU.MM of `rows` rows: a row (2N/32 UB words) a cycle, or the
+  // next tile's N weight rows, loading beside it.
+  uint64_t mxu_shape_cycles(uint32_t rows) const {
+    return std::max<uint64_t>(uint64_t{rows} * std::max(1, 2 * n_ / 32), uint64_t(n_) + 1);
+  }
   void check_ub(uint64_t lo, uint64_t hi, const char* what) const;
 
   int n_;

@@ -10,6 +10,10 @@
 #include "Vtpu_top_n16_host___024root.h"  // ChipSim: one evaluation a cycle
 #include "Vtpu_top_n4.h"
 #include "Vtpu_top_n4___024root.h"  // ChipSim: one evaluation a cycle
+#ifdef TESSERA_CHIP_N128
+#include "Vtpu_top_n128_host.h"
+#include "Vtpu_top_n128_host___024root.h"  // ChipSim: one evaluation a cycle
+#endif
 #include "harness/chip/chip_sim.h"
 #include "harness/chip/ring_sim.h"
 #include "sim/host_arith.h"
@@ -224,6 +228,9 @@ namespace {
 }  // namespace
 
 bool rtl_host_arith_built(const DeviceConfig& config) {
+#ifdef TESSERA_CHIP_N128
+  if (same_chip(config, DeviceConfig(large_chip(128)))) return true;
+#endif
   return same_chip(config, rtl_configurations()[1]);
 }
 
@@ -236,8 +243,9 @@ void check_host_arith(const DeviceConfig& config) {
     throw std::invalid_argument(
         "the host-arithmetic build of the chip (--arith host) exists for N = 16, UB " +
         std::to_string(c16.ub_bytes) + " bytes, " + std::to_string(c16.acc_rows) +
-        " ACC rows, 1 pseudo-channel; asked for N = " + std::to_string(config.n) + ", " +
-        std::to_string(config.channels) + " pseudo-channel(s): use --arith rtl");
+        " ACC rows, 1 pseudo-channel (and N = 128 in a build with make chip128); asked for N = " +
+        std::to_string(config.n) + ", " + std::to_string(config.channels) +
+        " pseudo-channel(s): use --arith rtl");
   }
   if (!tessera_host_arith::environment_ok())
     throw std::runtime_error(
@@ -251,6 +259,9 @@ std::unique_ptr<Device> make_rtl_device(const DeviceConfig& config) {
   const auto built = rtl_configurations();
   if (config.arith == Arith::kHost) {
     check_host_arith(config);
+#ifdef TESSERA_CHIP_N128
+    if (config.n == 128) return std::make_unique<RtlDevice<Vtpu_top_n128_host>>(config);
+#endif
     return std::make_unique<RtlDevice<Vtpu_top_n16_host>>(config);
   }
   if (same_chip(config, built[0])) return std::make_unique<RtlDevice<Vtpu_top_n4>>(config);
@@ -263,6 +274,10 @@ std::unique_ptr<Cluster> make_rtl_cluster(const DeviceConfig& config, int chips,
   const auto built = rtl_configurations();
   if (config.arith == Arith::kHost) {
     check_host_arith(config);
+#ifdef TESSERA_CHIP_N128
+    if (config.n == 128)
+      return std::make_unique<RtlCluster<Vtpu_top_n128_host>>(config, chips, threads);
+#endif
     return std::make_unique<RtlCluster<Vtpu_top_n16_host>>(config, chips, threads);
   }
   if (same_chip(config, built[0]))

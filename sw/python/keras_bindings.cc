@@ -357,14 +357,23 @@ void bind_keras(py::module_& m) {
         d["mxu_bound_cycles"] = st.mxu_bound_cycles();
         d["vpu_bound_cycles"] = st.vpu_bound_cycles();
         d["dma_bound_cycles"] = st.dma_bound_cycles();
+        d["hbm_bound_cycles"] = st.hbm_bound_cycles();
+        d["ici_bound_cycles"] = st.ici_bound_cycles();
         d["bound_cycles"] = st.bound_cycles();
         py::list phases;
         for (const auto& p : st.stats().phases) {
           py::dict ph;
           ph["name"] = p.name;
           ph["instructions"] = p.instructions;
-          ph["mxu_bound"] = p.mxu_bound;
-          ph["vpu"] = p.vpu;
+          const compiler::Roofline rf = compiler::roofline(p, st.chip().channels);
+          ph["mxu_bound"] = rf.mxu;
+          ph["vpu"] = rf.vpu;
+          ph["dma_bound"] = rf.dma;
+          ph["hbm_bound"] = rf.hbm;
+          ph["ici_bound"] = rf.ici;
+          ph["seq_bound"] = rf.seq;
+          ph["roofline"] = rf.bound();
+          ph["binds"] = rf.unit();
           ph["hbm_bytes"] = p.hbm_bytes;
           ph["macs"] = p.macs;
           phases.append(ph);

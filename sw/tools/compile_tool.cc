@@ -22,17 +22,25 @@ namespace tessera::tools {
 
 namespace {
 
-void print_stats(std::ostream& out, const compiler::StepStats& st, uint64_t mxu, uint64_t vpu) {
+void print_stats(std::ostream& out, const compiler::DenseStackStep& step) {
+  const compiler::StepStats& st = step.stats();
   out << "== program: " << st.instructions << " instructions (" << st.instructions * 16
       << " bytes, " << st.loops << " REPEAT loops; " << st.executed
       << " executed, loop bodies unrolled), DMA " << st.dma << ", MXU " << st.mxu << ", VPU "
       << st.vpu << "; sync: " << st.waits << " WAIT, " << st.signals << " SIGNAL; " << st.macs
       << " MACs; " << st.dma_elements << " DMA elements\n";
-  for (const auto& p : st.phases)
+  for (const auto& p : st.phases) {
+    const compiler::Roofline rf = compiler::roofline(p, step.chip().channels);
     out << "  " << std::left << std::setw(10) << p.name << std::right << std::setw(9)
-        << p.instructions << " instructions, MXU bound " << std::setw(8) << p.mxu_bound << ", VPU "
-        << std::setw(8) << p.vpu << ", DMA elements " << std::setw(8) << p.dma_elements << "\n";
-  out << "  bound: MXU " << mxu << " cycles, VPU " << vpu << " cycles\n";
+        << p.instructions << " instructions, MXU bound " << std::setw(8) << rf.mxu << ", VPU "
+        << std::setw(8) << rf.vpu << ", DMA " << std::setw(8) << rf.dma << " (" << p.dma_elements
+        << " elements), HBM " << std::setw(8) << rf.hbm << ", ICI " << rf.ici << ", SEQ "
+        << rf.seq << ": roofline " << rf.bound() << " (" << rf.unit() << ")\n";
+  }
+  out << "  bound: MXU " << step.mxu_bound_cycles() << " cycles, VPU " << step.vpu_bound_cycles()
+      << " cycles, DMA " << step.dma_bound_cycles() << " cycles, HBM " << step.hbm_bound_cycles()
+      << " cycles, ICI " << step.ici_bound_cycles() << " cycles; roofline " << step.bound_cycles()
+      << " cycles\n";
 }
 
 int write_asm(const CompileOptions& o, const std::vector<isa::Instruction>& prog, std::ostream& out,
@@ -112,7 +120,7 @@ int compile_dense(const CompileOptions& o, const compiler::DenseStackSpec& spec_
           << "\n";
     out << "  total " << Y.bytes << " bytes\n\n";
   }
-  print_stats(out, step->stats(), step->mxu_bound_cycles(), step->vpu_bound_cycles());
+  print_stats(out, *step);
   return write_asm(o, step->program(), out, err);
 }
 

@@ -13,13 +13,12 @@
 namespace tessera::tools {
 
 std::vector<PhaseTiming> phase_timings(const compiler::StepStats& stats, uint64_t prog_addr,
-                                       const driver::RunReport& run) {
+                                       const driver::RunReport& run, int channels) {
   const auto& ph = stats.phases;
   std::vector<PhaseTiming> out(ph.size());
   for (size_t p = 0; p < ph.size(); ++p) {
     out[p].name = ph[p].name;
-    out[p].mxu_bound = ph[p].mxu_bound;
-    out[p].vpu_ops = ph[p].vpu;
+    out[p].roof = compiler::roofline(ph[p], channels);
   }
   if (run.samples.empty() || ph.empty()) return out;
   auto phase_of = [&](uint32_t pc) {
@@ -62,24 +61,25 @@ std::vector<PhaseTiming> phase_timings(const compiler::StepStats& stats, uint64_
 
 std::string phase_report(const std::vector<PhaseTiming>& phases, int n, int channels) {
   std::ostringstream o;
-  o << "phase        cycles      share  DMA busy  MXU busy  VPU busy  MXU util  MXU bound  "
-       "bound/cycles  bound/busy  MACs/HBM byte  HBM bus  R/W turns  REFs\n";
+  o << "phase         cycles   share  DMA busy  MXU busy  VPU busy  MXU util   roofline  binds  "
+       "cycles/roofline  MXU bound/busy  MACs/HBM byte  HBM bus  R/W turns  REFs\n";
   uint64_t total = 0;
   for (const auto& p : phases) total += p.end - p.begin;
   for (const auto& p : phases) {
     const double c = static_cast<double>(p.end - p.begin);
+    const uint64_t bound = p.roof.bound();
     auto pct = [&](double x) {
       std::ostringstream s;
       s << std::fixed << std::setprecision(1) << (c > 0 ? 100.0 * x / c : 0.0) << "%";
       return s.str();
     };
     o << std::left << std::setw(12) << p.name << std::right << std::setw(9) << (p.end - p.begin)
-      << std::setw(10) << pct(total ? c * c / double(total) : 0) << std::setw(10)
+      << std::setw(8) << pct(total ? c * c / double(total) : 0) << std::setw(10)
       << pct(double(p.busy[0])) << std::setw(10) << pct(double(p.busy[1])) << std::setw(10)
       << pct(double(p.busy[2])) << std::setw(10) << pct(double(p.macs) / (double(n) * n))
-      << std::setw(11) << p.mxu_bound << std::setw(14) << std::fixed << std::setprecision(3)
-      << (c > 0 ? double(p.mxu_bound) / c : 0.0) << std::setw(12)
-      << (p.busy[1] ? double(p.mxu_bound) / double(p.busy[1]) : 0.0) << std::setw(15)
+      << std::setw(11) << bound << std::setw(7) << p.roof.unit() << std::setw(17) << std::fixed
+      << std::setprecision(3) << (bound ? c / double(bound) : 0.0) << std::setw(16)
+      << (p.busy[1] ? double(p.roof.mxu) / double(p.busy[1]) : 0.0) << std::setw(15)
       << std::setprecision(2) << (p.hbm_bytes ? double(p.macs) / double(p.hbm_bytes) : 0.0)
       << std::defaultfloat << std::setw(9) << pct(double(p.hbm_bus) / channels) << std::setw(11)
       << p.hbm_turns << std::setw(6) << p.hbm_refs << "\n";

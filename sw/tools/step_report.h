@@ -21,12 +21,13 @@ struct PhaseTiming {
   std::array<uint64_t, 3> busy{};
   uint64_t macs = 0, hbm_bytes = 0;
   uint64_t hbm_bus = 0, hbm_turns = 0, hbm_refs = 0;  // the HBM pins (driver::TraceSample)
-  uint64_t mxu_bound = 0, vpu_ops = 0;                // from the compiler
+  compiler::Roofline roof;                            // the compiler's unit bounds
 };
 
-// Maps the run's samples to the step's phases (`prog_addr`: where the program is loaded).
+// Maps the run's samples to the step's phases (`prog_addr`: where the program is loaded;
+// `channels`: the chip's HBM pseudo-channels, for the HBM bound).
 std::vector<PhaseTiming> phase_timings(const compiler::StepStats& stats, uint64_t prog_addr,
-                                       const driver::RunReport& run);
+                                       const driver::RunReport& run, int channels);
 // The per-phase table (text); `channels`: the chip's HBM pseudo-channels (the data bus's busy
 // share is over all of them).
 std::string phase_report(const std::vector<PhaseTiming>& phases, int n, int channels);

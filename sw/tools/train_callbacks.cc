@@ -224,11 +224,13 @@ void RunLog::on_step_end(keras::Sequential& m, keras::StepLogs& logs) {
   const int n = c_.n;
   if (c_.profiled && phases_.empty() && !logs.report.samples.empty()) {
     profiled_step_ = s;
-    phases_ = phase_timings(c_.profiled->train_step().stats(), c_.profiled->train_program_address(),
-                            logs.report);
+    const compiler::DenseStackStep& step = c_.profiled->train_step();
+    phases_ = phase_timings(step.stats(), c_.profiled->train_program_address(), logs.report,
+                            step.chip().channels);
     write_chrome_trace(c_.dir + "/timeline.json", phases_, logs.report);
     try {
-      write_roofline(c_.dir + "/roofline.png", phases_, n, 16.0);
+      write_roofline(c_.dir + "/roofline.png", phases_, n,
+                     double(compiler::kHbmBytesPerCycle) * step.chip().channels);
     } catch (const std::exception& e) {
       err_ << "tessera train: roofline.png not written: " << e.what() << "\n";
     }

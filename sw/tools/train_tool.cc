@@ -553,46 +553,62 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
     if (!phases.empty()) {
       const driver::RunReport& r = reports.front();
       const auto& P = step_prog;
-      report << "step " << profiled_step << ": " << r.cycles << " cycles; bound "
-             << P.bound_cycles() << " cycles (per phase the largest of MXU, VPU, DMA; "
-             << g9(double(r.cycles) / double(P.bound_cycles())) << "x); unit bounds: MXU "
-             << P.mxu_bound_cycles() << ", VPU " << P.vpu_bound_cycles() << ", DMA "
-             << P.dma_bound_cycles() << " (" << st.hbm_bytes << " HBM bytes at "
-             << compiler::DenseStackStep::kHbmBytesPerCycle << " B/cycle)\n"
+      report << "step " << profiled_step << ": " << r.cycles << " cycles; roofline bound "
+             << P.bound_cycles() << " cycles (" << g9(double(r.cycles) / double(P.bound_cycles()))
+             << "x); unit bounds over the step: MXU " << P.mxu_bound_cycles() << ", VPU "
+             << P.vpu_bound_cycles() << ", DMA " << P.dma_bound_cycles() << ", HBM "
+             << P.hbm_bound_cycles() << ", ICI " << P.ici_bound_cycles() << ", SEQ "
+             << P.stats().executed << "\n"
              << phase_report(phases, n, opt.channels)
-             << "phase      MXU bound  VPU bound  DMA bound\n";
-      for (const auto& p : st.phases)
-        report << p.name << std::string(p.name.size() < 10 ? 10 - p.name.size() : 1, ' ')
-               << p.mxu_bound << "  " << p.vpu << "  "
-               << p.hbm_bytes / compiler::DenseStackStep::kHbmBytesPerCycle << "\n";
+             << "phase         MXU bound  VPU bound  DMA bound  HBM bound  ICI bound  SEQ bound   "
+                "roofline  binds\n";
+      for (const auto& ph : st.phases) {
+        const compiler::Roofline rf = compiler::roofline(ph, P.chip().channels);
+        report << std::left << std::setw(12) << ph.name << std::right << std::setw(11) << rf.mxu
+               << std::setw(11) << rf.vpu << std::setw(11) << rf.dma << std::setw(11) << rf.hbm
+               << std::setw(11) << rf.ici << std::setw(11) << rf.seq << std::setw(11)
+               << rf.bound() << std::setw(7) << rf.unit() << "\n";
+      }
       report << "(per phase: decode-PC samples every " << kSampleEvery
              << " cycles; unit busy and MXU utilization as % of the phase's cycles;\n"
-                "bound/cycles = the phase's MXU shape bound over its cycles, bound/busy over\n"
-                "the MXU's busy cycles in it; HBM bus = cycles the HBM data bus carried data,\n"
-                "R/W turns = switches between reads and writes, REFs = refreshes, on the\n"
-                "device pins; timeline: timeline.json (Chrome trace: ui.perfetto.dev or\n"
-                "chrome://tracing); roofline.png)\n\n";
+                "roofline = the largest of the phase's unit bounds: the MXU's shape bound (a row\n"
+                "a cycle, max(rows, N + 1) an MXU.MM), the VPU's operations (one a cycle), the\n"
+                "DMA's cycles at its peak (one run of up to a 32-byte word a cycle), the HBM\n"
+                "bytes (the DMA's and the phase's instructions) at the pins' peak ("
+             << compiler::kHbmBytesPerCycle
+             << " B/cycle a pseudo-channel), the bytes sent to a neighbour at\n"
+                "the ICI link's ("
+             << chip_params::ICI_LINK_BYTES
+             << " B/cycle) and the instructions executed (SEQ: the sequencer decodes\n"
+                "one a cycle for every unit); binds = the unit that sets it;\n"
+                "MXU bound/busy = the MXU's shape bound over its busy cycles; HBM bus = cycles\n"
+                "the HBM data bus carried data, R/W turns = switches between reads and writes,\n"
+                "REFs = refreshes, on the device pins; timeline: timeline.json (Chrome trace:\n"
+                "ui.perfetto.dev or chrome://tracing); roofline.png)\n\n";
     } else {
       report << "no rtl step ran (--backend rtl or sampled profiles its first rtl step)\n\n";
     }
     report << "Tessera training step: " << st.instructions << " instructions (DMA " << st.dma
            << ", MXU " << st.mxu << ", VPU " << st.vpu << "; " << st.waits << " waits, "
            << st.signals << " signals), " << st.macs << " MACs\n";
-    report << "analytic bound: MXU " << step_prog.mxu_bound_cycles() << " cycles (rows + tile "
-           << "loads), VPU " << step_prog.vpu_bound_cycles() << " cycles (one op each)\n\n";
-    report << "DMA elements " << st.dma_elements
-           << " (the DMA moves up to a 32-byte word a cycle along contiguous runs, one element "
-              "a cycle otherwise)\n\n";
+    report << "unit bounds: MXU " << step_prog.mxu_bound_cycles()
+           << " cycles (the shape bound), VPU " << step_prog.vpu_bound_cycles()
+           << " (one op each), DMA " << step_prog.dma_bound_cycles() << " (" << st.dma_elements
+           << " elements, a run of up to a 32-byte word a cycle), HBM "
+           << step_prog.hbm_bound_cycles() << " (" << st.hbm_bytes << " DMA bytes and "
+           << st.instructions * isa::kInstructionBytes << " of instructions), ICI "
+           << step_prog.ici_bound_cycles() << " (" << st.ici_bytes << " bytes)\n\n";
     report << "program: " << st.instructions << " instructions (" << st.loops << " REPEAT loops; "
-           << st.executed << " executed), " << st.hbm_bytes << " HBM bytes; bound "
-           << step_prog.bound_cycles() << " cycles (per phase the largest of MXU, VPU and DMA at "
-           << compiler::DenseStackStep::kHbmBytesPerCycle << " B/cycle)\n\n";
-    report << "phase        instructions  MXU bound  VPU ops   DMA elements  DMA bound\n";
-    for (const auto& p : st.phases)
+           << st.executed << " executed); roofline bound " << step_prog.bound_cycles()
+           << " cycles (per phase the largest of the unit bounds)\n\n";
+    report << "phase        instructions  MXU bound  VPU ops   DMA elements  DMA bound  HBM bound\n";
+    for (const auto& p : st.phases) {
+      const compiler::Roofline rf = compiler::roofline(p, step_prog.chip().channels);
       report << std::left << std::setw(13) << p.name << std::right << std::setw(12)
              << p.instructions << std::setw(11) << p.mxu_bound << std::setw(9) << p.vpu
-             << std::setw(15) << p.dma_elements << std::setw(11)
-             << p.hbm_bytes / compiler::DenseStackStep::kHbmBytesPerCycle << "\n";
+             << std::setw(15) << p.dma_elements << std::setw(11) << rf.dma << std::setw(11)
+             << rf.hbm << "\n";
+    }
     if (!reports.empty()) {
       const auto& r = reports.front();
       const double c = double(r.cycles);
@@ -605,9 +621,9 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
                << "%), stalled " << r.perf[isa::PERF_DMA_STALL + u] << std::defaultfloat << "\n";
       report << "  MXU utilization (MACs / N^2 / cycles) " << std::fixed << std::setprecision(1)
              << 100.0 * mean_util << "%\n";
-      report << "  cycles / bound (MXU + VPU) " << std::setprecision(3)
-             << c / double(step_prog.mxu_bound_cycles() + step_prog.vpu_bound_cycles())
-             << std::defaultfloat << std::setprecision(6) << "\n";
+      report << "  cycles / roofline bound " << std::setprecision(3)
+             << c / double(step_prog.bound_cycles()) << std::defaultfloat << std::setprecision(6)
+             << "\n";
       report << "  HBM read " << r.perf[isa::PERF_HBM_RD] << " B, written "
              << r.perf[isa::PERF_HBM_WR] << " B\n";
     }
@@ -654,6 +670,14 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
         JsonValue(static_cast<unsigned long long>(step_prog.mxu_bound_cycles()))},
        {"vpu_bound_cycles",
         JsonValue(static_cast<unsigned long long>(step_prog.vpu_bound_cycles()))},
+       {"dma_bound_cycles",
+        JsonValue(static_cast<unsigned long long>(step_prog.dma_bound_cycles()))},
+       {"hbm_bound_cycles",
+        JsonValue(static_cast<unsigned long long>(step_prog.hbm_bound_cycles()))},
+       {"ici_bound_cycles",
+        JsonValue(static_cast<unsigned long long>(step_prog.ici_bound_cycles()))},
+       {"roofline_bound_cycles",
+        JsonValue(static_cast<unsigned long long>(step_prog.bound_cycles()))},
        {"phase_cycles", JsonValue::object(std::move(phase_cycles))},
        {"program_instructions",
         JsonValue(static_cast<unsigned long long>(step_prog.stats().instructions))},

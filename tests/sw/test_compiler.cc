@@ -549,3 +549,147 @@ TEST(Reroll, TheTrainingStepExecutesTheSameInstructionsFromAThirdOfTheBytes) {
 
 }  // namespace
 }  // namespace tessera::compiler
+
+namespace tessera::compiler {
+namespace {
+
+// The DMA's peak, counted element by element (the independent reference for dma_run_cycles):
+// a piece ends after element i when, on either walk, element i + 1 does not follow in the same
+// iteration of loop 0 at the next address, or lies in another 32-byte word.
+uint64_t dma_pieces_by_element(const DmaWalk& src, const DmaWalk& dst, int e) {
+  auto addresses = [&](const DmaWalk& w) {
+    std::vector<std::pair<int64_t, bool>> out;  // address, last of a loop-0 iteration
+    std::vector<uint32_t> idx(w.loops.size(), 0);
+    const uint64_t n = w.elements();
+    for (uint64_t i = 0; i < n; ++i) {
+      int64_t a = static_cast<int64_t>(w.base);
+      for (size_t l = 0; l < idx.size(); ++l) a += int64_t{idx[l]} * w.loops[l].second;
+      const bool contiguous = !w.loops.empty() && w.loops[0].second == e;
+      bool end_of_row = true;
+      if (!idx.empty()) {
+        end_of_row = idx[0] + 1 == w.loops[0].first;
+        ++idx[0];
+        for (size_t l = 0; l + 1 < idx.size() && idx[l] == w.loops[l].first; ++l) {
+          idx[l] = 0;
+          ++idx[l + 1];
+        }
+      }
+      out.push_back({a, end_of_row || !contiguous});
+    }
+    return out;
+  };
+  const auto s = addresses(src), d = addresses(dst);
+  uint64_t pieces = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto breaks = [&](const std::vector<std::pair<int64_t, bool>>& w) {
+      return i + 1 == w.size() || w[i].second || w[i + 1].first / 32 != w[i].first / 32;
+    };
+    if (breaks(s) || breaks(d)) ++pieces;
+  }
+  return pieces;
+}
+
+TEST(ProgramBuilderStats, DmaRunCyclesCountTheDmasPiecesElementByElement) {
+  std::mt19937_64 rng(test::test_seed());
+  for (int trial = 0; trial < 400; ++trial) {
+    const int e = rng() % 2 ? 2 : 4;
+    auto random_walk = [&] {
+      DmaWalk w;
+      w.space = rng() % 2 ? isa::Space::kHbm : isa::Space::kUb;
+      w.base = 4096 + (rng() % 64) * e;
+      const int loops = 1 + static_cast<int>(rng() % 3);
+      for (int l = 0; l < loops; ++l) {
+        const uint32_t count = 1 + static_cast<uint32_t>(rng() % (l == 0 ? 40 : 4));
+        const int32_t stride = l == 0 && rng() % 4 != 0
+                                   ? e
+                                   : e * static_cast<int32_t>(rng() % 64);
+        w.loops.push_back({count, stride});
+      }
+      return w;
+    };
+    DmaWalk src = random_walk(), dst = random_walk();
+    // the same element count: the destination one loop of the source's total
+    dst.loops = {{static_cast<uint32_t>(src.elements()), rng() % 3 ? e : 3 * e}};
+    if (rng() % 2) std::swap(src, dst);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    EXPECT_EQ(dma_run_cycles(src, dst, e), dma_pieces_by_element(src, dst, e));
+  }
+  // A contiguous bf16 copy of whole aligned words: 16 elements a cycle.
+  DmaWalk a{isa::Space::kHbm, 0, {{1024, 2}}}, b{isa::Space::kUb, 64, {{1024, 2}}};
+  EXPECT_EQ(dma_run_cycles(a, b, 2), 64u);
+  // Misaligned by one element on one side: the pieces end at both sides' word edges.
+  b.base = 66;
+  EXPECT_EQ(dma_run_cycles(a, b, 2), 65u + 64u - 1u);
+  // A gather: one element a cycle.
+  a.loops = {{9, 56}, {100, 2}};
+  b.loops = {{900, 2}};
+  EXPECT_EQ(dma_run_cycles(a, b, 2), 900u);
+}
+
+TEST(ProgramBuilderStats, MxuShapeBoundIsARowACycleOrTheWeightLoad) {
+  for (int n : {4, 16, 32}) {
+    ProgramBuilder b(n, 65536, 256);
+    b.mxu_ldw(0, 2 * n);
+    b.mxu_mm(false, 4096, 2 * n, 100, 0);  // 100 rows
+    b.mxu_ldw(0, 2 * n);
+    b.mxu_mm(true, 4096, 2 * n, 3, 0);     // a short tile: the next load bounds it
+    const uint64_t words = std::max(1, 2 * n / 32);
+    EXPECT_EQ(b.stats().mxu_cycles,
+              std::max<uint64_t>(100 * words, n + 1) + std::max<uint64_t>(3 * words, n + 1))
+        << "N = " << n;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::compiler
+
+namespace tessera::compiler {
+namespace {
+
+// The statistics count what the program executes, the fenced all-reduce blocks of a
+// data-parallel step included: every unit's instructions and the MACs against the expanded
+// program; the link bytes in the collective phases and only there.
+TEST(ProgramBuilderStats, DataParallelStepCountsItsCollectives) {
+  DenseStackStep step(CnnSpec{}.stack(), {}, {16, 65536, 1024}, 32, 0x100000, StepKind::kTrain,
+                      nullptr, {}, Replication{2, 0});
+  const StepStats& st = step.stats();
+  std::array<uint64_t, 3> per_unit{};
+  uint64_t rows = 0;
+  for (const isa::Instruction& i : isa::expand_repeats(step.program())) {
+    switch (i.op) {
+      case isa::Opcode::kWait:
+      case isa::Opcode::kSignal: ++per_unit[static_cast<size_t>(i.unit)]; break;
+      case isa::Opcode::kDmaLoop:
+      case isa::Opcode::kDmaCopy: ++per_unit[0]; break;
+      case isa::Opcode::kMxuMm: rows += i.rows; [[fallthrough]];
+      case isa::Opcode::kMxuLdw: ++per_unit[1]; break;
+      case isa::Opcode::kVpuLd:
+      case isa::Opcode::kVpuSt:
+      case isa::Opcode::kVpuOp:
+      case isa::Opcode::kVpuLi: ++per_unit[2]; break;
+      default: break;
+    }
+  }
+  EXPECT_EQ(st.dma, per_unit[0]);
+  EXPECT_EQ(st.mxu, per_unit[1]);
+  EXPECT_EQ(st.vpu, per_unit[2]);
+  EXPECT_EQ(st.macs, rows * 16 * 16);
+  uint64_t vpu = 0, ici = 0;
+  for (const auto& p : st.phases) {
+    vpu += p.vpu;
+    ici += p.ici_bytes;
+    const bool collective = p.name == "reduce_scatter" || p.name == "allgather";
+    EXPECT_EQ(p.ici_bytes > 0, collective) << p.name;
+    if (collective) {
+      const Roofline r = roofline(p, 1);
+      EXPECT_GT(r.dma, 0u) << p.name;
+      EXPECT_EQ(r.ici, (p.ici_bytes + 15) / 16) << p.name;
+    }
+  }
+  EXPECT_EQ(vpu, st.vpu);
+  EXPECT_EQ(ici, st.ici_bytes);
+  EXPECT_EQ(step.ici_bound_cycles(), (st.ici_bytes + 15) / 16);
+}
+
+}  // namespace
+}  // namespace tessera::compiler

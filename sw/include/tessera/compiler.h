@@ -37,18 +37,43 @@ struct StepStats {
   uint64_t dma = 0, mxu = 0, vpu = 0;  // instructions per unit (sync included)
   uint64_t macs = 0;                   // MXU.MM rows x N x N
   uint64_t dma_elements = 0;           // elements the DMA moves (a word a cycle on runs)
+  uint64_t dma_cycles = 0;             // the DMA's cycles at its peak (one run a cycle)
   uint64_t hbm_bytes = 0;              // HBM bytes the DMA reads and writes
+  uint64_t ici_bytes = 0;              // bytes the DMA writes into a neighbour
   struct Phase {
     std::string name;
     uint64_t first_instruction = 0, instructions = 0;  // in the program
-    uint64_t mxu_bound = 0;  // MXU.MM rows + N per MXU.LDW: the phase's MXU shape bound
+    uint64_t executed = 0;  // instructions executed (REPEAT bodies count times): the decode bound
+    // The MXU's shape bound: per MXU.MM max(rows x UB words a row, N + 1) — a row a cycle, the
+    // next tile's weights loading beside the stream (docs/architecture.md, "MXU unit").
+    uint64_t mxu_bound = 0;
     uint64_t vpu = 0;        // VPU instructions (one lane-vector each: the VPU bound)
     uint64_t dma = 0;        // DMA instructions
     uint64_t macs = 0;
     uint64_t dma_elements = 0;
+    uint64_t dma_cycles = 0;  // the DMA bound: its copies at one run a cycle
     uint64_t hbm_bytes = 0;
+    uint64_t ici_bytes = 0;   // over the ICI link to a neighbour
   };
   std::vector<Phase> phases;
 };
+
+// HBM bytes a pseudo-channel's pins carry a cycle at most: a burst of the bus width x the
+// burst length in its cycles (docs/memory.md; 16).
+inline constexpr uint64_t kHbmBytesPerCycle = uint64_t{chip_params::HBM_PC_WIDTH_BITS} *
+                                              chip_params::HBM_BURST_LENGTH / 8 /
+                                              chip_params::HBM_BURST_CYCLES;
+
+// A phase's roofline: the largest of its units' bounds — the MXU's shape bound, the VPU's
+// operations, the DMA's cycles at its peak, the HBM bytes (the DMA's and the phase's stored
+// instructions, which the sequencer fetches) at the pins' peak over `channels` pseudo-channels,
+// the bytes sent to a neighbour at the ICI link's peak, and the sequencer's decode (one
+// instruction a cycle for every unit) — and the unit that sets it.
+struct Roofline {
+  uint64_t mxu = 0, vpu = 0, dma = 0, hbm = 0, ici = 0, seq = 0;
+  uint64_t bound() const;
+  const char* unit() const;  // "MXU", "VPU", "DMA", "HBM", "ICI" or "SEQ" (the first largest)
+};
+Roofline roofline(const StepStats::Phase& p, int channels);
 
 }  // namespace tessera::compiler

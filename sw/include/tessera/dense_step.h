@@ -243,13 +243,18 @@ class DenseStackStep {
   const std::vector<isa::Instruction>& program() const { return program_; }
   std::vector<uint8_t> program_bytes() const;
   const StepStats& stats() const { return stats_; }
+  // Each unit's bound over the whole step (StepStats::Phase has them per phase).
   uint64_t mxu_bound_cycles() const { return mxu_bound_; }
   uint64_t vpu_bound_cycles() const { return stats_.vpu; }
-  // HBM bytes over the pseudo-channel's peak, 16 B a cycle (docs/memory.md).
-  uint64_t dma_bound_cycles() const { return stats_.hbm_bytes / kHbmBytesPerCycle; }
-  // The step's bound: per phase the largest of its MXU, VPU and DMA bounds, summed.
+  uint64_t dma_bound_cycles() const { return stats_.dma_cycles; }
+  // HBM bytes (the DMA's and the stored program's) over the pins' peak, 16 B a cycle a
+  // pseudo-channel (docs/memory.md).
+  uint64_t hbm_bound_cycles() const;
+  // Bytes sent to a neighbour over the ICI link's peak (chip_params::ICI_LINK_BYTES a cycle).
+  uint64_t ici_bound_cycles() const;
+  // The step's roofline bound: per phase the largest of its MXU, VPU, DMA, HBM and ICI bounds
+  // (compiler::roofline), summed.
   uint64_t bound_cycles() const;
-  static constexpr uint64_t kHbmBytesPerCycle = 16;
   // One line per lowered matmul: its phase, shapes and tiling (tessera compile --dump).
   const std::vector<std::string>& lowering_plan() const { return plan_; }
   // The lowered graph the program is emitted from (sw/compiler/graph.h).
