@@ -6,7 +6,8 @@
 # Makefile's default) for STEPS steps (default 20) from both trees alternately, REPS times each
 # (default 3), and prints the median of each run's per-step wall seconds (metrics.csv: the
 # steady state, without set-up and evaluation), the medians over the runs, the ratio and each
-# binary's step cycles. Wall times on the shared 2-core hosts move by +-20% from hour to hour:
+# binary's step cycles, and checks every step's loss and accuracy are the same (exit 1 if not).
+# Wall times on the shared 2-core hosts move by +-20% from hour to hour:
 # only binaries alternated in one run are compared. docs/performance.md quotes such runs.
 set -euo pipefail
 old_rev=${1:?usage: scripts/compare_train_speed.sh OLD_REV [REPS] [STEPS]}
@@ -53,5 +54,12 @@ for tag in ("old", "new"):
     print(f"{tag}: median step wall {med[tag]:.3f} s (runs {', '.join(f'{x:.3f}' for x in per)}), "
           f"{cyc} cycles a step (chip 0)")
 print(f"new / old: {med['new'] / med['old']:.3f}x the wall time a step")
+# the training itself must not move: every step's loss and accuracy equal, to the last digit
+def curve(tag):
+    return [(r["loss"], r["accuracy"]) for r in csv.DictReader(open(f"{runs}/{tag}.0/metrics.csv"))]
+same = curve("old") == curve("new")
+print("loss and accuracy of every step: " + ("identical" if same else "DIFFERENT"))
+if not same:
+    sys.exit(1)
 PY
 rm -rf "$runs"

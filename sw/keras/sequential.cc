@@ -58,8 +58,9 @@ void Sequential::compile(const compiler::OptimizerSpec& opt, const std::string& 
     bad("loss must be sparse_categorical_crossentropy, not '" + loss + "'");
   for (const auto& m : metrics)
     if (m != "accuracy" && m != "sparse_categorical_accuracy") bad("unknown metric '" + m + "'");
-  if (device.backend == driver::Backend::kRtl && device.array != 4 && device.array != 16)
-    bad("the rtl backend is built for array sizes 4 and 16, not " + std::to_string(device.array));
+  if (device.backend == driver::Backend::kRtl && !driver::rtl_array_built(device.array))
+    bad("the rtl backend is built for array sizes 4 and 16 (and 128 after make chip128), not " +
+        std::to_string(device.array));
   const int P = strategy_.num_replicas_in_sync;
   if (P < 1) bad("TPUStrategy: num_replicas_in_sync must be at least 1");
   if (batch_size == 0 || batch_size % static_cast<uint32_t>(P) != 0)

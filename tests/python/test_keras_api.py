@@ -141,6 +141,23 @@ def test_summary_lists_layers_and_the_chip(capsys):
     assert "Conv2D" in out and "Total params: 13610" in out and "instructions" in out
 
 
+def test_step_report_has_every_units_bound_and_the_roofline():
+    m = small_cnn()
+    m.build((None, 28, 28, 1))
+    r = m.step_report()
+    units = {"mxu_bound": "MXU", "vpu": "VPU", "dma_bound": "DMA", "hbm_bound": "HBM",
+             "ici_bound": "ICI", "seq_bound": "SEQ"}
+    total = 0
+    for ph in r["phases"]:
+        bounds = {k: ph[k] for k in units}
+        assert ph["roofline"] == max(bounds.values()), ph
+        assert bounds[next(k for k in units if units[k] == ph["binds"])] == ph["roofline"], ph
+        assert ph["vpu"] <= ph["seq_bound"], ph  # the decoder takes the VPU's instructions too
+        total += ph["roofline"]
+    assert r["bound_cycles"] == total
+    assert r["vpu_bound_cycles"] == sum(ph["vpu"] for ph in r["phases"])
+
+
 def test_evaluate_and_history_keys(fashion):
     (x, y), (xt, yt) = fashion
     m = small_cnn()

@@ -80,7 +80,7 @@ const BadInputCase kCases[] = {
     {"--sample-every 0", TRAIN "--backend sampled --sample-every 0 " SMALL OUT, 2,
      "--sample-every must be at least 1", "out"},
     {"array the rtl chip is not built for", TRAIN SMALL OUT "--backend rtl --array 12 --batch 8", 2,
-     "the rtl backend is built for array sizes 4 and 16, not 12", "out"},
+     "the rtl backend is built for array sizes 4 and 16 (and 128 after make chip128), not 12", "out"},
     {"batch too large for the chip", TRAIN SMALL OUT "--backend rtl --array 4 --batch 512", 2,
      "at a batch of 512 a chip exceed the chip's 268435456-byte HBM; use a smaller batch", "out"},
     {"batch not divisible by the chips", TRAIN QUICK SMALL OUT "--chips 3", 2,

@@ -50,6 +50,9 @@ DeviceConfig chip_for_array(int n);
 bool same_chip(const DeviceConfig& a, const DeviceConfig& b);
 // True when the rtl backend has a host-arithmetic build of this chip.
 bool rtl_host_arith_built(const DeviceConfig& config);
+// Whether this build has a verilated chip of array size n: 4 and 16 always, 128 when built with
+// make chip128 (TESSERA_CHIP_N128; host arithmetic).
+bool rtl_array_built(int n);
 
 constexpr int kPerfCounters = chip_params::PERF_COUNTERS;  // docs/isa.md, CSRs: PERF[i]
 // A timeline sample of an rtl run (Device::set_sampling): the decode PC, UNIT_STATE and the
