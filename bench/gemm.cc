@@ -126,6 +126,11 @@ int main(int argc, char** argv) {
   const std::string arith = argc > 5 ? argv[5] : "host";
   const std::string name = argc > 6 ? argv[6] : "gemm";
   const int channels = argc > 7 ? std::atoi(argv[7]) : 1;
+  if (channels != 1 && channels != 2) {
+    std::fprintf(stderr, "gemm_bench: pseudo-channels must be 1 or 2 (the chips built), not %s\n",
+                 argv[7]);
+    return 2;
+  }
   if (M == 0 || K == 0 || Nc == 0 || K % n || Nc % n) {
     std::fprintf(stderr, "gemm_bench: M, K, Nc positive; K and Nc multiples of N = %d\n", n);
     return 2;
@@ -194,12 +199,14 @@ int main(int argc, char** argv) {
     const double macs = double(M) * K * Nc;
     const double util = macs / (double(n) * n * double(report.cycles));
     std::printf(
-        "{\"name\": \"%s\", \"N\": %d, \"channels\": %d, \"M\": %u, \"K\": %u, \"Nc\": %u, \"arith\": \"%s\", "
+        "{\"name\": \"%s\", \"N\": %d, \"channels\": %d, \"M\": %u, \"K\": %u, \"Nc\": %u, "
+        "\"arith\": \"%s\", "
         "\"cycles\": %llu, \"macs\": %.0f, \"utilization\": %.6f, \"mxu_busy\": %llu, "
         "\"instructions\": %llu, \"executed\": %llu, \"hbm_bytes\": %llu, \"wall_seconds\": %.3f, "
         "\"tiling\": \"%s\"}\n",
-        name.c_str(), n, channels, M, K, Nc, arith.c_str(), static_cast<unsigned long long>(report.cycles),
-        macs, util, static_cast<unsigned long long>(report.perf[isa::PERF_MXU_BUSY]),
+        name.c_str(), n, channels, M, K, Nc, arith.c_str(),
+        static_cast<unsigned long long>(report.cycles), macs, util,
+        static_cast<unsigned long long>(report.perf[isa::PERF_MXU_BUSY]),
         static_cast<unsigned long long>(prog.stored),
         static_cast<unsigned long long>(prog.executed),
         static_cast<unsigned long long>(prog.hbm_bytes), wall, json_escape(prog.tiling).c_str());

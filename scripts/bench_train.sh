@@ -44,7 +44,7 @@ p = {"array": 16, "batch": batch}
 res = [
     {"name": "train_step_cycles", "value": cyc, "unit": "cycles", "params": p},
     {"name": "train_step_cycles_identical", "value": rtl["step_cycles_identical"], "unit": "bool", "params": p},
-    {"name": "train_step_bound_cycles", "value": bound, "unit": "cycles (roofline: per phase the largest of the MXU, VPU, DMA and HBM bounds)", "params": p},
+    {"name": "train_step_bound_cycles", "value": bound, "unit": "cycles (roofline: per phase the largest of the MXU, VPU, DMA, HBM, ICI and SEQ bounds)", "params": p},
     {"name": "train_step_cycles_over_bound", "value": round(cyc / bound, 3), "unit": "x (cycles / roofline bound)", "params": p},
     {"name": "train_mxu_utilization", "value": rtl["mxu_utilization"], "unit": "MACs / (N^2 cycles)", "params": p},
     {"name": "train_step_wall_rtl", "value": rtl_wall, "unit": "s (median, pure-RTL build)", "params": p},

@@ -25,6 +25,7 @@ tops=(
   "tpu_top -GN=4 -GUbBytes=8192 -GAccRows=64"
   "tpu_top"
   "tpu_top -DTPU_SIM_HOST_ARITH"
+  "tpu_top -GN=128 -GUbBytes=262144 -GAccRows=1024 -DTPU_SIM_HOST_ARITH"
   "tpu_vpu"
   "tpu_vpu_lane"
   "tpu_vpu -GN=4 -GUbBytes=4096 -GAccRows=64"

@@ -20,7 +20,8 @@ def main():
     except OSError as e:
         sys.exit(f"phase_table: {path}: {e.strerror}")
     head = next((i for i, l in enumerate(lines) if l.startswith("phase") and "DMA busy" in l), None)
-    bounds = next((i for i, l in enumerate(lines) if l.startswith("phase") and "HBM bound" in l), None)
+    bounds = next((i for i, l in enumerate(lines)
+                   if l.startswith("phase") and "HBM bound" in l), None)
     step = next((l for l in lines if l.startswith("step ") and "roofline bound" in l), None)
     if head is None or bounds is None or step is None:
         sys.exit(f"phase_table: {path} has no profiled rtl step (train with --backend rtl)")

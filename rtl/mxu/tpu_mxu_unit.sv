@@ -4,18 +4,19 @@
 // `rows` rows for the activation row reader (tpu_mxu_ub_rows each); each reader has its own UB
 // read port (a request held until granted) and feeds the MXU's weight or activation port, so a
 // tile loads while the previous MM's rows stream, as far as the weight port's back-pressure
-// (one shadow tile) allows: a sequence of tiles of T >= N + 1 rows streams one row a cycle. Every MM's first row carries
-// a_first, so it uses the tile of the LDW before it. Latency: an MM's first row reaches the
-// array 3 cycles after its instruction is taken (UB granting at once), its result lands in
-// the accumulator 2N - 1 cycles after that. Throughput: one UB word per granted cycle and port,
-// so one activation row per cycle with 2N <= UbWordBytes and the UB granting every cycle (2N /
-// UbWordBytes cycles a row above that). The sequencer has checked every range, alignment and
-// the tile count, so the unit never faults; it queues up to LdwDepth LDWs beyond the one being
-// read, so a program may leave at most LdwDepth + 1 tiles loaded and unused before an MM (one
-// more at N = 4, where the row FIFO holds a whole tile, and one more when the tile after the
-// one in the shadow bank is transposed: the transpose buffer holds it); more hold the
-// instruction port forever (the ISA allows one: the sequencer limits them). idle_o: no instruction in progress and
-// every result written to the accumulator memory. The accumulator ports pass through.
+// (one shadow tile) allows: a sequence of tiles of T >= N + 1 rows streams one row a cycle.
+// Every MM's first row carries a_first, so it uses the tile of the LDW before it. Latency: an
+// MM's first row reaches the array 3 cycles after its instruction is taken (UB granting at
+// once), its result lands in the accumulator 2N - 1 cycles after that. Throughput: one UB word
+// per granted cycle and port, so one activation row per cycle with 2N <= UbWordBytes and the UB
+// granting every cycle (2N / UbWordBytes cycles a row above that). The sequencer has checked
+// every range, alignment and the tile count, so the unit never faults; it queues up to LdwDepth
+// LDWs beyond the one being read, so a program may leave at most LdwDepth + 1 tiles loaded and
+// unused before an MM (one more at N = 4, where the row FIFO holds a whole tile, and one more
+// when the tile after the one in the shadow bank is transposed: the transpose buffer holds it);
+// more hold the instruction port forever (the ISA allows one: the sequencer limits them).
+// idle_o: no instruction in progress and every result written to the accumulator memory. The
+// accumulator ports pass through.
 `include "tpu_assert.svh"
 
 module tpu_mxu_unit #(
@@ -227,5 +228,18 @@ module tpu_mxu_unit #(
   `TPU_ASSERT_IMPLIES(ClearOnlyWhenIdle, clear_i, idle_o)
   `TPU_ASSERT_IMPLIES(WeightGrantOnlyOnRequest, w_ub_gnt_i, w_ub_req_o)
   `TPU_ASSERT_IMPLIES(ActivationGrantOnlyOnRequest, a_ub_gnt_i, a_ub_req_o)
+  // Read data comes exactly the cycle after a grant, on each port.
+  logic w_gnt_q, a_gnt_q;
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      w_gnt_q <= 1'b0;
+      a_gnt_q <= 1'b0;
+    end else begin
+      w_gnt_q <= w_ub_gnt_i;
+      a_gnt_q <= a_ub_gnt_i;
+    end
+  end
+  `TPU_ASSERT(WeightReadDataOnlyAfterGrant, w_ub_rvalid_i == w_gnt_q)
+  `TPU_ASSERT(ActivationReadDataOnlyAfterGrant, a_ub_rvalid_i == a_gnt_q)
   `TPU_ASSERT_NEXT(MacRowMeansArrayBusy, mac_row_o, !idle_o)
 endmodule

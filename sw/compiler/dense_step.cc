@@ -517,10 +517,7 @@ uint64_t DenseStackStep::hbm_bound_cycles() const {
   return (bytes + peak - 1) / peak;
 }
 
-uint64_t DenseStackStep::ici_bound_cycles() const {
-  const uint64_t link = chip_params::ICI_LINK_BYTES;
-  return (stats_.ici_bytes + link - 1) / link;
-}
+uint64_t DenseStackStep::ici_bound_cycles() const { return stats_.ici_flits * ici_flit_cycles(); }
 
 uint64_t DenseStackStep::bound_cycles() const {
   uint64_t sum = 0;

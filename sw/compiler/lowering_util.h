@@ -165,7 +165,7 @@ class StepPhases {
       ph.dma_elements = s1.dma_elements - s0.dma_elements;
       ph.dma_cycles = s1.dma_cycles - s0.dma_cycles;
       ph.hbm_bytes = s1.hbm_bytes - s0.hbm_bytes;
-      ph.ici_bytes = s1.ici_bytes - s0.ici_bytes;
+      ph.ici_flits = s1.ici_flits - s0.ici_flits;
     }
     stats_.instructions = program.size();
     stats_.executed = isa::executed_count(program);
@@ -181,7 +181,7 @@ class StepPhases {
     stats_.dma_elements = bs.dma_elements;
     stats_.dma_cycles = bs.dma_cycles;
     stats_.hbm_bytes = bs.hbm_bytes;
-    stats_.ici_bytes = bs.ici_bytes;
+    stats_.ici_flits = bs.ici_flits;
     mxu_bound = bs.mxu_cycles;
     return program;
   }

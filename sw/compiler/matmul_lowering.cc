@@ -77,15 +77,15 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   // double-buffers. Plain operands (whole rows from HBM, long runs) take the largest block
   // and the ct with the least HBM traffic. A gathered operand's runs are short (a kernel row
   // of a tap, or less), so there the pick has the least estimated time, max(MXU, DMA): the
-  // MXU streams max(rows, N + 1) a tile, the DMA moves 16 HBM bytes a cycle plus kRunCycles
-  // a contiguous run and kLoadCycles a load (a copy's start-up).
+  // MXU streams max(rows w, N w + 1) a tile (w UB words a row), the DMA moves 16 HBM bytes a
+  // cycle plus kRunCycles a contiguous run and kLoadCycles a load (a copy's start-up).
   // kEpiRowCycles: what the VPU spends on an ACC row of a block's epilogue (a load, a store,
   // an operation), which a single-buffered ACC (below) cannot hide behind the next block.
   constexpr uint64_t kRunCycles = 2, kLoadCycles = 64, kEpiRowCycles = 3;
   struct Tiling {
     uint32_t R = 0, CT = 0, PR = 0, KG = 0;
     uint64_t traffic = 0, time = ~0ull;
-    bool single = false;  // blocks take the whole ACC, each epilogue before the next matmul
+    bool single = false;   // blocks take the whole ACC, each epilogue before the next matmul
     uint64_t dma = ~0ull;  // the DMA's estimate: of two tilings as fast, the one with less
     uint64_t mxu = 1;
   };
@@ -99,6 +99,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   const bool by_rows = op.a_gather && !op.w_gather && !epi.load && op.epi_row_bytes;
   auto runs = [](uint64_t elems, uint32_t run) { return run ? ceil_div(elems, uint64_t{run}) : 1; };
   const bool gathered = op.a_gather || op.w_gather;
+  const uint64_t wpr = std::max(1u, 2 * N / 32);  // UB words an MXU row (the MXU's read rate)
   const uint32_t nbuf = epi.load ? std::clamp(op.epi_buffers, 2u, 4u) : 2;
   const uint32_t a_run = op.a_gather ? op.a_run : op.Kt * N;
   const uint32_t w_run = op.w_gather && !op.w_by_column ? op.w_run : 0;
@@ -171,11 +172,11 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
           const uint64_t pieces = op.epi_row_bytes ? rblocks * cgroups * ceil_div(rr, p) : 0;
           const uint64_t dma = (a_bytes + w_bytes) / 16 + kRunCycles * (a_runs + w_runs) +
                                kLoadCycles * (loads + (plain_model ? pieces : 0));
-          const uint64_t mxu = rblocks * cgroups * op.Kt * ct * std::max<uint64_t>(rr, N + 1);
+          const uint64_t mxu =
+              rblocks * cgroups * op.Kt * ct * std::max<uint64_t>(rr * wpr, N * wpr + 1);
           const uint64_t traffic = (a_bytes + w_bytes) / 2;
           const uint64_t epi_drain = single ? rblocks * cgroups * rr * ct * kEpiRowCycles : 0;
-          const uint64_t time =
-              gathered || plain_model ? std::max(dma, mxu) + epi_drain : traffic;
+          const uint64_t time = gathered || plain_model ? std::max(dma, mxu) + epi_drain : traffic;
           // the whole contraction in one group: larger pieces buy no longer runs, only a coarser
           // pipeline, so half-size pieces (an epilogue without a load part)
           // (a row-aligned epilogue keeps whole blocks: its pieces already combine rows)
@@ -197,14 +198,14 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   uint32_t stage_bytes = op.a_stage_bytes;
   Tiling best = search(stage_bytes, half);
   if (!best.CT && stage_bytes) best = search(stage_bytes = 0, half);
-  if (!gathered && !epi.load && op.allow_whole_acc) {
+  if (!gathered && !epi.load && op.allow_whole_acc && !op.interleave) {
     // Half against whole ACC: both are usually MXU-bound in the model, but the DMA's loads hide
     // behind the MXU less well the closer they come to it (HBM row misses, refresh, the group
     // pipeline's two buffers): fitted on the GEMM benchmark's squares, about dma² / (3 mxu)
     // more cycles.
     auto score = [](const Tiling& t) { return t.time + t.dma / 3 * t.dma / t.mxu; };
     const Tiling whole = search(stage_bytes, acc_rows);
-    if (whole.CT && score(whole) < score(best)) best = whole;
+    if (whole.CT && (!best.CT || score(whole) < score(best))) best = whole;
   }
   const uint32_t R = best.R, CT = best.CT, PR = best.PR, KG = best.KG;
   // MXU.MM's acc_stride reaches 256: wider column groups keep their tiles one after the other
@@ -341,10 +342,9 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
          (op.w_by_column ? " (weight tiles transposed, MXU.LDW t)" : "") + "; row blocks of " +
          std::to_string(R) + ", column groups of " + std::to_string(CT) + " tiles, contraction " +
          std::to_string(op.Kt) + " tiles in groups of " + std::to_string(KG) +
-         (best.single ? "; the whole ACC a block" : "") + "; " +
-         std::to_string(best.traffic * 2) + " operand bytes from HBM; epilogue pieces of " +
-         std::to_string(PR) + " rows, 2 x " + std::to_string(uint64_t{PR} * CT * op.epi_row_bytes) +
-         " bytes of UB";
+         (best.single ? "; the whole ACC a block" : "") + "; " + std::to_string(best.traffic * 2) +
+         " operand bytes from HBM; epilogue pieces of " + std::to_string(PR) + " rows, 2 x " +
+         std::to_string(uint64_t{PR} * CT * op.epi_row_bytes) + " bytes of UB";
 }
 
 std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const ImplicitA& a,

@@ -34,10 +34,12 @@ class RunEnds {
     contiguous_ = !w.loops.empty() && w.loops[0].second == e && count0_ > 1;
     idx_.assign(w.loops.size(), 0);
   }
-  uint64_t next() {
+  // The next run's end; `word`: the 32-byte word it lies in.
+  uint64_t next(uint64_t* word = nullptr) {
     uint64_t len = 1;
+    const uint64_t addr = address();
+    if (word) *word = addr / 32;
     if (contiguous_) {
-      const uint64_t addr = address();
       const uint64_t in_word = (32 - addr % 32) / static_cast<uint64_t>(e_);
       len = std::max<uint64_t>(1, std::min<uint64_t>(in_word, count0_ - idx_[0]));
     }
@@ -48,7 +50,8 @@ class RunEnds {
  private:
   uint64_t address() const {
     int64_t a = static_cast<int64_t>(w_.base);
-    for (size_t l = 0; l < idx_.size(); ++l) a += static_cast<int64_t>(idx_[l]) * w_.loops[l].second;
+    for (size_t l = 0; l < idx_.size(); ++l)
+      a += static_cast<int64_t>(idx_[l]) * w_.loops[l].second;
     return static_cast<uint64_t>(a);
   }
   void advance(uint64_t len) {
@@ -67,6 +70,18 @@ class RunEnds {
   std::vector<uint64_t> idx_;
 };
 }  // namespace
+
+uint64_t dma_words(const DmaWalk& w, int e) {
+  RunEnds r(w, e);
+  const uint64_t total = w.elements();
+  uint64_t words = 0, last = ~0ull, word = 0;
+  for (uint64_t end = 0; end < total;) {
+    end = r.next(&word);
+    if (word != last) ++words;
+    last = word;
+  }
+  return words;
+}
 
 uint64_t dma_run_cycles(const DmaWalk& src, const DmaWalk& dst, int e) {
   // A gather moves an element a cycle: no need to walk it.
@@ -229,7 +244,8 @@ void ProgramBuilder::dma_copy(const DmaWalk& src, const DmaWalk& dst, int e) {
   i.op = isa::Opcode::kDmaCopy;
   stats_.dma_elements += src.elements();
   stats_.dma_cycles += dma_run_cycles(src, dst, e);
-  stats_.hbm_bytes += src.elements() * e * ((src.space == isa::Space::kHbm) + (dst.space == isa::Space::kHbm));
+  for (const DmaWalk* w : {&src, &dst})
+    if (w->space == isa::Space::kHbm) stats_.hbm_bytes += 32 * dma_words(*w, e);
   i.src_space = src.space;
   i.dst_space = dst.space;
   i.elem_bytes = static_cast<uint8_t>(e);
@@ -392,13 +408,15 @@ void ProgramBuilder::count_block(const std::vector<Instruction>& block) {
           src.loops.push_back(regs[0][l]);
           dst.loops.push_back(regs[1][l]);
         }
-        const uint64_t n = src.elements(), e = i.elem_bytes;
-        const bool remote = i.link != isa::Link::kLocal;
-        stats_.dma_elements += n;
-        stats_.dma_cycles += dma_run_cycles(src, dst, static_cast<int>(e));
-        stats_.hbm_bytes +=
-            n * e * ((src.space == isa::Space::kHbm) + (!remote && dst.space == isa::Space::kHbm));
-        if (remote) stats_.ici_bytes += n * e;
+        const int e = i.elem_bytes;
+        stats_.dma_elements += src.elements();
+        stats_.dma_cycles += dma_run_cycles(src, dst, e);
+        if (src.space == isa::Space::kHbm) stats_.hbm_bytes += 32 * dma_words(src, e);
+        // A remote copy writes a flit a destination word into the neighbour; the ring is
+        // symmetric, so as many arrive here, into this chip's HBM when the walk is in HBM.
+        const uint64_t dst_words = dma_words(dst, e);
+        if (dst.space == isa::Space::kHbm) stats_.hbm_bytes += 32 * dst_words;
+        if (i.link != isa::Link::kLocal) stats_.ici_flits += dst_words;
         ++stats_.per_unit[0];
         break;
       }

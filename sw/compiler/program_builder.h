@@ -47,17 +47,22 @@ struct DmaWalk {
 // destination run, where a walk's runs are the consecutive elements of its innermost loop that
 // lie in one 32-byte word (one element each when that loop is not contiguous).
 uint64_t dma_run_cycles(const DmaWalk& src, const DmaWalk& dst, int e);
+// The 32-byte words a DMA walk touches one after another: on the HBM side each is a burst at
+// the pins (a source run in another word than the one before is a read, the destination's
+// write-combining buffer writes a word when the next elements land in another), so HBM bytes
+// = 32 x this, whatever the elements used of each word.
+uint64_t dma_words(const DmaWalk& w, int e);
 
 struct BuilderStats {
   uint64_t instructions = 0, waits = 0, signals = 0;
   std::array<uint64_t, 3> per_unit{};  // DMA, MXU, VPU instructions (sync included)
   uint64_t mxu_rows = 0;      // activation rows streamed by MXU.MM (one cycle each at best)
   uint64_t mxu_ldw = 0;       // weight tiles loaded (N rows each)
-  uint64_t mxu_cycles = 0;    // the MXU's shape bound: max(rows x UB words a row, N + 1) an MM
+  uint64_t mxu_cycles = 0;    // the MXU's shape bound: max(rows w, N w + 1) an MM, w words a row
   uint64_t dma_elements = 0;  // elements moved by DMA.COPY (a word a cycle on contiguous runs)
   uint64_t dma_cycles = 0;    // DMA.COPY at the DMA's peak, one run a cycle (dma_run_cycles)
-  uint64_t hbm_bytes = 0;     // HBM bytes DMA.COPY reads and writes (the memory's bound)
-  uint64_t ici_bytes = 0;     // bytes DMA.COPY writes into a neighbour (over an ICI link)
+  uint64_t hbm_bytes = 0;     // HBM bytes at the pins: DMA.COPY's bursts x 32 (dma_words)
+  uint64_t ici_flits = 0;     // flits DMA.COPY sends a neighbour (a destination word each)
 };
 
 class ProgramBuilder {
@@ -116,10 +121,11 @@ class ProgramBuilder {
   }
   void set_loops(isa::Walk walk, const DmaWalk& w);
   void count_block(const std::vector<Instruction>& block);  // fenced_block's statistics
-  // The MXU's shape bound of an MXU.MM of `rows` rows: a row (2N/32 UB words) a cycle, or the
-  // next tile's N weight rows, loading beside it.
+  // The MXU's shape bound of an MXU.MM of `rows` rows: a row of w = max(1, 2N/32) UB words in w
+  // cycles, or the next tile's N weight rows (N w words on their own port), loading beside it.
   uint64_t mxu_shape_cycles(uint32_t rows) const {
-    return std::max<uint64_t>(uint64_t{rows} * std::max(1, 2 * n_ / 32), uint64_t(n_) + 1);
+    const uint64_t words = static_cast<uint64_t>(std::max(1, 2 * n_ / 32));  // UB words a row
+    return std::max<uint64_t>(rows * words, n_ * words + 1);
   }
   void check_ub(uint64_t lo, uint64_t hi, const char* what) const;
 

@@ -18,13 +18,18 @@ const char* Roofline::unit() const {
   return "SEQ";
 }
 
+uint64_t ici_flit_cycles() {
+  const uint64_t flit_bytes = chip_params::FlitW / 8, link = chip_params::ICI_LINK_BYTES;
+  return (flit_bytes + link - 1) / link;
+}
+
 Roofline roofline(const StepStats::Phase& p, int channels) {
   const uint64_t peak = kHbmBytesPerCycle * static_cast<uint64_t>(std::max(1, channels));
-  const uint64_t link = chip_params::ICI_LINK_BYTES;
-  // HBM carries the DMA's bytes and the phase's instructions, fetched once as stored
+  // HBM carries the DMA's bursts and the phase's instructions, fetched once as stored
   const uint64_t hbm = p.hbm_bytes + p.instructions * isa::kInstructionBytes;
-  return {p.mxu_bound, p.vpu, p.dma_cycles, (hbm + peak - 1) / peak,
-          (p.ici_bytes + link - 1) / link, p.executed};
+  return {
+      p.mxu_bound, p.vpu, p.dma_cycles, (hbm + peak - 1) / peak, p.ici_flits * ici_flit_cycles(),
+      p.executed};
 }
 
 }  // namespace tessera::compiler

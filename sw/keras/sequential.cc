@@ -61,6 +61,9 @@ void Sequential::compile(const compiler::OptimizerSpec& opt, const std::string& 
   if (device.backend == driver::Backend::kRtl && !driver::rtl_array_built(device.array))
     bad("the rtl backend is built for array sizes 4 and 16 (and 128 after make chip128), not " +
         std::to_string(device.array));
+  if (device.backend == driver::Backend::kRtl && device.array == 128 &&
+      device.arith != driver::Arith::kHost)
+    bad("the rtl chip at N = 128 is built in the host-arithmetic flavour only: use --arith host");
   const int P = strategy_.num_replicas_in_sync;
   if (P < 1) bad("TPUStrategy: num_replicas_in_sync must be at least 1");
   if (batch_size == 0 || batch_size % static_cast<uint32_t>(P) != 0)

@@ -34,8 +34,8 @@ void print_stats(std::ostream& out, const compiler::DenseStackStep& step) {
     out << "  " << std::left << std::setw(10) << p.name << std::right << std::setw(9)
         << p.instructions << " instructions, MXU bound " << std::setw(8) << rf.mxu << ", VPU "
         << std::setw(8) << rf.vpu << ", DMA " << std::setw(8) << rf.dma << " (" << p.dma_elements
-        << " elements), HBM " << std::setw(8) << rf.hbm << ", ICI " << rf.ici << ", SEQ "
-        << rf.seq << ": roofline " << rf.bound() << " (" << rf.unit() << ")\n";
+        << " elements), HBM " << std::setw(8) << rf.hbm << ", ICI " << rf.ici << ", SEQ " << rf.seq
+        << ": roofline " << rf.bound() << " (" << rf.unit() << ")\n";
   }
   out << "  bound: MXU " << step.mxu_bound_cycles() << " cycles, VPU " << step.vpu_bound_cycles()
       << " cycles, DMA " << step.dma_bound_cycles() << " cycles, HBM " << step.hbm_bound_cycles()

@@ -566,20 +566,20 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
         const compiler::Roofline rf = compiler::roofline(ph, P.chip().channels);
         report << std::left << std::setw(12) << ph.name << std::right << std::setw(11) << rf.mxu
                << std::setw(11) << rf.vpu << std::setw(11) << rf.dma << std::setw(11) << rf.hbm
-               << std::setw(11) << rf.ici << std::setw(11) << rf.seq << std::setw(11)
-               << rf.bound() << std::setw(7) << rf.unit() << "\n";
+               << std::setw(11) << rf.ici << std::setw(11) << rf.seq << std::setw(11) << rf.bound()
+               << std::setw(7) << rf.unit() << "\n";
       }
       report << "(per phase: decode-PC samples every " << kSampleEvery
              << " cycles; unit busy and MXU utilization as % of the phase's cycles;\n"
-                "roofline = the largest of the phase's unit bounds: the MXU's shape bound (a row\n"
-                "a cycle, max(rows, N + 1) an MXU.MM), the VPU's operations (one a cycle), the\n"
-                "DMA's cycles at its peak (one run of up to a 32-byte word a cycle), the HBM\n"
-                "bytes (the DMA's and the phase's instructions) at the pins' peak ("
+                "roofline = the largest of the phase's unit bounds: the MXU's shape bound\n"
+                "(max(rows w, N w + 1) an MXU.MM, w UB words a row), the VPU's operations (one\n"
+                "a cycle), the DMA's cycles at its peak (one run of up to a 32-byte word a\n"
+                "cycle), the HBM bytes at the pins (the DMA's bursts and the phase's\n"
+                "instructions) at "
              << compiler::kHbmBytesPerCycle
-             << " B/cycle a pseudo-channel), the bytes sent to a neighbour at\n"
-                "the ICI link's ("
-             << chip_params::ICI_LINK_BYTES
-             << " B/cycle) and the instructions executed (SEQ: the sequencer decodes\n"
+             << " B/cycle a pseudo-channel, the flits sent to a neighbour at "
+             << compiler::ici_flit_cycles()
+             << "\ncycles a flit, and the instructions executed (SEQ: the sequencer decodes\n"
                 "one a cycle for every unit); binds = the unit that sets it;\n"
                 "MXU bound/busy = the MXU's shape bound over its busy cycles; HBM bus = cycles\n"
                 "the HBM data bus carried data, R/W turns = switches between reads and writes,\n"
@@ -597,11 +597,12 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
            << " elements, a run of up to a 32-byte word a cycle), HBM "
            << step_prog.hbm_bound_cycles() << " (" << st.hbm_bytes << " DMA bytes and "
            << st.instructions * isa::kInstructionBytes << " of instructions), ICI "
-           << step_prog.ici_bound_cycles() << " (" << st.ici_bytes << " bytes)\n\n";
+           << step_prog.ici_bound_cycles() << " (" << st.ici_flits << " flits)\n\n";
     report << "program: " << st.instructions << " instructions (" << st.loops << " REPEAT loops; "
            << st.executed << " executed); roofline bound " << step_prog.bound_cycles()
            << " cycles (per phase the largest of the unit bounds)\n\n";
-    report << "phase        instructions  MXU bound  VPU ops   DMA elements  DMA bound  HBM bound\n";
+    report
+        << "phase        instructions  MXU bound  VPU ops   DMA elements  DMA bound  HBM bound\n";
     for (const auto& p : st.phases) {
       const compiler::Roofline rf = compiler::roofline(p, step_prog.chip().channels);
       report << std::left << std::setw(13) << p.name << std::right << std::setw(12)
@@ -676,6 +677,7 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
         JsonValue(static_cast<unsigned long long>(step_prog.hbm_bound_cycles()))},
        {"ici_bound_cycles",
         JsonValue(static_cast<unsigned long long>(step_prog.ici_bound_cycles()))},
+       {"seq_bound_cycles", JsonValue(static_cast<unsigned long long>(step_prog.stats().executed))},
        {"roofline_bound_cycles",
         JsonValue(static_cast<unsigned long long>(step_prog.bound_cycles()))},
        {"phase_cycles", JsonValue::object(std::move(phase_cycles))},

@@ -1,15 +1,15 @@
 // tpu_mxu_unit (MXU.LDW / MXU.MM on a tpu_mxu) at N = 4 (four rows per UB word), N = 16 (one
 // row per word) and N = 32 (two words per row) against the architectural reference: a C++
 // unified-buffer model (random bf16 with occasional specials, random grants, read data the
-// cycle after the grant) serves the unit's two UB read ports (weight rows, activation rows); programs of LDW, MM (overwrite), LDW, MM
-// (accumulate into the same rows) with random addresses, positive, zero and negative strides
-// and 1 .. 3N rows run back to back, and every touched accumulator row is read back through
-// the read port and compared bit for bit with sw/numerics/mxu_ref's order (accumulate = fp32 RNE
-// add of the new sum to the old row). Also: the external accumulator write port (writes land,
-// are read back and accumulated onto, and yield exactly once per array result written),
-// idle_o low until the last result is written, activation rows per cycle of a long MM and of
-// tiles back to back (a tile loads beside the stream), and five tiles loaded before their MMs
-// (the most the unit queues).
+// cycle after the grant) serves the unit's two UB read ports (weight rows, activation rows);
+// programs of LDW, MM (overwrite), LDW, MM (accumulate into the same rows) with random addresses,
+// positive, zero and negative strides and 1 .. 3N rows run back to back, and every touched
+// accumulator row is read back through the read port and compared bit for bit with
+// sw/numerics/mxu_ref's order (accumulate = fp32 RNE add of the new sum to the old row). Also: the
+// external accumulator write port (writes land, are read back and accumulated onto, and yield
+// exactly once per array result written), idle_o low until the last result is written, activation
+// rows per cycle of a long MM and of tiles back to back (a tile loads beside the stream), and five
+// tiles loaded before their MMs (the most the unit queues).
 #include <gtest/gtest.h>
 
 #include <algorithm>

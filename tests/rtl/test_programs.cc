@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "sw/compiler/program_builder.h"
 #include "sw/numerics/fp_ref.h"
 #include "tessera/asm.h"
 #include "tessera/driver.h"
@@ -194,6 +195,41 @@ TEST(Programs, MatmulReluAtN16) {
   const double err = rel_norm_error(out, ref);
   std::cout << "N = 16 matmul + relu: relative error " << err << "\n";
   EXPECT_LT(err, 1e-5);
+}
+
+// The compiler's MXU shape bound (ProgramBuilder's mxu_cycles: max(rows, N + 1) an MXU.MM, the
+// next tile's weights loading on their own UB port) against the chip: eight LDW + MM of 64 rows
+// in one burst keep the MXU busy for the bound plus the first tile's load and the array's drain
+// (2N - 1), not a weight load more a tile (the shared-port design took N + 64 a tile).
+TEST(Programs, MxuStreamsTilesBackToBackAtItsShapeBound) {
+  const int n = 16, rows = 64, tiles = 8;
+  std::ostringstream p;
+  p << "dma.loop src, 0, 1024, 2, 1, 0\ndma.loop dst, 0, 1024, 2, 1, 0\n"
+    << "dma.copy hbm, ub, 2, 0x10000, 0x0\n"  // A: 64 rows of 16 bf16
+    << "dma.loop src, 0, 256, 2, 1, 0\ndma.loop dst, 0, 256, 2, 1, 0\n"
+    << "dma.copy hbm, ub, 2, 0x11000, 0x800\n"  // a weight tile
+    << "signal dma, sc0\nwait mxu, sc0, 1\n";
+  compiler::ProgramBuilder bound(n, kFullChip.ub_bytes, kFullChip.acc_rows);
+  for (int t = 0; t < tiles; ++t) {
+    p << "mxu.ldw 0x800, 32\nmxu.mm set, 0x0, 32, " << rows << ", " << rows * t << "\n";
+    bound.mxu_ldw(0x800, 32);
+    bound.mxu_mm(false, 0, 32, rows, rows * t);
+  }
+  p << "signal mxu, sc1\nhalt\n";
+  const auto a = assembler::assemble(p.str(), {static_cast<uint32_t>(n)});
+  ASSERT_TRUE(a.ok()) << assembler::format_error("prog", a.errors[0]);
+  auto dev = driver::Device::open(driver::DeviceConfig(kFullChip, driver::Backend::kRtl));
+  std::vector<uint16_t> ones(1024, 0x3F80);
+  dev->write(0x10000, bytes_of(ones));
+  dev->write(0x11000, bytes_of(ones));
+  const driver::RunReport r = dev->run(dev->load_program(a.bytes()), 1'000'000);
+  const uint64_t busy = r.perf[isa::PERF_MXU_BUSY], shape = bound.stats().mxu_cycles;
+  std::printf("MXU busy %llu cycles, shape bound %llu\n", static_cast<unsigned long long>(busy),
+              static_cast<unsigned long long>(shape));
+  EXPECT_EQ(shape, uint64_t{tiles} * rows);
+  EXPECT_EQ(r.perf[isa::PERF_MACS], uint64_t{tiles} * rows * n * n);
+  EXPECT_GE(busy, shape);
+  EXPECT_LE(busy, shape + n + 2 * n + 8) << "a gap between tiles";
 }
 
 TEST(Programs, RowSoftmaxMatchesFloat64) {

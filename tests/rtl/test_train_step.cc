@@ -70,6 +70,18 @@ TEST_P(TrainStepRtl, TwoStepsBitIdenticalToFunctionalWithDataIndependentTiming) 
       rep[b] = dev[b]->run(prog[b], 400'000'000);
     }
     cycles[s] = rep[0].cycles;
+    // The compiler's HBM model against the chip's counters: the DMA's bursts (32 bytes a word
+    // its walks touch) plus the program's stored bytes, fetched once (REPEAT bodies replay from
+    // the fetch buffer), and at most a fetch buffer's worth read ahead past HALT.
+    {
+      const uint64_t measured = rep[0].perf[isa::PERF_HBM_RD] + rep[0].perf[isa::PERF_HBM_WR];
+      const uint64_t model = step[0]->stats().hbm_bytes + step[0]->program_bytes().size();
+      std::printf("N=%d batch %u: HBM bytes %llu measured, %llu modelled\n", tc.n, tc.batch,
+                  static_cast<unsigned long long>(measured),
+                  static_cast<unsigned long long>(model));
+      EXPECT_GE(measured, model);
+      EXPECT_LE(measured, model + 64 * isa::kInstructionBytes);
+    }
     EXPECT_EQ(rep[0].perf[isa::PERF_MACS], rep[1].perf[isa::PERF_MACS]) << "MACs";
     EXPECT_EQ(rep[0].perf[isa::PERF_INSTRS], rep[1].perf[isa::PERF_INSTRS])
         << "instructions retired";

@@ -38,8 +38,8 @@ struct StepStats {
   uint64_t macs = 0;                   // MXU.MM rows x N x N
   uint64_t dma_elements = 0;           // elements the DMA moves (a word a cycle on runs)
   uint64_t dma_cycles = 0;             // the DMA's cycles at its peak (one run a cycle)
-  uint64_t hbm_bytes = 0;              // HBM bytes the DMA reads and writes
-  uint64_t ici_bytes = 0;              // bytes the DMA writes into a neighbour
+  uint64_t hbm_bytes = 0;              // HBM bytes the DMA moves at the pins (32 a burst)
+  uint64_t ici_flits = 0;              // flits the DMA sends a neighbour (32 payload bytes)
   struct Phase {
     std::string name;
     uint64_t first_instruction = 0, instructions = 0;  // in the program
@@ -53,7 +53,7 @@ struct StepStats {
     uint64_t dma_elements = 0;
     uint64_t dma_cycles = 0;  // the DMA bound: its copies at one run a cycle
     uint64_t hbm_bytes = 0;
-    uint64_t ici_bytes = 0;   // over the ICI link to a neighbour
+    uint64_t ici_flits = 0;  // over the ICI link to a neighbour
   };
   std::vector<Phase> phases;
 };
@@ -67,13 +67,16 @@ inline constexpr uint64_t kHbmBytesPerCycle = uint64_t{chip_params::HBM_PC_WIDTH
 // A phase's roofline: the largest of its units' bounds — the MXU's shape bound, the VPU's
 // operations, the DMA's cycles at its peak, the HBM bytes (the DMA's and the phase's stored
 // instructions, which the sequencer fetches) at the pins' peak over `channels` pseudo-channels,
-// the bytes sent to a neighbour at the ICI link's peak, and the sequencer's decode (one
-// instruction a cycle for every unit) — and the unit that sets it.
+// the flits sent to a neighbour at the ICI link's peak (a 40-byte flit in ceil(40 / 16) = 3
+// cycles: docs/multichip.md), and the sequencer's decode (one instruction a cycle for every
+// unit) — and the unit that sets it.
 struct Roofline {
   uint64_t mxu = 0, vpu = 0, dma = 0, hbm = 0, ici = 0, seq = 0;
   uint64_t bound() const;
   const char* unit() const;  // "MXU", "VPU", "DMA", "HBM", "ICI" or "SEQ" (the first largest)
 };
 Roofline roofline(const StepStats::Phase& p, int channels);
+// The link cycles of one flit (its FlitW bits over ICI_LINK_BYTES a cycle: 3).
+uint64_t ici_flit_cycles();
 
 }  // namespace tessera::compiler

@@ -250,9 +250,10 @@ class DenseStackStep {
   // HBM bytes (the DMA's and the stored program's) over the pins' peak, 16 B a cycle a
   // pseudo-channel (docs/memory.md).
   uint64_t hbm_bound_cycles() const;
-  // Bytes sent to a neighbour over the ICI link's peak (chip_params::ICI_LINK_BYTES a cycle).
+  // Flits sent to a neighbour at the ICI link's peak (compiler::ici_flit_cycles a flit).
   uint64_t ici_bound_cycles() const;
-  // The step's roofline bound: per phase the largest of its MXU, VPU, DMA, HBM and ICI bounds
+  // The step's roofline bound: per phase the largest of its MXU, VPU, DMA, HBM, ICI and SEQ
+  // bounds
   // (compiler::roofline), summed.
   uint64_t bound_cycles() const;
   // One line per lowered matmul: its phase, shapes and tiling (tessera compile --dump).
