@@ -21,26 +21,27 @@ def main():
         sys.exit(f"phase_table: {path}: {e.strerror}")
     head = next((i for i, l in enumerate(lines) if l.startswith("phase") and "DMA busy" in l), None)
     bounds = next((i for i, l in enumerate(lines)
-                   if l.startswith("phase") and "HBM bound" in l), None)
+                   if l.startswith("phase") and "instructions" in l and "binds" in l), None)
     step = next((l for l in lines if l.startswith("step ") and "roofline bound" in l), None)
     if head is None or bounds is None or step is None:
         sys.exit(f"phase_table: {path} has no profiled rtl step (train with --backend rtl)")
     timing = {}
-    for l in lines[head + 1:bounds]:
+    for l in lines[head + 1:]:
         f = l.split()
-        if not f:
-            continue
+        if not f or l.startswith("("):
+            break
         timing[f[0]] = f
-    names = lines[bounds].split()[1:]  # "MXU bound" ... "roofline binds"
-    units = [names[i] for i in range(0, len(names) - 2, 2)]
+    # the program's table: phase, instructions, DMA elements, "<unit> bound" ..., roofline, binds
+    header = lines[bounds].split()
+    units = [header[i - 1] for i, w in enumerate(header) if w == "bound"]
     print("| phase | cycles | " + " | ".join(units) + " | roofline (binds) | cycles / roofline "
           "| DMA busy | MXU busy | VPU busy |")
     print("|---" * (len(units) + 7) + "|")
     for l in lines[bounds + 1:]:
         f = l.split()
-        if len(f) != len(units) + 3 or f[0] not in timing:
+        if len(f) != len(units) + 5 or f[0] not in timing:
             break
-        name, vals, roof, unit = f[0], list(map(int, f[1:-2])), int(f[-2]), f[-1]
+        name, vals, roof, unit = f[0], list(map(int, f[3:-2])), int(f[-2]), f[-1]
         t = timing[name]
         cyc = int(t[1])
         ratio = f"{cyc / roof:.2f}" if roof else "-"

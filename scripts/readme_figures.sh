@@ -58,12 +58,11 @@ import re, sys
 report, readme = sys.argv[1], sys.argv[2]
 lines = open(report, encoding="utf-8").read().split("\n")
 # the rtl step's totals ("rtl step:" to the HBM line), then its per-phase table (the report's
-# first lines, "step S: ..." to the unit-bounds table)
+# first lines, "step S: ..." to the legend under it)
 start = next(i for i, l in enumerate(lines) if l.startswith("rtl step:"))
 end = next((i + 1 for i in range(start, len(lines)) if lines[i].strip().startswith("HBM read")),
            len(lines))
-table_end = next((i for i, l in enumerate(lines)
-                  if l.startswith("phase") and "HBM bound" in l), len(lines))
+table_end = next((i for i, l in enumerate(lines) if l.startswith("(per phase")), len(lines))
 snippet = "\n".join(l.rstrip() for l in lines[start:end] + [""] + lines[:table_end]).strip("\n")
 text = open(readme, encoding="utf-8").read()
 block = re.compile(r"(<!-- cycle-report[^\n]*-->\n).*?(<!-- /cycle-report -->)", re.S)

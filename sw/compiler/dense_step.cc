@@ -512,9 +512,7 @@ DenseParams DenseStackStep::merge_replica_gradients(const std::vector<DenseParam
 const Graph& DenseStackStep::graph() const { return *graph_; }
 
 uint64_t DenseStackStep::hbm_bound_cycles() const {
-  const uint64_t peak = kHbmBytesPerCycle * static_cast<uint64_t>(chip_.channels);
-  const uint64_t bytes = stats_.hbm_bytes + stats_.instructions * isa::kInstructionBytes;
-  return (bytes + peak - 1) / peak;
+  return hbm_cycles(stats_.hbm_bytes, stats_.instructions, chip_.channels);
 }
 
 uint64_t DenseStackStep::ici_bound_cycles() const { return stats_.ici_flits * ici_flit_cycles(); }

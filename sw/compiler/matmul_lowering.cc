@@ -99,7 +99,6 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   const bool by_rows = op.a_gather && !op.w_gather && !epi.load && op.epi_row_bytes;
   auto runs = [](uint64_t elems, uint32_t run) { return run ? ceil_div(elems, uint64_t{run}) : 1; };
   const bool gathered = op.a_gather || op.w_gather;
-  const uint64_t wpr = std::max(1u, 2 * N / 32);  // UB words an MXU row (the MXU's read rate)
   const uint32_t nbuf = epi.load ? std::clamp(op.epi_buffers, 2u, 4u) : 2;
   const uint32_t a_run = op.a_gather ? op.a_run : op.Kt * N;
   const uint32_t w_run = op.w_gather && !op.w_by_column ? op.w_run : 0;
@@ -172,8 +171,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
           const uint64_t pieces = op.epi_row_bytes ? rblocks * cgroups * ceil_div(rr, p) : 0;
           const uint64_t dma = (a_bytes + w_bytes) / 16 + kRunCycles * (a_runs + w_runs) +
                                kLoadCycles * (loads + (plain_model ? pieces : 0));
-          const uint64_t mxu =
-              rblocks * cgroups * op.Kt * ct * std::max<uint64_t>(rr * wpr, N * wpr + 1);
+          const uint64_t mxu = rblocks * cgroups * op.Kt * ct * mxu_tile_cycles(N, rr);
           const uint64_t traffic = (a_bytes + w_bytes) / 2;
           const uint64_t epi_drain = single ? rblocks * cgroups * rr * ct * kEpiRowCycles : 0;
           const uint64_t time = gathered || plain_model ? std::max(dma, mxu) + epi_drain : traffic;

@@ -242,10 +242,7 @@ void ProgramBuilder::dma_copy(const DmaWalk& src, const DmaWalk& dst, int e) {
   set_loops(isa::Walk::kDst, dst);
   Instruction i;
   i.op = isa::Opcode::kDmaCopy;
-  stats_.dma_elements += src.elements();
-  stats_.dma_cycles += dma_run_cycles(src, dst, e);
-  for (const DmaWalk* w : {&src, &dst})
-    if (w->space == isa::Space::kHbm) stats_.hbm_bytes += 32 * dma_words(*w, e);
+  count_copy(src, dst, e, isa::Link::kLocal);
   i.src_space = src.space;
   i.dst_space = dst.space;
   i.elem_bytes = static_cast<uint8_t>(e);
@@ -262,7 +259,6 @@ void ProgramBuilder::mxu_ldw(uint32_t addr, int32_t stride, bool transpose) {
   check_ub(f.lo, f.hi, "MXU.LDW");
   Instruction i;
   i.op = isa::Opcode::kMxuLdw;
-  ++stats_.mxu_ldw;
   i.transpose = transpose;
   i.addr = addr;
   i.stride = stride;
@@ -287,8 +283,7 @@ void ProgramBuilder::mxu_mm(bool accumulate, uint32_t addr, int32_t stride, uint
   if (accumulate) fp.push_back({Footprint::Space::kAcc, acc_row, acc_end, false});
   Instruction i;
   i.op = isa::Opcode::kMxuMm;
-  stats_.mxu_rows += rows;
-  stats_.mxu_cycles += mxu_shape_cycles(rows);
+  count_mm(rows);
   i.acc_mode = accumulate ? isa::AccMode::kAcc : isa::AccMode::kSet;
   i.addr = addr;
   i.stride = stride;
@@ -384,6 +379,22 @@ void ProgramBuilder::fenced_block(const std::vector<Instruction>& block) {
   for (auto& walk : loop_regs_) walk.fill({0u, 0});  // count 0: never a register's value
 }
 
+void ProgramBuilder::count_copy(const DmaWalk& src, const DmaWalk& dst, int e, isa::Link link) {
+  stats_.dma_elements += src.elements();
+  stats_.dma_cycles += dma_run_cycles(src, dst, e);
+  if (src.space == isa::Space::kHbm) stats_.hbm_bytes += 32 * dma_words(src, e);
+  // A remote copy writes a flit a destination word into the neighbour; the ring is symmetric,
+  // so as many arrive here, into this chip's HBM when the walk is in HBM.
+  const uint64_t dst_words = dma_words(dst, e);
+  if (dst.space == isa::Space::kHbm) stats_.hbm_bytes += 32 * dst_words;
+  if (link != isa::Link::kLocal) stats_.ici_flits += dst_words;
+}
+
+void ProgramBuilder::count_mm(uint32_t rows) {
+  stats_.mxu_rows += rows;
+  stats_.mxu_cycles += mxu_tile_cycles(n_, rows);
+}
+
 void ProgramBuilder::count_block(const std::vector<Instruction>& block) {
   // The DMA's loop registers as the block sets them (it sets every loop its copies use).
   std::array<std::array<std::pair<uint32_t, int32_t>, 4>, 2> regs;
@@ -408,25 +419,14 @@ void ProgramBuilder::count_block(const std::vector<Instruction>& block) {
           src.loops.push_back(regs[0][l]);
           dst.loops.push_back(regs[1][l]);
         }
-        const int e = i.elem_bytes;
-        stats_.dma_elements += src.elements();
-        stats_.dma_cycles += dma_run_cycles(src, dst, e);
-        if (src.space == isa::Space::kHbm) stats_.hbm_bytes += 32 * dma_words(src, e);
-        // A remote copy writes a flit a destination word into the neighbour; the ring is
-        // symmetric, so as many arrive here, into this chip's HBM when the walk is in HBM.
-        const uint64_t dst_words = dma_words(dst, e);
-        if (dst.space == isa::Space::kHbm) stats_.hbm_bytes += 32 * dst_words;
-        if (i.link != isa::Link::kLocal) stats_.ici_flits += dst_words;
+        count_copy(src, dst, i.elem_bytes, i.link);
         ++stats_.per_unit[0];
         break;
       }
-      case isa::Opcode::kMxuLdw:
-        ++stats_.mxu_ldw;
-        ++stats_.per_unit[1];
-        break;
       case isa::Opcode::kMxuMm:
-        stats_.mxu_rows += i.rows;
-        stats_.mxu_cycles += mxu_shape_cycles(i.rows);
+        count_mm(i.rows);
+        [[fallthrough]];
+      case isa::Opcode::kMxuLdw:
         ++stats_.per_unit[1];
         break;
       case isa::Opcode::kVpuLd:

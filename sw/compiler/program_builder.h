@@ -52,12 +52,18 @@ uint64_t dma_run_cycles(const DmaWalk& src, const DmaWalk& dst, int e);
 // write-combining buffer writes a word when the next elements land in another), so HBM bytes
 // = 32 x this, whatever the elements used of each word.
 uint64_t dma_words(const DmaWalk& w, int e);
+// The MXU's shape bound of an MXU.MM of `rows` rows at array size n: a row of w = max(1, 2n/32)
+// UB words in w cycles, or the next tile's n weight rows (n w words on their own UB port),
+// loading beside it. The compiler's statistics and its tiling's time model both use it.
+inline uint64_t mxu_tile_cycles(uint32_t n, uint64_t rows) {
+  const uint64_t words = std::max<uint64_t>(1, 2 * uint64_t{n} / 32);  // UB words a row
+  return std::max<uint64_t>(rows * words, n * words + 1);
+}
 
 struct BuilderStats {
   uint64_t instructions = 0, waits = 0, signals = 0;
   std::array<uint64_t, 3> per_unit{};  // DMA, MXU, VPU instructions (sync included)
   uint64_t mxu_rows = 0;      // activation rows streamed by MXU.MM (one cycle each at best)
-  uint64_t mxu_ldw = 0;       // weight tiles loaded (N rows each)
   uint64_t mxu_cycles = 0;    // the MXU's shape bound: max(rows w, N w + 1) an MM, w words a row
   uint64_t dma_elements = 0;  // elements moved by DMA.COPY (a word a cycle on contiguous runs)
   uint64_t dma_cycles = 0;    // DMA.COPY at the DMA's peak, one run a cycle (dma_run_cycles)
@@ -121,12 +127,9 @@ class ProgramBuilder {
   }
   void set_loops(isa::Walk walk, const DmaWalk& w);
   void count_block(const std::vector<Instruction>& block);  // fenced_block's statistics
-  // The MXU's shape bound of an MXU.MM of `rows` rows: a row of w = max(1, 2N/32) UB words in w
-  // cycles, or the next tile's N weight rows (N w words on their own port), loading beside it.
-  uint64_t mxu_shape_cycles(uint32_t rows) const {
-    const uint64_t words = static_cast<uint64_t>(std::max(1, 2 * n_ / 32));  // UB words a row
-    return std::max<uint64_t>(rows * words, n_ * words + 1);
-  }
+  // The statistics of one DMA.COPY (to a neighbour when link is not local) and one MXU.MM.
+  void count_copy(const DmaWalk& src, const DmaWalk& dst, int e, isa::Link link);
+  void count_mm(uint32_t rows);
   void check_ub(uint64_t lo, uint64_t hi, const char* what) const;
 
   int n_;

@@ -23,13 +23,21 @@ uint64_t ici_flit_cycles() {
   return (flit_bytes + link - 1) / link;
 }
 
-Roofline roofline(const StepStats::Phase& p, int channels) {
+uint64_t hbm_cycles(uint64_t dma_bytes, uint64_t instructions, int channels) {
   const uint64_t peak = kHbmBytesPerCycle * static_cast<uint64_t>(std::max(1, channels));
-  // HBM carries the DMA's bursts and the phase's instructions, fetched once as stored
-  const uint64_t hbm = p.hbm_bytes + p.instructions * isa::kInstructionBytes;
-  return {
-      p.mxu_bound, p.vpu, p.dma_cycles, (hbm + peak - 1) / peak, p.ici_flits * ici_flit_cycles(),
-      p.executed};
+  const uint64_t bytes = dma_bytes + instructions * isa::kInstructionBytes;  // fetched once
+  return (bytes + peak - 1) / peak;
+}
+
+Roofline roofline(const StepStats::Phase& p, int channels) {
+  Roofline r;
+  r.mxu = p.mxu_bound;
+  r.vpu = p.vpu;
+  r.dma = p.dma_cycles;
+  r.hbm = hbm_cycles(p.hbm_bytes, p.instructions, channels);
+  r.ici = p.ici_flits * ici_flit_cycles();
+  r.seq = p.executed;
+  return r;
 }
 
 }  // namespace tessera::compiler

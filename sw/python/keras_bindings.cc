@@ -359,7 +359,7 @@ void bind_keras(py::module_& m) {
         d["dma_bound_cycles"] = st.dma_bound_cycles();
         d["hbm_bound_cycles"] = st.hbm_bound_cycles();
         d["ici_bound_cycles"] = st.ici_bound_cycles();
-        d["seq_bound_cycles"] = st.stats().executed;
+        d["seq_bound_cycles"] = st.seq_bound_cycles();
         d["bound_cycles"] = st.bound_cycles();
         py::list phases;
         for (const auto& p : st.stats().phases) {

@@ -555,20 +555,8 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
       const auto& P = step_prog;
       report << "step " << profiled_step << ": " << r.cycles << " cycles; roofline bound "
              << P.bound_cycles() << " cycles (" << g9(double(r.cycles) / double(P.bound_cycles()))
-             << "x); unit bounds over the step: MXU " << P.mxu_bound_cycles() << ", VPU "
-             << P.vpu_bound_cycles() << ", DMA " << P.dma_bound_cycles() << ", HBM "
-             << P.hbm_bound_cycles() << ", ICI " << P.ici_bound_cycles() << ", SEQ "
-             << P.stats().executed << "\n"
-             << phase_report(phases, n, opt.channels)
-             << "phase         MXU bound  VPU bound  DMA bound  HBM bound  ICI bound  SEQ bound   "
-                "roofline  binds\n";
-      for (const auto& ph : st.phases) {
-        const compiler::Roofline rf = compiler::roofline(ph, P.chip().channels);
-        report << std::left << std::setw(12) << ph.name << std::right << std::setw(11) << rf.mxu
-               << std::setw(11) << rf.vpu << std::setw(11) << rf.dma << std::setw(11) << rf.hbm
-               << std::setw(11) << rf.ici << std::setw(11) << rf.seq << std::setw(11) << rf.bound()
-               << std::setw(7) << rf.unit() << "\n";
-      }
+             << "x; each phase's unit bounds: the program table further down)\n"
+             << phase_report(phases, n, opt.channels);
       report << "(per phase: decode-PC samples every " << kSampleEvery
              << " cycles; unit busy and MXU utilization as % of the phase's cycles;\n"
                 "roofline = the largest of the phase's unit bounds: the MXU's shape bound\n"
@@ -597,18 +585,20 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
            << " elements, a run of up to a 32-byte word a cycle), HBM "
            << step_prog.hbm_bound_cycles() << " (" << st.hbm_bytes << " DMA bytes and "
            << st.instructions * isa::kInstructionBytes << " of instructions), ICI "
-           << step_prog.ici_bound_cycles() << " (" << st.ici_flits << " flits)\n\n";
+           << step_prog.ici_bound_cycles() << " (" << st.ici_flits << " flits), SEQ "
+           << step_prog.seq_bound_cycles() << " (instructions executed)\n\n";
     report << "program: " << st.instructions << " instructions (" << st.loops << " REPEAT loops; "
            << st.executed << " executed); roofline bound " << step_prog.bound_cycles()
            << " cycles (per phase the largest of the unit bounds)\n\n";
-    report
-        << "phase        instructions  MXU bound  VPU ops   DMA elements  DMA bound  HBM bound\n";
+    report << "phase        instructions  DMA elements  MXU bound  VPU bound  DMA bound  HBM bound  "
+              "ICI bound  SEQ bound   roofline  binds\n";
     for (const auto& p : st.phases) {
       const compiler::Roofline rf = compiler::roofline(p, step_prog.chip().channels);
       report << std::left << std::setw(13) << p.name << std::right << std::setw(12)
-             << p.instructions << std::setw(11) << p.mxu_bound << std::setw(9) << p.vpu
-             << std::setw(15) << p.dma_elements << std::setw(11) << rf.dma << std::setw(11)
-             << rf.hbm << "\n";
+             << p.instructions << std::setw(14) << p.dma_elements;
+      for (uint64_t v : {rf.mxu, rf.vpu, rf.dma, rf.hbm, rf.ici, rf.seq, rf.bound()})
+        report << std::setw(11) << v;
+      report << std::setw(7) << rf.unit() << "\n";
     }
     if (!reports.empty()) {
       const auto& r = reports.front();
@@ -677,7 +667,8 @@ int train(const TrainOptions& given, std::ostream& out_all, std::ostream& err) {
         JsonValue(static_cast<unsigned long long>(step_prog.hbm_bound_cycles()))},
        {"ici_bound_cycles",
         JsonValue(static_cast<unsigned long long>(step_prog.ici_bound_cycles()))},
-       {"seq_bound_cycles", JsonValue(static_cast<unsigned long long>(step_prog.stats().executed))},
+       {"seq_bound_cycles",
+        JsonValue(static_cast<unsigned long long>(step_prog.seq_bound_cycles()))},
        {"roofline_bound_cycles",
         JsonValue(static_cast<unsigned long long>(step_prog.bound_cycles()))},
        {"phase_cycles", JsonValue::object(std::move(phase_cycles))},

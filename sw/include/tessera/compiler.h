@@ -78,5 +78,8 @@ struct Roofline {
 Roofline roofline(const StepStats::Phase& p, int channels);
 // The link cycles of one flit (its FlitW bits over ICI_LINK_BYTES a cycle: 3).
 uint64_t ici_flit_cycles();
+// The HBM pins' cycles for the DMA's bytes and the stored instructions the sequencer fetches,
+// at kHbmBytesPerCycle a pseudo-channel.
+uint64_t hbm_cycles(uint64_t dma_bytes, uint64_t instructions, int channels);
 
 }  // namespace tessera::compiler

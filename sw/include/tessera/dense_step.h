@@ -252,6 +252,8 @@ class DenseStackStep {
   uint64_t hbm_bound_cycles() const;
   // Flits sent to a neighbour at the ICI link's peak (compiler::ici_flit_cycles a flit).
   uint64_t ici_bound_cycles() const;
+  // The instructions the step executes: the sequencer decodes one a cycle for every unit.
+  uint64_t seq_bound_cycles() const { return stats_.executed; }
   // The step's roofline bound: per phase the largest of its MXU, VPU, DMA, HBM, ICI and SEQ
   // bounds
   // (compiler::roofline), summed.
