@@ -107,6 +107,10 @@ package tpu_vpu_pkg;
       tpu_isa_pkg::VF_SELLT: lane_op = fp32_lt(a, b) ? c : imm;
       tpu_isa_pkg::VF_BFX:   lane_op = (a >> imm[4:0]) & (32'hFFFF_FFFF >> (5'd31 - imm[9:5]));
       tpu_isa_pkg::VF_SHLOR: lane_op = a | (b << imm[4:0]);
+      tpu_isa_pkg::VF_SELEQH: lane_op = {(a[31:16] == b[31:16]) ? c[31:16] : imm[15:0],
+                                         (a[15:0] == b[15:0]) ? c[15:0] : imm[15:0]};
+      tpu_isa_pkg::VF_ADDMAX: lane_op = fp32_max(tpu_fp_pkg::fp32_add(a, b), c);
+      tpu_isa_pkg::VF_MAX3:   lane_op = fp32_max(fp32_max(a, b), c);
       default:               lane_op = '0;
     endcase
   endfunction

@@ -12,6 +12,37 @@ namespace tessera::compiler::lowering {
 namespace {
 using Fn = isa::Funct;
 uint32_t bits_of(float v) { return fp::bits(v); }
+
+// The routing's registers: dp, its codes, the routed value, and the four window positions' codes
+// (kTap + t), each a bf16 in both halves of a lane (seleqh compares the halves one by one).
+constexpr int kDp = 7, kCode = 8, kRouted = 9, kTap = 10;
+void load_route_taps(ProgramBuilder& b) {
+  for (int t = 0; t < 4; ++t) {
+    const uint32_t h = bits_of(static_cast<float>(t)) >> 16;  // 0..3 are exact in bf16
+    b.vpu_li(kTap + t, h << 16 | h);
+  }
+}
+
+// One pooled vector's routing: dp (at `dp`, its codes at `code`) to the window positions
+// `to[k].first` at UB `to[k].second`: code == t ? dp : 0. Two column tiles at once — 2N bf16
+// bit patterns loaded as 4N bytes, a pair a lane, routed by seleqh half by half and stored as
+// they are — when `pair` and every address is 4N-aligned; else one tile, loaded widened (the
+// bf16 in the high half, seleqh's low halves 0) and rounded back exactly on the store.
+// Returns the column tiles routed (2 or 1).
+uint32_t route_vector(ProgramBuilder& b, uint32_t dp, uint32_t code,
+                      const std::vector<std::pair<int, uint32_t>>& to, bool pair) {
+  const uint32_t wide = 4 * b.n();
+  for (const auto& [t, at] : to) pair = pair && at % wide == 0;
+  pair = pair && dp % wide == 0 && code % wide == 0;
+  const isa::Kind kind = pair ? isa::Kind::kUbF32 : kBf16;
+  b.vpu_ld(kind, kDp, dp);
+  b.vpu_ld(kind, kCode, code);
+  for (const auto& [t, at] : to) {
+    b.vpu_op(Fn::kSelEqH, kRouted, kCode, kTap + t, kDp, 0);
+    b.vpu_st(kind, kRouted, at);
+  }
+  return pair ? 2 : 1;
+}
 }  // namespace
 
 void emit_conv_pool_epilogue(ProgramBuilder& b, const Block& k, const ConvPoolOut& out,
@@ -34,11 +65,10 @@ void emit_conv_pool_epilogue(ProgramBuilder& b, const Block& k, const ConvPoolOu
         b.vpu_ld(kAcc, 2, k.acc(r + 1, c));
         b.vpu_ld(kAcc, 3, k.acc(r + wo, c));
         b.vpu_ld(kAcc, 4, k.acc(r + wo + 1, c));
-        b.vpu_op(Fn::kMax, 5, 1, 2);
-        b.vpu_op(Fn::kMax, 6, 3, 4);
-        b.vpu_op(Fn::kMax, 5, 5, 6);
-        b.vpu_op(Fn::kAdd, 6, 5, 7);
-        b.vpu_op(Fn::kMax, 6, 6, 0);
+        // the max (exact: any grouping gives the same bits), then max(max + bias, 0)
+        b.vpu_op(Fn::kMax3, 5, 1, 2, 3);
+        b.vpu_op(Fn::kMax, 5, 5, 4);
+        b.vpu_op(Fn::kAddMax, 6, 5, 7, 0);
         const uint32_t at = (q * wp + px) * pitch + c * row2n;
         b.vpu_st(kBf16, 6, pooled + at);
         // code = x2 == max ? 2 : 3, then x1 == max ? 1 : code, x0 == max ? 0 : code (selne:
@@ -119,22 +149,19 @@ void emit_pool_route(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint32_t
     b.dma_copy(pooled_walk(codes, c), staged(code_ub[i], c), 2);
     b.signal(isa::Unit::kDma);
   };
-  for (int t = 0; t < 4; ++t) b.vpu_lif(10 + t, static_cast<float>(t));
+  load_route_taps(b);
   auto run = [&](const Chunk& c, int i) {
     // dz in the UB: [pooled row][dy][2 cols pixels][f]; tap t of pixel p at (dy, 2 p + dx)
     const uint32_t zrow = 2 * c.cols * px_bytes;  // one conv row's pixels of the chunk
     for (uint32_t r = 0; r < c.rows; ++r)
       for (uint32_t p = 0; p < c.cols; ++p)
-        for (uint32_t j = 0; j < ct; ++j) {
+        for (uint32_t j = 0; j < ct;) {
           const uint32_t in = (r * c.cols + p) * px_bytes + j * 2 * N;
-          b.vpu_ld(kBf16, 1, dp_ub[i] + in);
-          b.vpu_ld(kBf16, 2, code_ub[i] + in);
-          for (uint32_t t = 0; t < 4; ++t) {
-            const uint32_t dy = t / 2, dx = t % 2;
-            b.vpu_op(Fn::kSelEq, 3, 2, 10 + t, 1, 0);  // code == t ? dp : 0
-            b.vpu_st(kBf16, 3,
-                     dz_ub[i] + (2 * r + dy) * zrow + (2 * p + dx) * px_bytes + j * 2 * N);
-          }
+          std::vector<std::pair<int, uint32_t>> to;
+          for (int t = 0; t < 4; ++t)
+            to.push_back({t, dz_ub[i] + (2 * r + t / 2) * zrow + (2 * p + t % 2) * px_bytes +
+                                 j * 2 * N});
+          j += route_vector(b, dp_ub[i] + in, code_ub[i] + in, to, j + 1 < ct);
         }
     b.signal(isa::Unit::kVpu);
     // conv rows 2 g + dy, columns [2 p0, 2 p0 + 2 cols), of M rows (b, oy, ox) wo pixels apart
@@ -203,7 +230,7 @@ void emit_route_operand(ProgramBuilder& b, RouteOperand& r, uint64_t r0, uint32_
   if (r0 < end) {
     const uint32_t s = cur.at;
     const uint32_t s_codes = s + static_cast<uint32_t>((cur.g1 - cur.g0) * wp) * px_bytes;
-    for (int t = 0; t < 4; ++t) b.vpu_lif(10 + t, static_cast<float>(t));
+    load_route_taps(b);
     for (uint64_t y = r0 / wo; y * wo < end; ++y) {  // conv rows (b ho + oy)
       const uint64_t ma = std::max<uint64_t>(r0, y * wo),
                      mb = std::min<uint64_t>(end, (y + 1) * wo);
@@ -213,15 +240,13 @@ void emit_route_operand(ProgramBuilder& b, RouteOperand& r, uint64_t r0, uint32_
       for (uint64_t m = ma; m < mb;) {
         const uint32_t ox = static_cast<uint32_t>(m - y * wo);
         const uint32_t n = std::min<uint32_t>(2 - ox % 2, static_cast<uint32_t>(mb - m));
-        for (uint32_t j = 0; j < tiles; ++j) {
+        for (uint32_t j = 0; j < tiles;) {
           const uint32_t at = (row0 + ox / 2) * px_bytes + (c0 + j * N) * 2;
-          b.vpu_ld(kBf16, 7, s + at);
-          b.vpu_ld(kBf16, 8, s_codes + at);
-          for (uint32_t k = 0; k < n; ++k) {
-            const uint32_t dx = ox % 2 + k;
-            b.vpu_op(Fn::kSelEq, 9, 8, 10 + 2 * dy + dx, 7, 0);  // code == tap ? dp : 0
-            b.vpu_st(kBf16, 9, dst + static_cast<uint32_t>(m + k - r0) * pitch + j * 2 * N);
-          }
+          std::vector<std::pair<int, uint32_t>> to;
+          for (uint32_t k = 0; k < n; ++k)
+            to.push_back({static_cast<int>(2 * dy + ox % 2 + k),
+                          dst + static_cast<uint32_t>(m + k - r0) * pitch + j * 2 * N});
+          j += route_vector(b, s + at, s_codes + at, to, j + 1 < tiles);
         }
         m += n;
       }
@@ -298,7 +323,7 @@ void emit_conv_pool_weight_gradient(ProgramBuilder& b, uint64_t ub_lo, uint64_t 
   for (int i = 0; i < ndz; ++i)
     for (uint32_t r = RW; r < Rpad; ++r)
       for (uint32_t j = 0; j < F / N; ++j) b.vpu_st(kBf16, 0, dz[i] + (r * F + j * N) * 2);
-  for (int t = 0; t < 4; ++t) b.vpu_lif(10 + t, static_cast<float>(t));
+  load_route_taps(b);
   b.signal(isa::Unit::kVpu);
   const uint32_t items = g.batch * PH;
   // Loads run nin - P - lag items ahead: the set a load overwrites is that of an item whose MXU
@@ -365,16 +390,19 @@ void emit_conv_pool_weight_gradient(ProgramBuilder& b, uint64_t ub_lo, uint64_t 
       load(i + ahead);
     // dz of the item's two conv rows: position (dy, 2 px + dx) gets dp where its code is
     // 2 dy + dx, else 0
-    for (uint32_t j = g.j0; j < g.j1; ++j)
+    for (uint32_t j = g.j0; j < g.j1;) {
+      // tiles j, j + 1 together where every pixel's addresses allow (the buffers are 4N-aligned)
+      const uint32_t tiles = j + 1 < g.j1 && j % 2 == 0 && F * 2 % (4 * N) == 0 ? 2 : 1;
       for (uint32_t px = 0; px < PW; ++px) {
-        b.vpu_ld(kBf16, 7, dp[buf] + (px * F + j * N) * 2);
-        b.vpu_ld(kBf16, 8, code[buf] + (px * F + j * N) * 2);
-        for (uint32_t pos = 0; pos < 4; ++pos) {
-          const uint32_t r = (pos / 2) * CW + 2 * px + pos % 2;
-          b.vpu_op(Fn::kSelEq, 9, 8, static_cast<int>(10 + pos), 7, 0);  // code == pos ? dp : 0
-          b.vpu_st(kBf16, 9, dz[zb] + (r * F + j * N) * 2);
-        }
+        std::vector<std::pair<int, uint32_t>> to;
+        for (int pos = 0; pos < 4; ++pos)
+          to.push_back({pos, dz[zb] + (((pos / 2) * CW + 2 * px + pos % 2) * F + j * N) * 2});
+        if (route_vector(b, dp[buf] + (px * F + j * N) * 2, code[buf] + (px * F + j * N) * 2,
+                         to, tiles == 2) != tiles)
+          throw std::logic_error("conv + max-pool weight gradient: a routed pair not aligned");
       }
+      j += tiles;
+    }
     b.signal(isa::Unit::kVpu);
     // Items 0 .. i - lag are ready for the MXU: emit the whole groups among them.
     const uint32_t ready = i + 1 >= lag ? i + 1 - lag : 0;

@@ -32,9 +32,10 @@ void emit_conv_pool_epilogue(ProgramBuilder& b, const Block& k, const ConvPoolOu
                              uint32_t ub_bias);
 // The conv's output gradient dz ([M rows (b, oy, ox)][F] bf16, the map ho = 2 hp by wo = 2 wp
 // pixels a sample) from the pooled gradient dp and the codes (both [pooled pixel][F] bf16): dz
-// at window position t of a pooled value = dp where its code is t, else 0. Chunks of pooled rows
+// at window position t of a pooled value = dp where its code is t, else 0 (seleqh on two column
+// tiles' bf16 at once where the addresses are 4N-aligned). Chunks of pooled rows
 // (or of a pooled row's pixels, when a row does not fit) staged through the UB arena
-// [ub_lo, ub_hi), double-buffered. Registers V1..V3, V10..V13.
+// [ub_lo, ub_hi), double-buffered. Registers V7..V13.
 void emit_pool_route(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint32_t batch, uint32_t hp,
                      uint32_t wp, uint32_t f, uint64_t dp, uint64_t codes, uint64_t dz);
 
@@ -44,8 +45,9 @@ void emit_pool_route(ProgramBuilder& b, uint64_t ub_lo, uint64_t ub_hi, uint32_t
 // and the codes; rows from m on (the contraction's padding) zero. The pooled rows the call's
 // conv rows lie in (at most stage_bytes of dp and codes) are staged by DMA in one of two
 // buffers, the next call's (rows r0 + rows on) prefetched into the other before this call's VPU
-// work. Per pair of conv rows sharing a pooled value and a column tile: 2 loads, 2 seleq, 2
-// stores. Registers V7..V13 (the optimizer's working registers; its constants stay).
+// work. Per pair of conv rows sharing a pooled value and a column tile: 2 loads, 2 seleqh, 2
+// stores, for two column tiles at once where the addresses are 4N-aligned. Registers V7..V13
+// (the optimizer's working registers; its constants stay).
 struct RouteOperand {
   uint64_t dp = 0, codes = 0;  // [pooled pixel][f] bf16
   uint32_t wo = 0, f = 0;

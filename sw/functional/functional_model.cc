@@ -703,8 +703,8 @@ bool FunctionalModel::exec_vpu(uint64_t pc, const Instruction& i, const isa::Wor
 // (isa::funct_operands; the others must be 0):
 //   va, vb:      add sub mul div min max cmpeq cmplt cmple iadd iand ior ixor shl shr sra
 //   va:          sqrt i2f f2i f2bf rsum rmax
-//   va, vb, vc:  sel
-//   va, vb, vc, imm: seleq selne sellt
+//   va, vb, vc:  sel addmax max3
+//   va, vb, vc, imm: seleq selne sellt seleqh
 //   va, vb, imm: shlor
 //   va, imm:     bcast bfx
 void FunctionalModel::vpu_op(const Instruction& i) {
@@ -810,6 +810,16 @@ void FunctionalModel::vpu_op(const Instruction& i) {
         break;
       case Funct::kShlOr:  // imm < 32
         z = x | (y << i.imm);
+        break;
+      case Funct::kSelEqH:  // each 16-bit half: bit patterns equal ? vc's : imm (< 2^16)
+        z = ((x >> 16) == (y >> 16) ? c[l] & 0xFFFF0000u : i.imm << 16) |
+            ((x & 0xFFFFu) == (y & 0xFFFFu) ? c[l] & 0xFFFFu : i.imm);
+        break;
+      case Funct::kAddMax:  // the sum rounded, then max's rules
+        z = f_max(out(f(x) + f(y)), c[l]);
+        break;
+      case Funct::kMax3:
+        z = f_max(f_max(x, y), c[l]);
         break;
       default:
         break;  // reductions and bcast above

@@ -75,6 +75,8 @@ FunctOperands funct_operands(Funct f) {
     case Funct::kRMax:
       return {true, false, false, false};
     case Funct::kSel:
+    case Funct::kAddMax:
+    case Funct::kMax3:
       return {true, true, true, false};
     case Funct::kBcast:
     case Funct::kBfx:
@@ -82,6 +84,7 @@ FunctOperands funct_operands(Funct f) {
     case Funct::kSelEq:
     case Funct::kSelNe:
     case Funct::kSelLt:
+    case Funct::kSelEqH:
       return {true, true, true, true};
     case Funct::kShlOr:
       return {true, true, false, true};
@@ -94,7 +97,8 @@ const char* funct_name(Funct f) {
   static const char* const kNames[] = {
       "add", "sub",  "mul",  "div",   "sqrt",  "min",   "max",   "cmpeq", "cmplt", "cmple",
       "sel", "i2f",  "f2i",  "f2bf",  "iadd",  "iand",  "ior",   "ixor",  "shl",   "shr",
-      "sra", "rsum", "rmax", "bcast", "seleq", "selne", "sellt", "bfx",   "shlor"};
+      "sra", "rsum", "rmax", "bcast", "seleq", "selne", "sellt", "bfx",   "shlor",
+      "seleqh", "addmax", "max3"};
   static_assert(sizeof kNames / sizeof kNames[0] == VF_COUNT, "a name for every funct");
   const auto i = static_cast<unsigned>(f);
   return i < VF_COUNT ? kNames[i] : "?";
@@ -105,6 +109,8 @@ std::string funct_imm_problem(Funct f, uint32_t imm) {
     return "bfx imm " + std::to_string(imm) + " has bits above 9 (shift in 4:0, width - 1 in 9:5)";
   if (f == Funct::kShlOr && imm >= 32)
     return "shlor shift " + std::to_string(imm) + " is not below 32";
+  if (f == Funct::kSelEqH && imm >= (1u << 16))
+    return "seleqh imm " + std::to_string(imm) + " is not a bf16 (bits above 15)";
   return "";
 }
 

@@ -95,6 +95,18 @@ inline uint32_t vpu_lane_ref(uint32_t funct, uint32_t x, uint32_t y, uint32_t c,
     }
     case isa::VF_SHLOR:
       return x | static_cast<uint32_t>(uint64_t{y} << (imm & 31));
+    case isa::VF_SELEQH: {  // per 16-bit half, bit patterns: x.h == y.h ? c.h : imm
+      uint32_t r = 0;
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t s = 16u * h, m = 0xFFFFu << s;
+        r |= ((x & m) == (y & m)) ? (c & m) : ((imm & 0xFFFFu) << s);
+      }
+      return r;
+    }
+    case isa::VF_ADDMAX:
+      return fmax_ref(fp::add(x, y), c);
+    case isa::VF_MAX3:
+      return fmax_ref(fmax_ref(x, y), c);
     default:
       return 0xDEADBEEF;  // not an element-wise funct: never matches the RTL's 0
   }

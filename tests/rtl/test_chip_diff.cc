@@ -731,6 +731,7 @@ class ProgramGen {
     if (o.imm) i.imm = static_cast<uint32_t>(rng_() % kN);  // bcast: a lane
     if (i.funct == isa::Funct::kBfx) i.imm = static_cast<uint32_t>(rng_() % 1024);
     if (i.funct == isa::Funct::kShlOr) i.imm = static_cast<uint32_t>(rng_() % 32);
+    if (i.funct == isa::Funct::kSelEqH) i.imm = static_cast<uint32_t>(rng_() % 65536);
     if (i.funct == isa::Funct::kSelEq || i.funct == isa::Funct::kSelNe ||
         i.funct == isa::Funct::kSelLt)
       i.imm = static_cast<uint32_t>(rng_());

@@ -214,6 +214,14 @@ TEST_F(Vpu, EveryFunctMatchesTheHostLaneByLane) {
         imm = static_cast<uint32_t>(rng_());
       if (f == isa::VF_BFX) imm = static_cast<uint32_t>(rng_() % 1024);
       if (f == isa::VF_SHLOR) imm = static_cast<uint32_t>(rng_() % 32);
+      if (f == isa::VF_SELEQH) {  // a bf16 imm; equal halves in some lanes
+        imm = static_cast<uint32_t>(rng_() % 65536);
+        for (int l = 0; l < kN; ++l) {
+          const uint32_t same[] = {0, 0xFFFFu, 0xFFFF0000u, 0xFFFFFFFFu};
+          const uint32_t m = same[rng_() % 4];
+          b[l] = (b[l] & ~m) | (a[l] & m);
+        }
+      }
       const Vec got = run_op(f, a, b, c, imm);
       const Vec want = reference(f, a, b, c, imm);
       for (int l = 0; l < kN; ++l) {

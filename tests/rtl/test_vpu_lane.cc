@@ -19,7 +19,8 @@ const uint32_t kFuncts[] = {
     isa::VF_ADD,   isa::VF_SUB,   isa::VF_MUL,   isa::VF_MIN,   isa::VF_MAX, isa::VF_CMPEQ,
     isa::VF_CMPLT, isa::VF_CMPLE, isa::VF_SEL,   isa::VF_I2F,   isa::VF_F2I, isa::VF_F2BF,
     isa::VF_IADD,  isa::VF_IAND,  isa::VF_IOR,   isa::VF_IXOR,  isa::VF_SHL, isa::VF_SHR,
-    isa::VF_SRA,   isa::VF_SELEQ, isa::VF_SELNE, isa::VF_SELLT, isa::VF_BFX, isa::VF_SHLOR};
+    isa::VF_SRA,   isa::VF_SELEQ, isa::VF_SELNE, isa::VF_SELLT, isa::VF_BFX, isa::VF_SHLOR,
+    isa::VF_SELEQH, isa::VF_ADDMAX, isa::VF_MAX3};
 
 class VpuLane : public ::testing::TestWithParam<uint32_t> {};
 
@@ -29,9 +30,11 @@ TEST_P(VpuLane, MatchesTheHost) {
   auto& m = sim.top();
   std::mt19937_64 rng(test::test_seed() + f);
   uint64_t bad = 0, n = 0;
-  // imm: any value for the selects, the legal ranges for bfx (10 bits) and shlor (5 bits).
+  // imm: any value for the selects, the legal ranges for bfx (10 bits), shlor (5 bits) and
+  // seleqh (a bf16).
   auto draw_imm = [&]() -> uint32_t {
     if (f == isa::VF_BFX) return static_cast<uint32_t>(rng() % 1024);
+    if (f == isa::VF_SELEQH) return static_cast<uint32_t>(rng() % 65536);
     if (f == isa::VF_SHLOR) return static_cast<uint32_t>(rng() % 32);
     return static_cast<uint32_t>(rng());
   };
@@ -75,6 +78,11 @@ TEST_P(VpuLane, MatchesTheHost) {
         a = fp::bits(static_cast<float>(
             std::ldexp((rng() % 2000000) / 1e6 - 1.0, static_cast<int>(rng() % 34))));
         b = fp::bits(static_cast<float>(static_cast<int32_t>(rng())));
+    }
+    if (f == isa::VF_SELEQH) {  // equal halves: none, either or both
+      const uint32_t same[] = {0, 0xFFFFu, 0xFFFF0000u, 0xFFFFFFFFu};
+      const uint32_t m = same[rng() % 4];
+      b = (b & ~m) | (a & m);
     }
     check(a, b, (rng() % 2) ? 0 : static_cast<uint32_t>(rng()));
   }

@@ -179,7 +179,9 @@ TEST(FunctionalModel, IllegalInstructionsFault) {
       {isa::OP_VPU_OP | 23u << 8 | 1u << 16, 16, 0, 0},    // bcast lane 16 at N = 16
       {isa::OP_VPU_OP | 27u << 8 | 1u << 16, 1024, 0, 0},  // bfx imm bit 10
       {isa::OP_VPU_OP | 28u << 8 | 1u << 16, 32, 0, 0},    // shlor shift 32
-      {isa::OP_VPU_OP | 29u << 8 | 1u << 16, 0, 0, 0},     // funct 29
+      {isa::OP_VPU_OP | 32u << 8 | 1u << 16, 0, 0, 0},     // funct 32
+      {isa::OP_VPU_OP | 29u << 8 | 1u << 16, 65536, 0, 0}, // seleqh imm bit 16
+      {isa::OP_VPU_OP | 30u << 8 | 1u << 16, 1, 0, 0},     // addmax with an imm
       {isa::OP_DMA_LOOP, 0, 1, 0},                         // count 0
   };
   for (const auto& w : bad) {
@@ -759,6 +761,15 @@ uint32_t expected_lane(isa::Funct f, uint32_t a, uint32_t b, uint32_t c, uint32_
     }
     case Funct::kShlOr:
       return a | static_cast<uint32_t>(static_cast<uint64_t>(b) << (imm % 32));
+    case Funct::kSelEqH: {  // two bf16 bit patterns a lane
+      const uint32_t hi = (a >> 16) == (b >> 16) ? c >> 16 : imm;
+      const uint32_t lo = (a & 0xFFFF) == (b & 0xFFFF) ? c & 0xFFFF : imm;
+      return hi << 16 | lo;
+    }
+    case Funct::kAddMax:
+      return expected_lane(Funct::kMax, expected_lane(Funct::kAdd, a, b, 0, 0), c, 0, 0);
+    case Funct::kMax3:
+      return expected_lane(Funct::kMax, expected_lane(Funct::kMax, a, b, 0, 0), c, 0, 0);
     default:
       return 0;
   }
@@ -771,7 +782,8 @@ const std::vector<isa::Funct> kLaneFuncts = {
     isa::Funct::kF2I,   isa::Funct::kF2Bf,  isa::Funct::kIAdd,  isa::Funct::kIAnd,
     isa::Funct::kIOr,   isa::Funct::kIXor,  isa::Funct::kShl,   isa::Funct::kShr,
     isa::Funct::kSra,   isa::Funct::kSelEq, isa::Funct::kSelNe, isa::Funct::kSelLt,
-    isa::Funct::kBfx,   isa::Funct::kShlOr};
+    isa::Funct::kBfx,   isa::Funct::kShlOr, isa::Funct::kSelEqH, isa::Funct::kAddMax,
+    isa::Funct::kMax3};
 
 // One instruction on 16 lanes; its imm (for the functs that read one) is drawn from the
 // operands, within the funct's legal range.
@@ -782,6 +794,7 @@ void check_lanes(isa::Funct f, const std::vector<uint32_t>& a, const std::vector
     imm = a[3] ^ 0x9E3779B9u;
   if (f == isa::Funct::kBfx) imm = (a[0] ^ b[1]) % 1024;
   if (f == isa::Funct::kShlOr) imm = (a[1] + b[2]) % 32;
+  if (f == isa::Funct::kSelEqH) imm = (a[2] ^ c[3]) % 65536;
   const std::vector<uint32_t> got = vpu_op(f, a, b, c, imm);
   for (int l = 0; l < 16; ++l) {
     const uint32_t want = expected_lane(f, a[l], b[l], c[l], imm);
@@ -828,6 +841,11 @@ TEST(FunctionalModel, VpuLaneFunctsOnRandomValues) {
         a[l] = gen();
         b[l] = gen();
         c[l] = gen.rng()() % 2 ? 0 : gen();
+        if (f == isa::Funct::kSelEqH) {  // equal halves: none, either or both
+          const uint32_t same[] = {0, 0xFFFFu, 0xFFFF0000u, 0xFFFFFFFFu};
+          const uint32_t m = same[gen.rng()() % 4];
+          b[l] = (b[l] & ~m) | (a[l] & m);
+        }
       }
       check_lanes(f, a, b, c);
       if (::testing::Test::HasFatalFailure()) return;

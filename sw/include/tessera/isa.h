@@ -75,6 +75,9 @@ enum class Funct : uint8_t {
   kSelLt = VF_SELLT,
   kBfx = VF_BFX,
   kShlOr = VF_SHLOR,
+  kSelEqH = VF_SELEQH,
+  kAddMax = VF_ADDMAX,
+  kMax3 = VF_MAX3,
 };
 
 // Which operands of VPU.OP a funct reads (docs/isa.md, VPU): vd is always written; an operand a
@@ -85,7 +88,8 @@ struct FunctOperands {
 FunctOperands funct_operands(Funct f);
 const char* funct_name(Funct f);  // "add", "sub", ... (the assembly names)
 // Why `imm` is illegal for VPU.OP `f` beyond its operand use ("" if it is legal): bfx takes a
-// shift in imm[4:0] and a width - 1 in imm[9:5], shlor a shift in imm[4:0], nothing above.
+// shift in imm[4:0] and a width - 1 in imm[9:5], shlor a shift in imm[4:0], nothing above;
+// seleqh a bf16 (imm < 2^16).
 // (bcast's lane limit depends on N: decode and the assembler check it themselves.)
 std::string funct_imm_problem(Funct f, uint32_t imm);
 
