@@ -43,7 +43,7 @@ run tpu_dma tpu_dma "" rtl/dma/tpu_dma_agen.sv rtl/dma/tpu_dma_fifo.sv rtl/dma/t
 # The unified buffer's arbitration at the chip's 6 requester ports (the MXU's weight reader has
 # its own) and at 5 (one shared MXU port): 4 banks of 32-byte words, 16 words (tiny macros, so
 # the difference is the arbiters and the read-data muxes).
-for p in 5 6; do
+for p in 6 7; do
   run tpu_ub_ports$p tpu_sram_banked \
     "-set Banks 4 -set Words 16 -set Elems 32 -set ElemW 8 -set Ports $p -set FirstPort 2 -set CheckUnwritten 0" \
     rtl/mem/tpu_sram_sp.sv rtl/mem/tpu_sram_banked.sv

@@ -253,8 +253,7 @@ module tpu_seq #(
       tpu_isa_pkg::OP_VPU_OP: begin
         f = w0[15:8];
         illegal = f >= tpu_isa_pkg::VF_COUNT || w2 != '0 || w3 != '0;
-        if (f == tpu_isa_pkg::VF_SEL || f == tpu_isa_pkg::VF_ADDMAX ||
-            f == tpu_isa_pkg::VF_MAX3) begin
+        if (f == tpu_isa_pkg::VF_SEL || f == tpu_isa_pkg::VF_ADDMAX) begin
           illegal = illegal || w1 != '0;                 // va, vb, vc
         end else if (f == tpu_isa_pkg::VF_BCAST) begin
           illegal = illegal || w0[31:24] != '0 || w1 >= N;
@@ -267,6 +266,8 @@ module tpu_seq #(
           illegal = illegal || w0[31:28] != '0 || w1[31:5] != '0;
         end else if (f == tpu_isa_pkg::VF_SELEQH) begin
           illegal = illegal || w1[31:16] != '0;          // a bf16 immediate
+        end else if (f == tpu_isa_pkg::VF_MAX4 || f == tpu_isa_pkg::VF_ARGMAX4) begin
+          illegal = illegal || w1[31:4] != '0;           // imm names the fourth register
         end else if (f == tpu_isa_pkg::VF_SQRT || f == tpu_isa_pkg::VF_I2F || f == tpu_isa_pkg::VF_F2I || f == tpu_isa_pkg::VF_F2BF ||
                      f == tpu_isa_pkg::VF_RSUM || f == tpu_isa_pkg::VF_RMAX) begin
           illegal = illegal || w0[31:24] != '0 || w1 != '0;

@@ -1,10 +1,14 @@
-// tpu_ub_port: a wide access on one port of the unified buffer (tpu_sram_banked, 32-byte words).
+// tpu_ub_port: a wide access on two ports of the unified buffer (tpu_sram_banked, 32-byte words).
 // A unit (the VPU) asks for Bytes = 4N or 2N bytes at a byte address aligned to Bytes; the
-// adapter turns it into word accesses on its buffer port: one word (the Bytes within it, byte
-// enables for a write) when Bytes <= 32, else Bytes / 32 consecutive words one after another.
+// adapter turns it into word accesses: one word on port 0 (the Bytes within it, byte enables
+// for a write) when Bytes <= 32, else Bytes / 32 consecutive words two at a time — the even
+// word on port 0, the odd one on port 1, each port holding its request until granted — so that
+// a 4N-byte access at N = 16 takes one cycle (the two words lie in different banks).
 // Upstream protocol (the same as a buffer port's, for the whole access): req_i held until
 // gnt_o; gnt_o is high in the cycle the last word is granted; a read's data comes with rvalid_o
-// the cycle after that. Latency: words cycles when the buffer grants every cycle.
+// the cycle after that. Latency: ceil(words / 2) cycles when the buffer grants every cycle.
+`include "tpu_assert.svh"
+
 module tpu_ub_port #(
   parameter int unsigned N       = 16,               // lanes: accesses of 4N or 2N bytes
   parameter int unsigned UbBytes = 262144,
@@ -25,24 +29,26 @@ module tpu_ub_port #(
   input  logic [W-1:0]       wdata_i,                // the bytes, from bit 0
   output logic               rvalid_o,
   output logic [W-1:0]       rdata_o,
-  // one port of the buffer
-  output logic               ub_req_o,
-  input  logic               ub_gnt_i,
-  output logic               ub_we_o,
-  output logic [WAddrW-1:0]  ub_addr_o,              // word index
-  output logic [WordBytes-1:0] ub_wmask_o,           // byte enables
-  output logic [8*WordBytes-1:0] ub_wdata_o,
-  input  logic               ub_rvalid_i,
-  input  logic [8*WordBytes-1:0] ub_rdata_i
+  // two ports of the buffer, port q's fields at [F*q +: F]
+  output logic [1:0]               ub_req_o,
+  input  logic [1:0]               ub_gnt_i,
+  output logic [1:0]               ub_we_o,
+  output logic [2*WAddrW-1:0]      ub_addr_o,        // word index
+  output logic [2*WordBytes-1:0]   ub_wmask_o,       // byte enables
+  output logic [2*8*WordBytes-1:0] ub_wdata_o,
+  input  logic [1:0]               ub_rvalid_i,
+  input  logic [2*8*WordBytes-1:0] ub_rdata_i
 );
   localparam int unsigned KW = (Words > 1) ? $clog2(Words) : 1;
   localparam int unsigned WP = (W > 8 * WordBytes) ? W : 8 * WordBytes;  // padded to a word
+  localparam int unsigned WordW = 8 * WordBytes;
 
   logic [WP-1:0] wpad;
   assign wpad = WP'(wdata_i);
 
-  logic [KW-1:0] k_q;                                // next word of the access
-  logic [KW-1:0] rk_q;                               // word whose read data comes next
+  logic [KW-1:0] k_q;                                // the access's next pair: words k, k + 1
+  logic [1:0]    done_q;                             // port q's word of the pair is granted
+  logic [2*KW-1:0] rk_q;                             // per port: the word its read data holds
   logic [WP-1:0] rbuf_q;
   logic          last_read_q;                        // the last word's read was granted
   logic [31:0]   off_q, bytes_q;                     // of the read whose data is returning
@@ -53,15 +59,32 @@ module tpu_ub_port #(
   assign nwords = (bytes > WordBytes) ? bytes / WordBytes : 32'd1;
   assign off    = (bytes >= WordBytes) ? 32'd0 : 32'(addr_i) % WordBytes;
 
-  assign ub_req_o  = req_i;
-  assign ub_we_o   = we_i;
-  assign ub_addr_o = WAddrW'(32'(addr_i) / WordBytes) + WAddrW'(k_q);
+  // Port q carries word k_q + q of the pair (port 1 only when the access has that word).
+  logic [1:0] has, fin;
+  logic       pair_done;
+  assign has = {32'(k_q) + 32'd1 < nwords, 1'b1};
+  always_comb begin
+    for (int q = 0; q < 2; q++) begin
+      ub_req_o[q] = req_i && has[q] && !done_q[q];
+      ub_we_o[q]  = we_i;
+      ub_addr_o[WAddrW*q +: WAddrW] = WAddrW'(32'(addr_i) / WordBytes) + WAddrW'(k_q) +
+                                      WAddrW'(q);
+    end
+  end
+  // (apart from the requests: a grant depends on them, never they on a grant)
+  assign fin = ~has | done_q | ub_gnt_i;
+  assign pair_done = req_i && fin == 2'b11;
+  assign gnt_o     = pair_done && 32'(k_q) + 32'd2 >= nwords;
+
   always_comb begin
     ub_wmask_o = '0;
     ub_wdata_o = '0;
     if (bytes >= WordBytes) begin
-      ub_wmask_o = '1;
-      ub_wdata_o = wpad[8*WordBytes*k_q +: 8*WordBytes];
+      for (int q = 0; q < 2; q++) begin
+        ub_wmask_o[WordBytes*q +: WordBytes] = '1;
+        if (32'(k_q) + 32'(q) < 32'(Words))
+          ub_wdata_o[WordW*q +: WordW] = wpad[WordW*(32'(k_q) + 32'(q)) +: WordW];
+      end
     end else begin
       for (int b = 0; b < WordBytes; b++) begin
         if (32'(b) >= off && 32'(b) < off + bytes) begin
@@ -71,46 +94,58 @@ module tpu_ub_port #(
       end
     end
   end
-  assign gnt_o = req_i && ub_gnt_i && 32'(k_q) == nwords - 32'd1;
 
-  // Read data: word rk lands in rbuf at its place (a sub-word read: its bytes at bit 0).
+  // Read data: each port's word lands in rbuf at its place (a sub-word read: its bytes at bit 0).
   logic [WP-1:0] rnext;
   always_comb begin
     rnext = rbuf_q;
-    if (ub_rvalid_i) begin
-      if (bytes >= WordBytes) begin
-        rnext[8*WordBytes*rk_q +: 8*WordBytes] = ub_rdata_i;
-      end else begin
-        rnext = '0;
-        for (int b = 0; b < WordBytes; b++) begin
-          if (32'(b) >= off_q && 32'(b) < off_q + bytes_q) begin
-            rnext[8*(32'(b) - off_q) +: 8] = ub_rdata_i[8*b +: 8];
-          end
+    if (bytes_q >= WordBytes) begin
+      for (int q = 0; q < 2; q++) begin
+        if (ub_rvalid_i[q]) rnext[WordW*rk_q[KW*q +: KW] +: WordW] = ub_rdata_i[WordW*q +: WordW];
+      end
+    end else if (ub_rvalid_i[0]) begin
+      rnext = '0;
+      for (int b = 0; b < WordBytes; b++) begin
+        if (32'(b) >= off_q && 32'(b) < off_q + bytes_q) begin
+          rnext[8*(32'(b) - off_q) +: 8] = ub_rdata_i[8*b +: 8];
         end
       end
     end
   end
-  assign rvalid_o = last_read_q && ub_rvalid_i;
+  assign rvalid_o = last_read_q;
   assign rdata_o  = rnext[W-1:0];
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       k_q         <= '0;
+      done_q      <= '0;
       rk_q        <= '0;
       last_read_q <= 1'b0;
       off_q       <= '0;
       bytes_q     <= '0;
     end else begin
       last_read_q <= gnt_o && !we_i;
-      if (req_i && ub_gnt_i) begin
-        k_q     <= gnt_o ? '0 : k_q + KW'(1);
+      if (pair_done) begin
+        k_q    <= gnt_o ? '0 : k_q + KW'(2);
+        done_q <= '0;
+      end else if (req_i) begin
+        done_q <= done_q | (ub_req_o & ub_gnt_i);
+      end
+      for (int q = 0; q < 2; q++) begin
+        if (ub_req_o[q] && ub_gnt_i[q] && !we_i) rk_q[KW*q +: KW] <= k_q + KW'(q);
+      end
+      if (req_i && ub_gnt_i != '0) begin
         off_q   <= off;
         bytes_q <= bytes;
       end
-      if (ub_rvalid_i) rk_q <= last_read_q ? '0 : rk_q + KW'(1);
     end
   end
   always_ff @(posedge clk_i) begin
-    if (ub_rvalid_i) rbuf_q <= rnext;
+    if (ub_rvalid_i != '0) rbuf_q <= rnext;
   end
+
+  // The cycle after the last grant of a read, its last word's data arrives (the buffer's
+  // one-cycle read latency): rvalid_o then carries every word.
+  `TPU_ASSERT_IMPLIES(ReadDataWithTheLastWord, last_read_q, ub_rvalid_i != '0)
+  `TPU_ASSERT_IMPLIES(Port1OnlyForWholeWords, ub_req_o[1], bytes > WordBytes)
 endmodule

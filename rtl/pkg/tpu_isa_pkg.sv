@@ -75,12 +75,14 @@ package tpu_isa_pkg;
   localparam logic [7:0] VF_SELLT = 8'h1A;     // va < vb ? vc : imm
   localparam logic [7:0] VF_BFX   = 8'h1B;     // (va >> imm[4:0]) & (2^(imm[9:5] + 1) - 1)
   localparam logic [7:0] VF_SHLOR = 8'h1C;     // va | (vb << imm[4:0])
-  // Fused functs of the convolutions' epilogues: two lane operations in one instruction with the
-  // rounding of the two, and a select on the two bf16 halves of a lane (packed bf16 pairs).
+  // Fused functs of the convolutions' epilogues (docs/isa.md): a select on the two bf16 halves
+  // of a lane, two lane operations with the rounding of the two, and a 2x2 window's max and
+  // argmax, whose fourth operand is the register imm[3:0] names.
   localparam logic [7:0] VF_SELEQH  = 8'h1D;   // per 16-bit half: va.h = vb.h ? vc.h : imm[15:0]
   localparam logic [7:0] VF_ADDMAX  = 8'h1E;   // max(va + vb, vc)
-  localparam logic [7:0] VF_MAX3    = 8'h1F;   // max(max(va, vb), vc)
-  localparam logic [7:0] VF_COUNT   = 8'h20;   // functs below this are legal
+  localparam logic [7:0] VF_MAX4    = 8'h1F;   // max of va, vb, vc, v[imm]
+  localparam logic [7:0] VF_ARGMAX4 = 8'h20;   // first of va, vb, vc equal to that max: 0/1/2, else 3
+  localparam logic [7:0] VF_COUNT   = 8'h21;   // functs below this are legal
 
   // Fault codes (FAULT_CODE CSR).
   localparam logic [3:0] FAULT_NONE                = 4'h0;

@@ -8,7 +8,8 @@
 // (tpu_vpu: the unified buffer through tpu_ub_port, the accumulator through the MXU unit's
 // ports). The unified buffer is tpu_sram_banked: 4 word-interleaved banks of 32-byte words, one
 // port each for DMA reads, DMA writes, the MXU's activation rows (granted first: its row stream
-// never waits), the MXU's weight rows (so a tile loads beside the stream) and the VPU. The HBM
+// never waits), the MXU's weight rows (so a tile loads beside the stream), and two for the VPU
+// (a 4N-byte access's two words at N = 16 in one cycle). The HBM
 // device pins of every
 // pseudo-channel leave the chip for the device model. Two ICI link ports (tpu_ici_port: next
 // and prev ring neighbours) leave the chip as wires: remote DMA copies and remote SIGNALs go
@@ -325,9 +326,10 @@ module tpu_top #(
   );
 
   // ---------------------------------------------------------------- unified buffer
-  localparam int unsigned UbPorts = 6;              // 0 DMA read, 1 DMA write, 2 MXU
-                                                    // activations, 3 VPU, 4 ICI receive,
-                                                    // 5 MXU weights
+  localparam int unsigned UbPorts = 7;              // 0 DMA read, 1 DMA write, 2 MXU
+                                                    // activations, 3 VPU (even words),
+                                                    // 4 ICI receive, 5 MXU weights,
+                                                    // 6 VPU (odd words)
   logic [UbPorts-1:0]          ub_req, ub_gnt, ub_we, ub_rvalid;
   logic [UbPorts*UbWAddrW-1:0] ub_addr;
   logic [UbPorts*32-1:0]       ub_wmask;
@@ -475,7 +477,10 @@ module tpu_top #(
   logic              vpu_ub_req, vpu_ub_gnt, vpu_ub_we, vpu_ub_wide, vpu_ub_rvalid;
   logic [$clog2(UbBytes)-1:0] vpu_ub_addr;
   logic [32*N-1:0]   vpu_ub_wdata, vpu_ub_rdata;
-  logic [UbWAddrW-1:0] vpu_word_addr;
+  logic [1:0]          vpu_buf_req, vpu_buf_we;
+  logic [2*UbWAddrW-1:0] vpu_word_addr;
+  logic [63:0]         vpu_buf_wmask;
+  logic [511:0]        vpu_buf_wdata;
 
   tpu_vpu #(.N(N), .UbBytes(UbBytes), .AccRows(AccRows)) u_vpu (
     .clk_i               (clk_i),
@@ -515,16 +520,26 @@ module tpu_top #(
     .wdata_i     (vpu_ub_wdata),
     .rvalid_o    (vpu_ub_rvalid),
     .rdata_o     (vpu_ub_rdata),
-    .ub_req_o    (ub_req[3]),
-    .ub_gnt_i    (ub_gnt[3]),
-    .ub_we_o     (ub_we[3]),
+    .ub_req_o    (vpu_buf_req),
+    .ub_gnt_i    ({ub_gnt[6], ub_gnt[3]}),
+    .ub_we_o     (vpu_buf_we),
     .ub_addr_o   (vpu_word_addr),
-    .ub_wmask_o  (ub_wmask[96 +: 32]),
-    .ub_wdata_o  (ub_wdata[768 +: 256]),
-    .ub_rvalid_i (ub_rvalid[3]),
-    .ub_rdata_i  (ub_rdata[768 +: 256])
+    .ub_wmask_o  (vpu_buf_wmask),
+    .ub_wdata_o  (vpu_buf_wdata),
+    .ub_rvalid_i ({ub_rvalid[6], ub_rvalid[3]}),
+    .ub_rdata_i  ({ub_rdata[6*256 +: 256], ub_rdata[768 +: 256]})
   );
-  assign ub_addr[3*UbWAddrW +: UbWAddrW] = vpu_word_addr;
+  // the VPU's two buffer ports: 3 (even words of an access) and 6 (odd words)
+  assign ub_req[3]                       = vpu_buf_req[0];
+  assign ub_req[6]                       = vpu_buf_req[1];
+  assign ub_we[3]                        = vpu_buf_we[0];
+  assign ub_we[6]                        = vpu_buf_we[1];
+  assign ub_addr[3*UbWAddrW +: UbWAddrW] = vpu_word_addr[0 +: UbWAddrW];
+  assign ub_addr[6*UbWAddrW +: UbWAddrW] = vpu_word_addr[UbWAddrW +: UbWAddrW];
+  assign ub_wmask[96 +: 32]              = vpu_buf_wmask[0 +: 32];
+  assign ub_wmask[192 +: 32]             = vpu_buf_wmask[32 +: 32];
+  assign ub_wdata[768 +: 256]            = vpu_buf_wdata[0 +: 256];
+  assign ub_wdata[6*256 +: 256]          = vpu_buf_wdata[256 +: 256];
 
   // ---------------------------------------------------------------- ICI links
   // Transmit: link l carries the DMA's remote writes while its copy targets l, and the

@@ -60,7 +60,7 @@ module tpu_vpu #(
 
   logic [16*W-1:0] vreg_q;                        // register r at [W*r +: W]
   logic [127:0]    ins_q;                         // the instruction in progress
-  logic [W-1:0]    va, vb, vc;                    // its operands
+  logic [W-1:0]    va, vb, vc, vx;                // its operands (vx: max4's v[imm])
   logic [7:0]      opc, funct;
   logic [3:0]      vd, ra, rb, rc;
   logic [31:0]     imm;
@@ -111,6 +111,10 @@ module tpu_vpu #(
   assign va    = operand(ra);
   assign vb    = operand(rb);
   assign vc    = operand(rc);
+  assign vx    = operand(imm[3:0]);
+  // max4 and argmax4 read a fourth register, named by imm[3:0]
+  logic reads_x;
+  assign reads_x = funct == tpu_isa_pkg::VF_MAX4 || funct == tpu_isa_pkg::VF_ARGMAX4;
 
   // ---------------------------------------------------------------- one-cycle lane operations
   logic [W-1:0] op_res;
@@ -150,7 +154,7 @@ module tpu_vpu #(
           tpu_isa_pkg::VF_BCAST: op_res[32*l +: 32] = va[32*imm[Levels-1:0] +: 32];
           default: op_res[32*l +: 32] = tpu_vpu_pkg::lane_op(funct, va[32*l +: 32],
                                                              vb[32*l +: 32], vc[32*l +: 32],
-                                                             imm);
+                                                             vx[32*l +: 32], imm);
         endcase
       end
     end
@@ -220,7 +224,7 @@ module tpu_vpu #(
       tpu_isa_pkg::OP_VPU_LI: dv_hazard = vd == dv_vd_q;
       tpu_isa_pkg::OP_VPU_ST: dv_hazard = ra == dv_vd_q;
       default:                dv_hazard = vd == dv_vd_q || ra == dv_vd_q || rb == dv_vd_q ||
-                                          rc == dv_vd_q;
+                                          rc == dv_vd_q || (reads_x && imm[3:0] == dv_vd_q);
     endcase
   end
   assign instr_ready_o = free && !(dv_busy_q && !dv_valid && dv_hazard) && (!div_op || dv_ready);

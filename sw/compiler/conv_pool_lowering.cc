@@ -55,7 +55,6 @@ void emit_conv_pool_epilogue(ProgramBuilder& b, const Block& k, const ConvPoolOu
   const uint32_t rows_p = k.rows / (2 * wo), pixels = rows_p * wp;
   const uint32_t pitch = k.ct * row2n;  // a pooled pixel's tiles in the scratch
   const uint32_t pooled = k.scratch, codes = k.scratch + pixels * pitch;
-  b.vpu_lif(14, 3.0f);
   for (uint32_t c = 0; c < k.ct; ++c) {
     b.vpu_ld(isa::Kind::kUbF32, 7, ub_bias + (k.c0 + c) * 4 * N);
     for (uint32_t q = 0; q < rows_p; ++q)
@@ -65,17 +64,13 @@ void emit_conv_pool_epilogue(ProgramBuilder& b, const Block& k, const ConvPoolOu
         b.vpu_ld(kAcc, 2, k.acc(r + 1, c));
         b.vpu_ld(kAcc, 3, k.acc(r + wo, c));
         b.vpu_ld(kAcc, 4, k.acc(r + wo + 1, c));
-        // the max (exact: any grouping gives the same bits), then max(max + bias, 0)
-        b.vpu_op(Fn::kMax3, 5, 1, 2, 3);
-        b.vpu_op(Fn::kMax, 5, 5, 4);
+        // the window's max (V4 its fourth operand), max(max + bias, 0), the first position
+        // holding the max (0 .. 3), then 0 < relu ? code : 4 (sellt: va < vb ? vc : imm)
+        b.vpu_op(Fn::kMax4, 5, 1, 2, 3, 4);
         b.vpu_op(Fn::kAddMax, 6, 5, 7, 0);
         const uint32_t at = (q * wp + px) * pitch + c * row2n;
         b.vpu_st(kBf16, 6, pooled + at);
-        // code = x2 == max ? 2 : 3, then x1 == max ? 1 : code, x0 == max ? 0 : code (selne:
-        // va = vb ? imm : vc), then 0 < relu ? code : 4 (sellt: va < vb ? vc : imm)
-        b.vpu_op(Fn::kSelNe, 11, 3, 5, 14, bits_of(2.0f));
-        b.vpu_op(Fn::kSelNe, 11, 2, 5, 11, bits_of(1.0f));
-        b.vpu_op(Fn::kSelNe, 11, 1, 5, 11, bits_of(0.0f));
+        b.vpu_op(Fn::kArgMax4, 11, 1, 2, 3, 4);
         b.vpu_op(Fn::kSelLt, 11, 0, 6, 11, bits_of(4.0f));
         b.vpu_st(kBf16, 11, codes + at);
       }

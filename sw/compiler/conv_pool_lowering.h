@@ -27,7 +27,7 @@ struct ConvPoolOut {
 // max + bias (the fp32 row at ub_bias + tile 4N), relu, to bf16: the pooled value; the argmax
 // code. The piece's scratch holds rows / 4 pixels of pooled values, then of codes ([pixel]
 // [tile][N] bf16 each: 1.5 N bytes an ACC row of a tile, within Matmul::epi_row_bytes = 2 N).
-// Registers V1..V7, V11, V14; V0 must be zero.
+// 10 VPU instructions a window and tile. Registers V1..V7, V11; V0 must be zero.
 void emit_conv_pool_epilogue(ProgramBuilder& b, const Block& k, const ConvPoolOut& out,
                              uint32_t ub_bias);
 // The conv's output gradient dz ([M rows (b, oy, ox)][F] bf16, the map ho = 2 hp by wo = 2 wp

@@ -138,6 +138,7 @@ void ProgramBuilder::depend(Unit consumer, int producer, uint64_t seq) {
   waited_[c][producer] = count;
   ++stats_.waits;
   ++stats_.per_unit[c];
+  if (consumer == Unit::kVpu) ++stats_.vpu_cycles;
 }
 
 void ProgramBuilder::signal(Unit unit) {
@@ -152,6 +153,7 @@ void ProgramBuilder::signal(Unit unit) {
   sig.push_back(seq_[u]);
   ++stats_.signals;
   ++stats_.per_unit[u];
+  if (unit == Unit::kVpu) ++stats_.vpu_cycles;
 }
 
 void ProgramBuilder::await(Unit unit, const std::vector<Footprint>& fp) {
@@ -175,6 +177,7 @@ void ProgramBuilder::emit(const Instruction& inst, Unit unit, const std::vector<
   await(unit, fp);  // dependencies first
   program_.push_back(inst);
   ++stats_.per_unit[u];
+  if (unit == Unit::kVpu) stats_.vpu_cycles += vpu_issue_cycles(inst, n_);
   const uint64_t seq = seq_[u]++;
   for (const auto& f : fp) {
     auto& recs = records(f.space);
@@ -404,6 +407,7 @@ void ProgramBuilder::count_block(const std::vector<Instruction>& block) {
       case isa::Opcode::kWait:
       case isa::Opcode::kSignal:
         ++stats_.per_unit[static_cast<size_t>(i.unit)];
+        if (i.unit == Unit::kVpu) ++stats_.vpu_cycles;
         (i.op == isa::Opcode::kWait ? stats_.waits : stats_.signals) += 1;
         break;
       case isa::Opcode::kDmaLoop: {
@@ -434,6 +438,7 @@ void ProgramBuilder::count_block(const std::vector<Instruction>& block) {
       case isa::Opcode::kVpuOp:
       case isa::Opcode::kVpuLi:
         ++stats_.per_unit[2];
+        stats_.vpu_cycles += vpu_issue_cycles(i, n_);
         break;
       default:
         break;

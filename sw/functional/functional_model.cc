@@ -703,8 +703,8 @@ bool FunctionalModel::exec_vpu(uint64_t pc, const Instruction& i, const isa::Wor
 // (isa::funct_operands; the others must be 0):
 //   va, vb:      add sub mul div min max cmpeq cmplt cmple iadd iand ior ixor shl shr sra
 //   va:          sqrt i2f f2i f2bf rsum rmax
-//   va, vb, vc:  sel addmax max3
-//   va, vb, vc, imm: seleq selne sellt seleqh
+//   va, vb, vc:  sel addmax
+//   va, vb, vc, imm: seleq selne sellt seleqh, max4 argmax4 (imm: the fourth register)
 //   va, vb, imm: shlor
 //   va, imm:     bcast bfx
 void FunctionalModel::vpu_op(const Instruction& i) {
@@ -818,9 +818,17 @@ void FunctionalModel::vpu_op(const Instruction& i) {
       case Funct::kAddMax:  // the sum rounded, then max's rules
         z = f_max(out(f(x) + f(y)), c[l]);
         break;
-      case Funct::kMax3:
-        z = f_max(f_max(x, y), c[l]);
+      case Funct::kMax4:  // decode checked imm < 16
+        z = f_max(f_max(f_max(x, y), c[l]), v_[i.imm][l]);
         break;
+      case Funct::kArgMax4: {  // the first of va, vb, vc equal to the max, as 0.0 .. 2.0; else 3.0
+        const uint32_t m = f_max(f_max(f_max(x, y), c[l]), v_[i.imm][l]);
+        z = f(x) == f(m) ? fp::bits(0.0f)
+            : f(y) == f(m) ? fp::bits(1.0f)
+            : f(c[l]) == f(m) ? fp::bits(2.0f)
+                              : fp::bits(3.0f);
+        break;
+      }
       default:
         break;  // reductions and bcast above
     }

@@ -76,7 +76,6 @@ FunctOperands funct_operands(Funct f) {
       return {true, false, false, false};
     case Funct::kSel:
     case Funct::kAddMax:
-    case Funct::kMax3:
       return {true, true, true, false};
     case Funct::kBcast:
     case Funct::kBfx:
@@ -85,6 +84,8 @@ FunctOperands funct_operands(Funct f) {
     case Funct::kSelNe:
     case Funct::kSelLt:
     case Funct::kSelEqH:
+    case Funct::kMax4:
+    case Funct::kArgMax4:
       return {true, true, true, true};
     case Funct::kShlOr:
       return {true, true, false, true};
@@ -98,7 +99,7 @@ const char* funct_name(Funct f) {
       "add", "sub",  "mul",  "div",   "sqrt",  "min",   "max",   "cmpeq", "cmplt", "cmple",
       "sel", "i2f",  "f2i",  "f2bf",  "iadd",  "iand",  "ior",   "ixor",  "shl",   "shr",
       "sra", "rsum", "rmax", "bcast", "seleq", "selne", "sellt", "bfx",   "shlor",
-      "seleqh", "addmax", "max3"};
+      "seleqh", "addmax", "max4", "argmax4"};
   static_assert(sizeof kNames / sizeof kNames[0] == VF_COUNT, "a name for every funct");
   const auto i = static_cast<unsigned>(f);
   return i < VF_COUNT ? kNames[i] : "?";
@@ -111,6 +112,9 @@ std::string funct_imm_problem(Funct f, uint32_t imm) {
     return "shlor shift " + std::to_string(imm) + " is not below 32";
   if (f == Funct::kSelEqH && imm >= (1u << 16))
     return "seleqh imm " + std::to_string(imm) + " is not a bf16 (bits above 15)";
+  if ((f == Funct::kMax4 || f == Funct::kArgMax4) && imm >= 16)
+    return std::string(funct_name(f)) + " imm " + std::to_string(imm) +
+           " names no register (the fourth operand: 0..15)";
   return "";
 }
 

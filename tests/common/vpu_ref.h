@@ -39,7 +39,9 @@ inline uint32_t f2i_ref(uint32_t a) {
 
 // One lane of an element-wise funct, div and sqrt included (host float through sw/numerics/fp_ref).
 // `imm` is the instruction's imm (w1): the select-with-immediate and bit-field functs read it.
-inline uint32_t vpu_lane_ref(uint32_t funct, uint32_t x, uint32_t y, uint32_t c, uint32_t imm) {
+// `d` is the lane of the register imm[3:0] names (max4, argmax4 read it).
+inline uint32_t vpu_lane_ref(uint32_t funct, uint32_t x, uint32_t y, uint32_t c, uint32_t d,
+                             uint32_t imm) {
   switch (funct) {
     case isa::VF_ADD:
       return fp::add(x, y);
@@ -105,8 +107,13 @@ inline uint32_t vpu_lane_ref(uint32_t funct, uint32_t x, uint32_t y, uint32_t c,
     }
     case isa::VF_ADDMAX:
       return fmax_ref(fp::add(x, y), c);
-    case isa::VF_MAX3:
-      return fmax_ref(fmax_ref(x, y), c);
+    case isa::VF_MAX4:
+      return fmax_ref(fmax_ref(fmax_ref(x, y), c), d);
+    case isa::VF_ARGMAX4: {  // position of the first of x, y, c equal to the max, else 3
+      const uint32_t m = fmax_ref(fmax_ref(fmax_ref(x, y), c), d);
+      const float k = eq(x, m) ? 0.0f : eq(y, m) ? 1.0f : eq(c, m) ? 2.0f : 3.0f;
+      return fp::bits(k);
+    }
     default:
       return 0xDEADBEEF;  // not an element-wise funct: never matches the RTL's 0
   }

@@ -205,10 +205,12 @@ TEST_F(Chip, EveryInstructionMatchesTheFunctionalModel) {
     const bool select_imm = f == isa::VF_SELEQ || f == isa::VF_SELNE || f == isa::VF_SELLT;
     std::string op =
         std::string("vpu.op ") + isa::funct_name(static_cast<isa::Funct>(f)) + ", v4, v1, ";
-    if (f == isa::VF_SEL || f == isa::VF_ADDMAX || f == isa::VF_MAX3)
+    if (f == isa::VF_SEL || f == isa::VF_ADDMAX)
       op += "v2, v3";
     else if (f == isa::VF_SELEQH)
       op += "v2, v3, " + std::to_string(rng_() % 65536);
+    else if (f == isa::VF_MAX4 || f == isa::VF_ARGMAX4)
+      op += "v2, v3, " + std::to_string(rng_() % 4);  // the fourth: v0 (zero) .. v3
     else if (select_imm)
       op += "v2, v3, " + std::to_string(static_cast<uint32_t>(rng_()));
     else if (f == isa::VF_BCAST)

@@ -732,6 +732,8 @@ class ProgramGen {
     if (i.funct == isa::Funct::kBfx) i.imm = static_cast<uint32_t>(rng_() % 1024);
     if (i.funct == isa::Funct::kShlOr) i.imm = static_cast<uint32_t>(rng_() % 32);
     if (i.funct == isa::Funct::kSelEqH) i.imm = static_cast<uint32_t>(rng_() % 65536);
+    if (i.funct == isa::Funct::kMax4 || i.funct == isa::Funct::kArgMax4)
+      i.imm = static_cast<uint32_t>(rng_() % 16);  // the fourth register
     if (i.funct == isa::Funct::kSelEq || i.funct == isa::Funct::kSelNe ||
         i.funct == isa::Funct::kSelLt)
       i.imm = static_cast<uint32_t>(rng_());

@@ -232,6 +232,42 @@ TEST(Programs, MxuStreamsTilesBackToBackAtItsShapeBound) {
   EXPECT_LE(busy, shape + n + 2 * n + 8) << "a gap between tiles";
 }
 
+// The VPU's two UB ports (tpu_ub_port): an fp32 vector at N = 16 is two 32-byte words in
+// different banks, taken in one cycle. 128 loads and 128 stores of fp32 vectors (a copy of 8 KiB
+// inside the UB) keep the VPU busy about one cycle an instruction (a port took two a vector),
+// and the copy matches the functional model.
+TEST(Programs, VpuMovesAnFp32VectorACycle) {
+  const int n = 16, vectors = 128;
+  std::ostringstream p;
+  p << "dma.loop src, 0, 2048, 4, 1, 0\ndma.loop dst, 0, 2048, 4, 1, 0\n"
+    << "dma.copy hbm, ub, 4, 0x10000, 0x0\nsignal dma, sc0\nwait vpu, sc0, 1\n"
+    << "repeat " << vectors << ", 2\nvpu.ld f32, v1, 0x0, 64\nvpu.st f32, v1, 0x2000, 64\n"
+    << "signal vpu, sc1\nwait dma, sc1, 1\n"
+    << "dma.loop src, 0, 2048, 4, 1, 0\ndma.loop dst, 0, 2048, 4, 1, 0\n"
+    << "dma.copy ub, hbm, 4, 0x2000, 0x20000\nhalt\n";
+  const auto a = assembler::assemble(p.str(), {static_cast<uint32_t>(n)});
+  ASSERT_TRUE(a.ok()) << assembler::format_error("prog", a.errors[0]);
+  std::mt19937_64 rng(test::test_seed());
+  std::vector<uint8_t> data(8192);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> out[2];
+  uint64_t busy = 0;
+  for (int b = 0; b < 2; ++b) {
+    auto dev = driver::Device::open(driver::DeviceConfig(
+        kFullChip, b == 0 ? driver::Backend::kFunctional : driver::Backend::kRtl));
+    dev->write(0x10000, data);
+    const driver::RunReport r = dev->run(dev->load_program(a.bytes()), 1'000'000);
+    if (b == 1) busy = r.perf[isa::PERF_VPU_BUSY];
+    out[b] = dev->read(0x20000, data.size());
+  }
+  EXPECT_EQ(out[0], data);
+  EXPECT_EQ(out[1], data) << "the rtl copy differs";
+  std::printf("VPU busy %llu cycles for %d fp32 loads and stores\n",
+              static_cast<unsigned long long>(busy), 2 * vectors);
+  EXPECT_GE(busy, uint64_t{2} * vectors);
+  EXPECT_LE(busy, uint64_t{2} * vectors + vectors / 4) << "a vector took more than a cycle";
+}
+
 TEST(Programs, RowSoftmaxMatchesFloat64) {
   std::mt19937_64 rng(test::test_seed());
   const int rows = 6;

@@ -31,7 +31,9 @@ constexpr int kN = 4, kUbBytes = 4096,
               kAccRows = chip_params::SMALL_ACC_ROWS;  // the Vtpu_vpu_n4 build
 using Vec = std::array<uint32_t, kN>;
 
-Vec reference(uint32_t funct, const Vec& a, const Vec& b, const Vec& c, uint32_t imm) {
+// d: the register imm names, for max4 / argmax4.
+Vec reference(uint32_t funct, const Vec& a, const Vec& b, const Vec& c, uint32_t imm,
+              const Vec& d = {}) {
   Vec r{};
   if (funct == isa::VF_RSUM || funct == isa::VF_RMAX) {
     std::vector<uint32_t> level(a.begin(), a.end());
@@ -47,7 +49,8 @@ Vec reference(uint32_t funct, const Vec& a, const Vec& b, const Vec& c, uint32_t
     return r;
   }
   for (int l = 0; l < kN; ++l) {
-    r[l] = funct == isa::VF_BCAST ? a[imm] : test::vpu_lane_ref(funct, a[l], b[l], c[l], imm);
+    r[l] = funct == isa::VF_BCAST ? a[imm]
+                                  : test::vpu_lane_ref(funct, a[l], b[l], c[l], d[l], imm);
   }
   return r;
 }
@@ -155,13 +158,17 @@ class Vpu : public ::testing::Test {
   }
 
   // Runs funct on a, b, c through UB and registers; returns vd.
-  Vec run_op(uint32_t funct, const Vec& a, const Vec& b, const Vec& c, uint32_t imm = 0) {
+  // d goes to v5 (max4 / argmax4 with imm 5 read it).
+  Vec run_op(uint32_t funct, const Vec& a, const Vec& b, const Vec& c, uint32_t imm = 0,
+             const Vec& d = {}) {
     put_vec(0, a);
     put_vec(64, b);
     put_vec(128, c);
+    put_vec(256, d);
     exec(ld(0, 1), 0);
     exec(ld(0, 2), 64);
     exec(ld(0, 3), 128);
+    exec(ld(0, 5), 256);
     exec(vop(funct, 4, 1, 2, 3), imm);
     exec(st(0, 4), 192);
     return get_vec(192);
@@ -222,8 +229,15 @@ TEST_F(Vpu, EveryFunctMatchesTheHostLaneByLane) {
           b[l] = (b[l] & ~m) | (a[l] & m);
         }
       }
-      const Vec got = run_op(f, a, b, c, imm);
-      const Vec want = reference(f, a, b, c, imm);
+      Vec d{}, x{};  // v5, and the register max4 / argmax4 read as their fourth operand
+      for (int l = 0; l < kN; ++l) d[l] = rng_() % 2 ? a[l] : random_operand();
+      if (f == isa::VF_MAX4 || f == isa::VF_ARGMAX4) {
+        const uint32_t regs[] = {1, 2, 3, 5};
+        imm = regs[rng_() % 4];
+        x = imm == 1 ? a : imm == 2 ? b : imm == 3 ? c : d;
+      }
+      const Vec got = run_op(f, a, b, c, imm, d);
+      const Vec want = reference(f, a, b, c, imm, x);
       for (int l = 0; l < kN; ++l) {
         if (got[l] != want[l] && bad++ < 5) {
           ADD_FAILURE() << "funct " << f << " lane " << l << ": a " << std::hex << a[l] << " b "

@@ -20,7 +20,7 @@ const uint32_t kFuncts[] = {
     isa::VF_CMPLT, isa::VF_CMPLE, isa::VF_SEL,   isa::VF_I2F,   isa::VF_F2I, isa::VF_F2BF,
     isa::VF_IADD,  isa::VF_IAND,  isa::VF_IOR,   isa::VF_IXOR,  isa::VF_SHL, isa::VF_SHR,
     isa::VF_SRA,   isa::VF_SELEQ, isa::VF_SELNE, isa::VF_SELLT, isa::VF_BFX, isa::VF_SHLOR,
-    isa::VF_SELEQH, isa::VF_ADDMAX, isa::VF_MAX3};
+    isa::VF_SELEQH, isa::VF_ADDMAX, isa::VF_MAX4, isa::VF_ARGMAX4};
 
 class VpuLane : public ::testing::TestWithParam<uint32_t> {};
 
@@ -35,22 +35,29 @@ TEST_P(VpuLane, MatchesTheHost) {
   auto draw_imm = [&]() -> uint32_t {
     if (f == isa::VF_BFX) return static_cast<uint32_t>(rng() % 1024);
     if (f == isa::VF_SELEQH) return static_cast<uint32_t>(rng() % 65536);
+    if (f == isa::VF_MAX4 || f == isa::VF_ARGMAX4) return static_cast<uint32_t>(rng() % 16);
     if (f == isa::VF_SHLOR) return static_cast<uint32_t>(rng() % 32);
     return static_cast<uint32_t>(rng());
   };
+  // d: the fourth operand of max4 / argmax4 (the register imm names): often equal to one of the
+  // others, so that ties meet the first-position rule.
   auto check = [&](uint32_t a, uint32_t b, uint32_t c) {
     const uint32_t imm = draw_imm();
+    const uint32_t pick[] = {a, b, c, static_cast<uint32_t>(rng())};
+    const uint32_t d = pick[rng() % 4];
     m.funct_i = static_cast<uint8_t>(f);
     m.a_i = a;
     m.b_i = b;
     m.c_i = c;
+    m.x_i = d;
     m.imm_i = imm;
     sim.eval();
-    const uint32_t want = test::vpu_lane_ref(f, a, b, c, imm);
+    const uint32_t want = test::vpu_lane_ref(f, a, b, c, d, imm);
     ++n;
     if (m.r_o != want && bad++ < 5) {
       ADD_FAILURE() << "funct " << f << std::hex << ": a " << a << " b " << b << " c " << c
-                    << " imm " << imm << " -> got " << m.r_o << ", expected " << want;
+                    << " d " << d << " imm " << imm << " -> got " << m.r_o << ", expected "
+                    << want;
     }
   };
   const std::vector<uint32_t> sp = test::fp32_specials();

@@ -702,9 +702,28 @@ TEST(ProgramBuilderStats, DataParallelStepCountsItsCollectives) {
       EXPECT_EQ(r.ici, p.ici_flits * 3) << p.name;  // a 40-byte flit, 16 bytes a cycle
     }
   }
-  EXPECT_EQ(vpu, st.vpu);
+  EXPECT_EQ(vpu, st.vpu_cycles);
+  EXPECT_EQ(st.vpu_cycles, st.vpu);  // at N = 16 every VPU access is at most two UB words
   EXPECT_EQ(ici, st.ici_flits);
   EXPECT_EQ(step.ici_bound_cycles(), st.ici_flits * 3);
+}
+
+// The VPU bound counts a UB access by its words, two a cycle (its two UB ports): at N = 128 an
+// fp32 vector is 512 bytes (16 words: 8 cycles), a bf16 one 8 words (4); an ACC row, an
+// operation and a sync instruction one cycle each.
+TEST(ProgramBuilderStats, VpuCyclesCountWideAccessesByTheirWords) {
+  ProgramBuilder b(128, 262144, 1024);
+  b.vpu_ld(isa::Kind::kUbF32, 1, 0);
+  b.vpu_st(isa::Kind::kUbBf16, 1, 1024);
+  b.vpu_ld(isa::Kind::kAcc, 2, 3);
+  b.vpu_op(isa::Funct::kAdd, 3, 1, 2);
+  b.signal(isa::Unit::kVpu);
+  EXPECT_EQ(b.stats().per_unit[2], 5u);
+  EXPECT_EQ(b.stats().vpu_cycles, 8u + 4u + 1u + 1u + 1u);
+  ProgramBuilder b16(16, 65536, 256);
+  b16.vpu_ld(isa::Kind::kUbF32, 1, 0);  // 64 bytes: two words in one cycle
+  b16.vpu_st(isa::Kind::kUbBf16, 1, 64);
+  EXPECT_EQ(b16.stats().vpu_cycles, 2u);
 }
 
 }  // namespace

@@ -179,7 +179,8 @@ TEST(FunctionalModel, IllegalInstructionsFault) {
       {isa::OP_VPU_OP | 23u << 8 | 1u << 16, 16, 0, 0},    // bcast lane 16 at N = 16
       {isa::OP_VPU_OP | 27u << 8 | 1u << 16, 1024, 0, 0},  // bfx imm bit 10
       {isa::OP_VPU_OP | 28u << 8 | 1u << 16, 32, 0, 0},    // shlor shift 32
-      {isa::OP_VPU_OP | 32u << 8 | 1u << 16, 0, 0, 0},     // funct 32
+      {isa::OP_VPU_OP | 33u << 8 | 1u << 16, 0, 0, 0},     // funct 33
+      {isa::OP_VPU_OP | 32u << 8 | 1u << 16, 16, 0, 0},    // argmax4 imm 16
       {isa::OP_VPU_OP | 29u << 8 | 1u << 16, 65536, 0, 0}, // seleqh imm bit 16
       {isa::OP_VPU_OP | 30u << 8 | 1u << 16, 1, 0, 0},     // addmax with an imm
       {isa::OP_DMA_LOOP, 0, 1, 0},                         // count 0
@@ -665,21 +666,24 @@ TEST(FunctionalModel, MxuAccumulateIntoUnwrittenRowIsAnUndefinedRead) {
 // VPU
 
 // Runs `vpu.op funct, v4, v1|v0, v2|v0, v3|v0 [, imm]` on lanes a, b, c (N = 16) and returns v4.
+// d goes to v5 (max4 / argmax4 with imm 5 read it; a when omitted).
 std::vector<uint32_t> vpu_op(isa::Funct f, const std::vector<uint32_t>& a,
                              const std::vector<uint32_t>& b, const std::vector<uint32_t>& c,
-                             uint32_t imm = 0) {
+                             uint32_t imm = 0, const std::vector<uint32_t>& d = {}) {
   FunctionalModel m;
   write_f32(m, 0x0, a);
   write_f32(m, 0x40, b);
   write_f32(m, 0x80, c);
+  write_f32(m, 0xC0, d.empty() ? a : d);
   const isa::FunctOperands u = isa::funct_operands(f);
   const std::string op = std::string("vpu.op ") + isa::funct_name(f) + ", v4, " +
                          (u.va ? "v1" : "v0") + ", " + (u.vb ? "v2" : "v0") + ", " +
                          (u.vc ? "v3" : "v0") + (u.imm ? ", " + std::to_string(imm) : "");
   const RunResult r = run(m,
-                          "dma.loop src, 0, 48, 4, 1, 0\ndma.loop dst, 0, 48, 4, 1, 0\n"
+                          "dma.loop src, 0, 64, 4, 1, 0\ndma.loop dst, 0, 64, 4, 1, 0\n"
                           "dma.copy hbm, ub, 4, 0x0, 0x0\nsignal dma, sc0\nwait vpu, sc0, 1\n"
-                          "vpu.ld f32, v1, 0x0\nvpu.ld f32, v2, 0x40\nvpu.ld f32, v3, 0x80\n" +
+                          "vpu.ld f32, v1, 0x0\nvpu.ld f32, v2, 0x40\nvpu.ld f32, v3, 0x80\n"
+                          "vpu.ld f32, v5, 0xc0\n" +
                               op + "\nhalt\n");
   EXPECT_EQ(r.status, RunStatus::kHalted) << r.describe();
   EXPECT_TRUE(r.undefined_reads.empty());
@@ -690,7 +694,9 @@ uint32_t canon(float x) { return std::isnan(x) ? fp::kFp32CanonicalNan : fp::bit
 float F(uint32_t b) { return fp::f32(b); }
 
 // The expected lane results, from the host's float unit (written independently of the model).
-uint32_t expected_lane(isa::Funct f, uint32_t a, uint32_t b, uint32_t c, uint32_t imm) {
+// d: the lane of the register imm names (max4, argmax4).
+uint32_t expected_lane(isa::Funct f, uint32_t a, uint32_t b, uint32_t c, uint32_t imm,
+                       uint32_t d = 0) {
   using isa::Funct;
   const bool nan = std::isnan(F(a)) || std::isnan(F(b));
   switch (f) {
@@ -768,8 +774,14 @@ uint32_t expected_lane(isa::Funct f, uint32_t a, uint32_t b, uint32_t c, uint32_
     }
     case Funct::kAddMax:
       return expected_lane(Funct::kMax, expected_lane(Funct::kAdd, a, b, 0, 0), c, 0, 0);
-    case Funct::kMax3:
-      return expected_lane(Funct::kMax, expected_lane(Funct::kMax, a, b, 0, 0), c, 0, 0);
+    case Funct::kMax4:
+    case Funct::kArgMax4: {
+      const uint32_t m = expected_lane(
+          Funct::kMax, expected_lane(Funct::kMax, expected_lane(Funct::kMax, a, b, 0, 0), c, 0, 0),
+          d, 0, 0);
+      if (f == Funct::kMax4) return m;
+      return fp::bits(F(a) == F(m) ? 0.0f : F(b) == F(m) ? 1.0f : F(c) == F(m) ? 2.0f : 3.0f);
+    }
     default:
       return 0;
   }
@@ -783,7 +795,7 @@ const std::vector<isa::Funct> kLaneFuncts = {
     isa::Funct::kIOr,   isa::Funct::kIXor,  isa::Funct::kShl,   isa::Funct::kShr,
     isa::Funct::kSra,   isa::Funct::kSelEq, isa::Funct::kSelNe, isa::Funct::kSelLt,
     isa::Funct::kBfx,   isa::Funct::kShlOr, isa::Funct::kSelEqH, isa::Funct::kAddMax,
-    isa::Funct::kMax3};
+    isa::Funct::kMax4,  isa::Funct::kArgMax4};
 
 // One instruction on 16 lanes; its imm (for the functs that read one) is drawn from the
 // operands, within the funct's legal range.
@@ -795,9 +807,14 @@ void check_lanes(isa::Funct f, const std::vector<uint32_t>& a, const std::vector
   if (f == isa::Funct::kBfx) imm = (a[0] ^ b[1]) % 1024;
   if (f == isa::Funct::kShlOr) imm = (a[1] + b[2]) % 32;
   if (f == isa::Funct::kSelEqH) imm = (a[2] ^ c[3]) % 65536;
-  const std::vector<uint32_t> got = vpu_op(f, a, b, c, imm);
+  // max4 / argmax4: the fourth operand v5, lane l of c's lanes rotated (ties with a, b or c
+  // where the inputs repeat)
+  std::vector<uint32_t> d(16);
+  for (int l = 0; l < 16; ++l) d[l] = c[(l + 5) % 16];
+  if (f == isa::Funct::kMax4 || f == isa::Funct::kArgMax4) imm = 5;
+  const std::vector<uint32_t> got = vpu_op(f, a, b, c, imm, d);
   for (int l = 0; l < 16; ++l) {
-    const uint32_t want = expected_lane(f, a[l], b[l], c[l], imm);
+    const uint32_t want = expected_lane(f, a[l], b[l], c[l], imm, d[l]);
     ASSERT_EQ(got[l], want) << isa::funct_name(f) << " a " << fp::hex32(a[l]) << " b "
                             << fp::hex32(b[l]) << " c " << fp::hex32(c[l]) << " imm "
                             << fp::hex32(imm) << ": got " << fp::hex32(got[l]) << " want "

@@ -35,6 +35,7 @@ struct StepStats {
   uint64_t loops = 0;         // REPEAT loops in the program (docs/compiler.md, stage 6)
   uint64_t waits = 0, signals = 0;
   uint64_t dma = 0, mxu = 0, vpu = 0;  // instructions per unit (sync included)
+  uint64_t vpu_cycles = 0;             // the VPU's issue cycles (a wide UB access several)
   uint64_t macs = 0;                   // MXU.MM rows x N x N
   uint64_t dma_elements = 0;           // elements the DMA moves (a word a cycle on runs)
   uint64_t dma_cycles = 0;             // the DMA's cycles at its peak (one run a cycle)
@@ -47,7 +48,9 @@ struct StepStats {
     // The MXU's shape bound: per MXU.MM max(rows x UB words a row, N + 1) — a row a cycle, the
     // next tile's weights loading beside the stream (docs/architecture.md, "MXU unit").
     uint64_t mxu_bound = 0;
-    uint64_t vpu = 0;        // VPU instructions (one lane-vector each: the VPU bound)
+    // The VPU bound: its issue cycles — one an instruction (one lane-vector each), a UB load or
+    // store of w 32-byte words ceil(w / 2) (its two UB ports; more than one only at N > 16).
+    uint64_t vpu = 0;
     uint64_t dma = 0;        // DMA instructions
     uint64_t macs = 0;
     uint64_t dma_elements = 0;

@@ -245,7 +245,7 @@ class DenseStackStep {
   const StepStats& stats() const { return stats_; }
   // Each unit's bound over the whole step (StepStats::Phase has them per phase).
   uint64_t mxu_bound_cycles() const { return mxu_bound_; }
-  uint64_t vpu_bound_cycles() const { return stats_.vpu; }
+  uint64_t vpu_bound_cycles() const { return stats_.vpu_cycles; }
   uint64_t dma_bound_cycles() const { return stats_.dma_cycles; }
   // HBM bytes (the DMA's and the stored program's) over the pins' peak, 16 B a cycle a
   // pseudo-channel (docs/memory.md).

@@ -77,7 +77,8 @@ enum class Funct : uint8_t {
   kShlOr = VF_SHLOR,
   kSelEqH = VF_SELEQH,
   kAddMax = VF_ADDMAX,
-  kMax3 = VF_MAX3,
+  kMax4 = VF_MAX4,
+  kArgMax4 = VF_ARGMAX4,
 };
 
 // Which operands of VPU.OP a funct reads (docs/isa.md, VPU): vd is always written; an operand a
@@ -89,7 +90,7 @@ FunctOperands funct_operands(Funct f);
 const char* funct_name(Funct f);  // "add", "sub", ... (the assembly names)
 // Why `imm` is illegal for VPU.OP `f` beyond its operand use ("" if it is legal): bfx takes a
 // shift in imm[4:0] and a width - 1 in imm[9:5], shlor a shift in imm[4:0], nothing above;
-// seleqh a bf16 (imm < 2^16).
+// seleqh a bf16 (imm < 2^16), max4 and argmax4 a register (imm < 16).
 // (bcast's lane limit depends on N: decode and the assembler check it themselves.)
 std::string funct_imm_problem(Funct f, uint32_t imm);
 
