@@ -40,6 +40,7 @@ run tpu_mxu_pe tpu_mxu_pe "" rtl/mxu/tpu_mxu_pe.sv
 run tpu_sram_sp tpu_sram_sp "-set Words 64 -set Elems 4 -set ElemW 16" rtl/mem/tpu_sram_sp.sv
 run tpu_sram_dp tpu_sram_dp "-set Words 64 -set Elems 4 -set ElemW 16" rtl/mem/tpu_sram_dp.sv
 run tpu_dma tpu_dma "" rtl/dma/tpu_dma_agen.sv rtl/dma/tpu_dma_fifo.sv rtl/dma/tpu_dma.sv
+run tpu_vpu_lane tpu_vpu_lane "" rtl/pkg/tpu_isa_pkg.sv rtl/vpu/tpu_vpu_pkg.sv rtl/vpu/tpu_vpu_lane.sv
 # The unified buffer's arbitration at the chip's 6 requester ports (the MXU's weight reader has
 # its own) and at 5 (one shared MXU port): 4 banks of 32-byte words, 16 words (tiny macros, so
 # the difference is the arbiters and the read-data muxes).
