@@ -327,7 +327,9 @@ TEST_F(Vpu, DivideRunsInTheBackgroundBehindAScoreboard) {
   exec(st(0, 3), 3072);
   EXPECT_EQ(get_vec(3072)[0], fp::add(fp::div(fp::bits(2.0f), fp::bits(2.0f)), fp::bits(2.0f)));
 
-  const uint32_t functs[] = {isa::VF_ADD, isa::VF_MUL, isa::VF_DIV, isa::VF_SQRT, isa::VF_SUB};
+  // (max4 reads a fourth register through imm: the scoreboard must hold it behind a divide too)
+  const uint32_t functs[] = {isa::VF_ADD, isa::VF_MUL, isa::VF_DIV,
+                             isa::VF_SQRT, isa::VF_SUB, isa::VF_MAX4};
   for (int trial = 0; trial < 40; ++trial) {
     grant_pct_ = 30 + static_cast<int>(rng_() % 71);
     std::array<Vec, 16> reg{};
@@ -360,7 +362,13 @@ TEST_F(Vpu, DivideRunsInTheBackgroundBehindAScoreboard) {
           std::memcpy(&ub_ref[addr], reg[va].data(), 4 * kN);
           break;
         default: {
-          const uint32_t f = functs[rng_() % 5];
+          const uint32_t f = functs[rng_() % 6];
+          if (f == isa::VF_MAX4) {
+            const int vc = 1 + static_cast<int>(rng_() % 6), vx = 1 + static_cast<int>(rng_() % 6);
+            prog.push_back({vop(f, vd, va, vb, vc), static_cast<uint32_t>(vx)});
+            reg[vd] = reference(f, reg[va], reg[vb], reg[vc], static_cast<uint32_t>(vx), reg[vx]);
+            break;
+          }
           prog.push_back({vop(f, vd, va, vb, 0), 0});
           reg[vd] = reference(f, reg[va], reg[vb], Vec{}, 0);
           break;
