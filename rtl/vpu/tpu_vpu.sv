@@ -111,10 +111,12 @@ module tpu_vpu #(
   assign va    = operand(ra);
   assign vb    = operand(rb);
   assign vc    = operand(rc);
-  assign vx    = operand(imm[3:0]);
-  // max4 and argmax4 read a fourth register, named by imm[3:0]
+  // max4 and argmax4 read a fourth register, named by imm[3:0] (isolated otherwise: the mux
+  // then selects nothing, and a simulator moves no vector for the other instructions)
   logic reads_x;
-  assign reads_x = funct == tpu_isa_pkg::VF_MAX4 || funct == tpu_isa_pkg::VF_ARGMAX4;
+  assign reads_x = opc == tpu_isa_pkg::OP_VPU_OP &&
+                   (funct == tpu_isa_pkg::VF_MAX4 || funct == tpu_isa_pkg::VF_ARGMAX4);
+  assign vx    = reads_x ? operand(imm[3:0]) : '0;
 
   // ---------------------------------------------------------------- one-cycle lane operations
   logic [W-1:0] op_res;

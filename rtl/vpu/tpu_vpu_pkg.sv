@@ -43,6 +43,11 @@ package tpu_vpu_pkg;
     else if (a[30:0] == '0 && b[30:0] == '0)      fp32_max = a & b;        // +0 if either is
     else                                          fp32_max = ordered_lt(a, b) ? b : a;
   endfunction
+  // The max of four (max4, and argmax4's reference value): funct 6's rules, any grouping.
+  function automatic logic [31:0] fp32_max4(input logic [31:0] a, input logic [31:0] b,
+                                            input logic [31:0] c, input logic [31:0] x);
+    fp32_max4 = fp32_max(fp32_max(fp32_max(a, b), c), x);
+  endfunction
 
   // int32 -> fp32, round to nearest even (exact below 2^24).
   function automatic logic [31:0] i2f(input logic [31:0] x);
@@ -82,7 +87,7 @@ package tpu_vpu_pkg;
   function automatic logic [31:0] lane_op(input logic [7:0] funct, input logic [31:0] a,
                                           input logic [31:0] b, input logic [31:0] c,
                                           input logic [31:0] x, input logic [31:0] imm);
-    logic [31:0] m4;                              // max4's max (x: the register imm names)
+    logic [31:0] m4;                              // argmax4's max (x: the register imm names)
     m4 = '0;
     unique case (funct)
       tpu_isa_pkg::VF_ADD:   lane_op = tpu_fp_pkg::fp32_add(a, b);
@@ -112,9 +117,9 @@ package tpu_vpu_pkg;
       tpu_isa_pkg::VF_SELEQH: lane_op = {(a[31:16] == b[31:16]) ? c[31:16] : imm[15:0],
                                          (a[15:0] == b[15:0]) ? c[15:0] : imm[15:0]};
       tpu_isa_pkg::VF_ADDMAX: lane_op = fp32_max(tpu_fp_pkg::fp32_add(a, b), c);
-      tpu_isa_pkg::VF_MAX4:   lane_op = fp32_max(fp32_max(fp32_max(a, b), c), x);
+      tpu_isa_pkg::VF_MAX4:   lane_op = fp32_max4(a, b, c, x);
       tpu_isa_pkg::VF_ARGMAX4: begin                // 0.0, 1.0, 2.0 or 3.0
-        m4      = fp32_max(fp32_max(fp32_max(a, b), c), x);
+        m4      = fp32_max4(a, b, c, x);
         lane_op = fp32_eq(a, m4) ? 32'h0000_0000 : fp32_eq(b, m4) ? 32'h3F80_0000 :
                   fp32_eq(c, m4) ? 32'h4000_0000 : 32'h4040_0000;
       end

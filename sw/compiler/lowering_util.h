@@ -159,7 +159,7 @@ class StepPhases {
           program.begin() + static_cast<std::ptrdiff_t>(ph.first_instruction),
           program.begin() + static_cast<std::ptrdiff_t>(end)));
       ph.mxu_bound = s1.mxu_cycles - s0.mxu_cycles;
-      ph.vpu = s1.vpu_cycles - s0.vpu_cycles;
+      ph.vpu = s1.vpu_cycles() - s0.vpu_cycles();
       ph.dma = s1.per_unit[0] - s0.per_unit[0];
       ph.macs = (s1.mxu_rows - s0.mxu_rows) * N * N;
       ph.dma_elements = s1.dma_elements - s0.dma_elements;
@@ -177,7 +177,7 @@ class StepPhases {
     stats_.dma = bs.per_unit[0];
     stats_.mxu = bs.per_unit[1];
     stats_.vpu = bs.per_unit[2];
-    stats_.vpu_cycles = bs.vpu_cycles;
+    stats_.vpu_cycles = bs.vpu_cycles();
     stats_.macs = bs.mxu_rows * N * N;
     stats_.dma_elements = bs.dma_elements;
     stats_.dma_cycles = bs.dma_cycles;

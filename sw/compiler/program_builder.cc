@@ -138,7 +138,6 @@ void ProgramBuilder::depend(Unit consumer, int producer, uint64_t seq) {
   waited_[c][producer] = count;
   ++stats_.waits;
   ++stats_.per_unit[c];
-  if (consumer == Unit::kVpu) ++stats_.vpu_cycles;
 }
 
 void ProgramBuilder::signal(Unit unit) {
@@ -153,7 +152,6 @@ void ProgramBuilder::signal(Unit unit) {
   sig.push_back(seq_[u]);
   ++stats_.signals;
   ++stats_.per_unit[u];
-  if (unit == Unit::kVpu) ++stats_.vpu_cycles;
 }
 
 void ProgramBuilder::await(Unit unit, const std::vector<Footprint>& fp) {
@@ -177,7 +175,7 @@ void ProgramBuilder::emit(const Instruction& inst, Unit unit, const std::vector<
   await(unit, fp);  // dependencies first
   program_.push_back(inst);
   ++stats_.per_unit[u];
-  if (unit == Unit::kVpu) stats_.vpu_cycles += vpu_issue_cycles(inst, n_);
+  if (unit == Unit::kVpu) stats_.vpu_wide_cycles += vpu_issue_cycles(inst, n_) - 1;
   const uint64_t seq = seq_[u]++;
   for (const auto& f : fp) {
     auto& recs = records(f.space);
@@ -296,12 +294,6 @@ void ProgramBuilder::mxu_mm(bool accumulate, uint32_t addr, int32_t stride, uint
   emit(i, Unit::kMxu, fp);
 }
 
-namespace {
-uint64_t vpu_bytes(isa::Kind kind, int n) {
-  return kind == isa::Kind::kUbF32 ? 4ull * n : 2ull * n;
-}
-}  // namespace
-
 void ProgramBuilder::vpu_ld(isa::Kind kind, int vd, uint32_t addr) {
   Footprint f;
   if (kind == isa::Kind::kAcc) {
@@ -407,7 +399,6 @@ void ProgramBuilder::count_block(const std::vector<Instruction>& block) {
       case isa::Opcode::kWait:
       case isa::Opcode::kSignal:
         ++stats_.per_unit[static_cast<size_t>(i.unit)];
-        if (i.unit == Unit::kVpu) ++stats_.vpu_cycles;
         (i.op == isa::Opcode::kWait ? stats_.waits : stats_.signals) += 1;
         break;
       case isa::Opcode::kDmaLoop: {
@@ -438,7 +429,7 @@ void ProgramBuilder::count_block(const std::vector<Instruction>& block) {
       case isa::Opcode::kVpuOp:
       case isa::Opcode::kVpuLi:
         ++stats_.per_unit[2];
-        stats_.vpu_cycles += vpu_issue_cycles(i, n_);
+        stats_.vpu_wide_cycles += vpu_issue_cycles(i, n_) - 1;
         break;
       default:
         break;

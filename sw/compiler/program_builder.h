@@ -60,21 +60,25 @@ inline uint64_t mxu_tile_cycles(uint32_t n, uint64_t rows) {
   return std::max<uint64_t>(rows * words, n * words + 1);
 }
 
+// The UB bytes of a VPU.LD / VPU.ST of a UB kind at array size n: 4N (fp32) or 2N (bf16).
+inline uint64_t vpu_bytes(isa::Kind kind, int n) {
+  return kind == isa::Kind::kUbF32 ? 4ull * n : 2ull * n;
+}
 // The VPU's issue cycles for one of its instructions at array size n: one, and for a UB load or
-// store of w 32-byte words (4N or 2N bytes) ceil(w / 2) — its two UB ports take two words a
-// cycle (tpu_ub_port).
+// store of w 32-byte words ceil(w / 2) — its two UB ports take two words a cycle (tpu_ub_port).
 inline uint64_t vpu_issue_cycles(const isa::Instruction& i, int n) {
   if ((i.op != isa::Opcode::kVpuLd && i.op != isa::Opcode::kVpuSt) || i.kind == isa::Kind::kAcc)
     return 1;
-  const uint64_t bytes = (i.kind == isa::Kind::kUbF32 ? 4ull : 2ull) * static_cast<uint64_t>(n);
-  const uint64_t words = std::max<uint64_t>(1, bytes / 32);
+  const uint64_t words = std::max<uint64_t>(1, vpu_bytes(i.kind, n) / 32);
   return (words + 1) / 2;
 }
 
 struct BuilderStats {
   uint64_t instructions = 0, waits = 0, signals = 0;
   std::array<uint64_t, 3> per_unit{};  // DMA, MXU, VPU instructions (sync included)
-  uint64_t vpu_cycles = 0;    // the VPU's bound: vpu_issue_cycles of its instructions (sync: 1)
+  uint64_t vpu_wide_cycles = 0;  // the VPU's UB accesses' issue cycles beyond one each
+  // the VPU's bound: vpu_issue_cycles of its instructions (a sync instruction one)
+  uint64_t vpu_cycles() const { return per_unit[2] + vpu_wide_cycles; }
   uint64_t mxu_rows = 0;      // activation rows streamed by MXU.MM (one cycle each at best)
   uint64_t mxu_cycles = 0;    // the MXU's shape bound: max(rows w, N w + 1) an MM, w words a row
   uint64_t dma_elements = 0;  // elements moved by DMA.COPY (a word a cycle on contiguous runs)

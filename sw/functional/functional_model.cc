@@ -821,7 +821,7 @@ void FunctionalModel::vpu_op(const Instruction& i) {
       case Funct::kMax4:  // decode checked imm < 16
         z = f_max(f_max(f_max(x, y), c[l]), v_[i.imm][l]);
         break;
-      case Funct::kArgMax4: {  // the first of va, vb, vc equal to the max, as 0.0 .. 2.0; else 3.0
+      case Funct::kArgMax4: {  // the first of va, vb, vc equal to max4's, as 0.0 .. 2.0; else 3.0
         const uint32_t m = f_max(f_max(f_max(x, y), c[l]), v_[i.imm][l]);
         z = f(x) == f(m) ? fp::bits(0.0f)
             : f(y) == f(m) ? fp::bits(1.0f)

@@ -719,11 +719,11 @@ TEST(ProgramBuilderStats, VpuCyclesCountWideAccessesByTheirWords) {
   b.vpu_op(isa::Funct::kAdd, 3, 1, 2);
   b.signal(isa::Unit::kVpu);
   EXPECT_EQ(b.stats().per_unit[2], 5u);
-  EXPECT_EQ(b.stats().vpu_cycles, 8u + 4u + 1u + 1u + 1u);
+  EXPECT_EQ(b.stats().vpu_cycles(), 8u + 4u + 1u + 1u + 1u);
   ProgramBuilder b16(16, 65536, 256);
   b16.vpu_ld(isa::Kind::kUbF32, 1, 0);  // 64 bytes: two words in one cycle
   b16.vpu_st(isa::Kind::kUbBf16, 1, 64);
-  EXPECT_EQ(b16.stats().vpu_cycles, 2u);
+  EXPECT_EQ(b16.stats().vpu_cycles(), 2u);
 }
 
 }  // namespace
