@@ -4,9 +4,16 @@
 // element i of the source walk is copied to element i of the destination walk. Both walks hand
 // out runs: up to a word's worth of consecutive elements (one 32-byte word, the innermost loop
 // contiguous: tpu_dma_agen). Source side: each source run goes into a chunk queue (byte offset,
-// element count, "new word" flag); a run in a different 32-byte word than the one before issues
-// one read (an HBM single-burst request or an SRAM word read), up to MaxReads in flight, whose
-// data returns in order into a data queue. The extractor pairs the head chunk with the
+// element count, the read slot of its word, "new word" flag). The copy keeps its last ReadSlots
+// source words (tags here, data beside the extractor, round-robin, emptied when a copy's source
+// walk starts): a run in a word among them issues no read, any other issues one (an HBM
+// single-burst request or an SRAM word read) into the next slot, up to MaxReads in flight, whose
+// data returns in order into a data queue — so the overlapping runs of a patch gather (a kernel
+// row of position m, then of m + 1, a pixel on) read each word once. Slots stay consistent
+// without any check: the extractor takes chunks in the order they were queued, so a word
+// reloaded into a slot reaches it after every earlier chunk has used the old one. Within a copy
+// a source word never changes (source and destination do not overlap; another unit's write
+// there would be a race). The extractor pairs the head chunk with the
 // destination walk's run — min(elements left in the chunk, the destination run) elements move,
 // shifted from their source to their destination offset — and merges them into a one-word
 // write-combining buffer with byte strobes; when the next elements land in another word (or the
@@ -42,6 +49,7 @@ module tpu_dma #(
   parameter int unsigned MaxWrites     = 16,                      // HBM writes uncompleted
   parameter bit          PostWrites    = 1'b0,                    // done_o before HBM completions
   parameter int unsigned ElemDepth     = 64,                      // chunk queue, pow2
+  parameter int unsigned ReadSlots     = tpu_pkg::DMA_READ_SLOTS, // source words kept, pow2 >= 2
   parameter int unsigned CountW        = 16,                      // loop count width
   localparam int unsigned AddrW        = HbmAddrW,                // both walks' address width
   localparam int unsigned WordBytes    = SramWordBytes,
@@ -387,17 +395,21 @@ module tpu_dma #(
   // ---------------------------------------------------------------------------------------------
   // Source side: element queue, read requests, read data
   // ---------------------------------------------------------------------------------------------
-  // Chunk queue entry: {starts a new word, byte offset in its word, elements (1 .. 16)}.
+  // Chunk queue entry: {starts a new word, its read slot, byte offset in its word, elements
+  // (1 .. 16)}.
+  localparam int unsigned SlotW = $clog2(ReadSlots);
+  localparam int unsigned EntW  = 1 + SlotW + OffW + 5;
   logic              efifo_push, efifo_pop, efifo_full, efifo_empty;
-  logic [OffW+5:0]   efifo_head;
+  logic [EntW-1:0]   efifo_head;
   logic [$clog2(ElemDepth):0] unused_efifo_count;
   // Read data queue: one word per issued read, in order.
   logic              dfifo_push, dfifo_pop, dfifo_full, dfifo_empty;
   logic [WordW-1:0]  dfifo_in, dfifo_head;
   logic [$clog2(MaxReads):0] dfifo_count;
 
-  logic              src_first_q;                     // the next source element is the first
-  logic [WAddrW-1:0] src_word_q;                      // word of the previous source element
+  logic [ReadSlots-1:0] tag_valid_q;                  // the copy's words kept: which slots hold
+  logic [WAddrW-1:0] tag_q [ReadSlots];               // ... and their word addresses
+  logic [SlotW-1:0]  victim_q;                        // the slot the next read fills
   logic              rq_valid_q;                      // a read request waits to be issued
   logic [WAddrW-1:0] rq_word_q;
   logic              rq_issue;                        // the waiting read is taken this cycle
@@ -407,8 +419,18 @@ module tpu_dma #(
 
   logic [WAddrW-1:0] src_word;
   logic              src_new_word, src_take, rq_load;
-  assign src_word     = src_addr[AddrW-1:OffW];
-  assign src_new_word = src_first_q || (src_word != src_word_q);
+  logic [SlotW-1:0]  hit_slot, src_slot;
+  assign src_word = src_addr[AddrW-1:OffW];
+  always_comb begin
+    src_new_word = 1'b1;
+    hit_slot     = '0;
+    for (int k = 0; k < ReadSlots; k++)
+      if (tag_valid_q[k] && tag_q[k] == src_word) begin
+        src_new_word = 1'b0;
+        hit_slot     = SlotW'(k);
+      end
+  end
+  assign src_slot = src_new_word ? victim_q : hit_slot;
   // Dst fault: stop taking source addresses (the walk is aborted this cycle).
   assign src_aready   = running && !dst_fault && !efifo_full &&
                         (!src_new_word || ((!rq_valid_q || rq_issue) &&
@@ -419,8 +441,8 @@ module tpu_dma #(
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      src_first_q    <= 1'b1;
-      src_word_q     <= '0;
+      tag_valid_q    <= '0;
+      victim_q       <= '0;
       rq_valid_q     <= 1'b0;
       rq_word_q      <= '0;
       inflight_q     <= '0;
@@ -428,10 +450,11 @@ module tpu_dma #(
       rd_id_q        <= '0;
     end else begin
       if (src_start) begin
-        src_first_q <= 1'b1;
-      end else if (src_take) begin
-        src_first_q <= 1'b0;
-        src_word_q  <= src_word;
+        tag_valid_q <= '0;
+        victim_q    <= '0;
+      end else if (rq_load) begin
+        tag_valid_q[victim_q] <= 1'b1;
+        victim_q              <= victim_q + 1'b1;
       end
       if (rq_load) begin
         rq_valid_q <= 1'b1;
@@ -444,15 +467,18 @@ module tpu_dma #(
       sram_rd_pend_q <= sram_rreq_o && sram_rgnt_i;
     end
   end
+  always_ff @(posedge clk_i) begin
+    if (rq_load) tag_q[victim_q] <= src_word;
+  end
 
   tpu_dma_fifo #(
-    .Width (OffW + 6),
+    .Width (EntW),
     .Depth (ElemDepth)
   ) u_efifo (
     .clk_i   (clk_i),
     .rst_ni  (rst_ni),
     .push_i  (efifo_push),
-    .data_i  ({src_new_word, src_addr[OffW-1:0], src_run}),
+    .data_i  ({src_new_word, src_slot, src_addr[OffW-1:0], src_run}),
     .full_o  (efifo_full),
     .pop_i   (efifo_pop),
     .data_o  (efifo_head),
@@ -489,15 +515,17 @@ module tpu_dma #(
   // ---------------------------------------------------------------------------------------------
   // Extractor: one run per cycle from the read words to the destination walk
   // ---------------------------------------------------------------------------------------------
-  logic [WordW-1:0] cur_word_q;                       // the word the last chunk came from
+  logic [WordW-1:0] slot_q [ReadSlots];               // the words of the read slots
+  logic [SlotW-1:0] ex_head_slot;
   logic [4:0]       ex_done_q;                        // elements of the head chunk already moved
   logic             ex_head_new, ex_new, ex_valid, ex_move, ex_discard, ex_pop, ex_last;
   logic [OffW-1:0]  ex_head_off, ex_off;
   logic [4:0]       ex_head_n, ex_left;
   logic [OffW-1:0]  ex_done_bytes;
   logic [WordW-1:0] ex_word;
-  assign {ex_head_new, ex_head_off, ex_head_n} = efifo_head;
-  // The chunk's word is still at the head of the data queue until its first elements move.
+  assign {ex_head_new, ex_head_slot, ex_head_off, ex_head_n} = efifo_head;
+  // A new word is at the head of the data queue until the chunk's first elements move (then it
+  // goes into the chunk's slot); a kept word is in its slot.
   assign ex_new        = ex_head_new && (ex_done_q == '0);
   assign ex_left       = ex_head_n - ex_done_q;
   // (A chunk holds at most 16 bf16 / 8 fp32 elements: the offset stays inside the word.)
@@ -505,7 +533,7 @@ module tpu_dma #(
                                                 : OffW'({ex_done_q[3:0], 1'b0});
   assign ex_off        = ex_head_off + ex_done_bytes;
   assign ex_valid      = !efifo_empty && (!ex_new || !dfifo_empty);
-  assign ex_word       = ex_new ? dfifo_head : cur_word_q;
+  assign ex_word       = ex_new ? dfifo_head : slot_q[ex_head_slot];
   assign ex_m          = (dst_run < ex_left) ? dst_run : ex_left;
   assign ex_last       = ex_m == ex_left;               // this move finishes the head chunk
 
@@ -562,7 +590,7 @@ module tpu_dma #(
   assign wq_in      = {wc_word_q, wc_strb_q, wc_data_q};
 
   always_ff @(posedge clk_i) begin
-    if (dfifo_pop) cur_word_q <= dfifo_head;
+    if (dfifo_pop) slot_q[ex_head_slot] <= dfifo_head;
   end
 
   always_ff @(posedge clk_i or negedge rst_ni) begin

@@ -11,9 +11,11 @@
 //   * Result: the row's N column sums are written to the accumulator memory at the end of the
 //     cycle 2N - 1 cycles after the row was accepted. Throughput one row per cycle; a tile of
 //     T rows after another takes max(T, N + 1) cycles (docs/architecture.md derives it).
-//   * Read port: one accumulator row per accepted cycle, data the cycle after; it yields to
-//     the accumulate path's reads (acc_rd_ready_o low), and returns the contents before any
-//     write in the same cycle.
+//   * Read port: one accumulator row per accepted cycle, data the cycle after; it returns the
+//     contents before any write in the same cycle. The memory is two banks, the low and the
+//     high half of the rows (tpu_mxu_acc_mem each): the port yields (acc_rd_ready_o low) only
+//     to an accumulate-path read of the same bank, so an epilogue reading one half runs beside
+//     an accumulating matmul in the other (the compiler's row blocks alternate halves).
 //   * Write port (the VPU's VPU.ST acc): one accumulator row per accepted cycle, written at the
 //     end of that cycle. The array's result writes have fixed timing and always win: the port
 //     is not ready (acc_wr_ready_o low, a registered condition) in a cycle a result is written.
@@ -186,29 +188,47 @@ module tpu_mxu #(
     if (rmw_rd_en && wr_en) bypass_row_q <= wr_row;
   end
 
-  assign acc_rd_ready_o = !rmw_rd_en;
+  // Two banks: row r lies in bank r[AccAddrW-1]. A read is registered; the bank it went to
+  // selects the data the cycle after (the accumulate path's: the bank of the row it writes).
+  localparam int unsigned BankAddrW = AccAddrW - 1;
+  logic rmw_bank, rd_bank, wr_bank, ext_wr_fire;
+  logic rd_bank_q;                                   // the bank the host read went to
+  assign rmw_bank = rmw_rd_addr[AccAddrW-1];
+  assign rd_bank  = acc_rd_addr_i[AccAddrW-1];
+  assign acc_rd_ready_o = !(rmw_rd_en && rmw_bank == rd_bank);
   assign host_rd_fire   = acc_rd_valid_i && acc_rd_ready_o;
 
   // The external write takes the memory's write port in cycles the array writes no result.
-  logic ext_wr_fire;
   assign acc_wr_ready_o = !wr_en;
   assign ext_wr_fire    = acc_wr_valid_i && acc_wr_ready_o;
+  assign wr_bank        = wr_en ? wr_addr[AccAddrW-1] : acc_wr_addr_i[AccAddrW-1];
 
-  tpu_mxu_acc_mem #(.N(N), .Rows(AccRows)) u_acc_mem (
-    .clk_i,
-    .wr_en_i   (wr_en || ext_wr_fire),
-    .wr_addr_i (wr_en ? wr_addr : acc_wr_addr_i),
-    .wr_row_i  (wr_en ? wr_row : acc_wr_data_i),
-    .rd_en_i   ((rmw_rd_en && !rmw_bypass) || host_rd_fire),
-    .rd_addr_i (rmw_rd_en ? rmw_rd_addr : acc_rd_addr_i),
-    .rd_row_o  (mem_rd_row)
-  );
+  logic [32*N-1:0] bank_rd_row [2];
+  for (genvar k = 0; k < 2; k++) begin : g_bank
+    logic rmw_here, host_here;
+    assign rmw_here  = rmw_rd_en && !rmw_bypass && rmw_bank == 1'(k);
+    assign host_here = host_rd_fire && rd_bank == 1'(k);
+    tpu_mxu_acc_mem #(.N(N), .Rows(AccRows / 2)) u_acc_mem (
+      .clk_i,
+      .wr_en_i   ((wr_en || ext_wr_fire) && wr_bank == 1'(k)),
+      .wr_addr_i (wr_en ? wr_addr[BankAddrW-1:0] : acc_wr_addr_i[BankAddrW-1:0]),
+      .wr_row_i  (wr_en ? wr_row : acc_wr_data_i),
+      .rd_en_i   (rmw_here || host_here),
+      .rd_addr_i (rmw_here ? rmw_rd_addr[BankAddrW-1:0] : acc_rd_addr_i[BankAddrW-1:0]),
+      .rd_row_o  (bank_rd_row[k])
+    );
+  end
+  // the accumulate path reads the bank of the row it writes now (read last cycle)
+  assign mem_rd_row = bank_rd_row[wr_addr[AccAddrW-1]];
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) acc_rd_data_valid_o <= 1'b0;
     else acc_rd_data_valid_o <= host_rd_fire;
   end
-  assign acc_rd_data_o = mem_rd_row;
+  always_ff @(posedge clk_i) begin
+    if (host_rd_fire) rd_bank_q <= rd_bank;
+  end
+  assign acc_rd_data_o = bank_rd_row[rd_bank_q];
 
   assign busy_o = (inflight_q != '0) || (wload_cycles_q != '0);
 

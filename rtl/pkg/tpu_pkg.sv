@@ -36,6 +36,7 @@ package tpu_pkg;
   localparam int unsigned QUEUE_DEPTH      = 32;      // per-unit instruction queues
   localparam int unsigned FETCH_DEPTH      = 64;      // instructions fetched ahead
   localparam int unsigned ICI_LINK_BYTES   = 16;      // bytes an ICI link carries per cycle
+  localparam int unsigned DMA_READ_SLOTS   = 8;       // source words a DMA copy keeps (tpu_dma)
 
   // HBM2 pseudo-channel geometry: 4 bank groups x 4 banks x 16 Ki rows of 1 KiB = 256 MiB, a
   // 64-bit bus, BL4 = one 32-byte burst in 2 cycles.

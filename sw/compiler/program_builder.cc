@@ -2,8 +2,11 @@
 #include "sw/compiler/program_builder.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <stdexcept>
+
+#include "tessera/chip_params.h"
 
 namespace tessera::compiler {
 
@@ -81,6 +84,20 @@ uint64_t dma_words(const DmaWalk& w, int e) {
     last = word;
   }
   return words;
+}
+
+uint64_t dma_read_words(const DmaWalk& w, int e) {
+  RunEnds r(w, e);
+  const uint64_t total = w.elements();
+  std::array<uint64_t, chip_params::DMA_READ_SLOTS> tag{};
+  uint64_t reads = 0, word = 0;
+  for (uint64_t end = 0; end < total;) {
+    end = r.next(&word);
+    const uint64_t kept = std::min<uint64_t>(reads, tag.size());
+    if (std::find(tag.begin(), tag.begin() + kept, word) != tag.begin() + kept) continue;
+    tag[reads++ % tag.size()] = word;  // round-robin, as the slots fill
+  }
+  return reads;
 }
 
 uint64_t dma_run_cycles(const DmaWalk& src, const DmaWalk& dst, int e) {
@@ -377,7 +394,7 @@ void ProgramBuilder::fenced_block(const std::vector<Instruction>& block) {
 void ProgramBuilder::count_copy(const DmaWalk& src, const DmaWalk& dst, int e, isa::Link link) {
   stats_.dma_elements += src.elements();
   stats_.dma_cycles += dma_run_cycles(src, dst, e);
-  if (src.space == isa::Space::kHbm) stats_.hbm_bytes += 32 * dma_words(src, e);
+  if (src.space == isa::Space::kHbm) stats_.hbm_bytes += 32 * dma_read_words(src, e);
   // A remote copy writes a flit a destination word into the neighbour; the ring is symmetric,
   // so as many arrive here, into this chip's HBM when the walk is in HBM.
   const uint64_t dst_words = dma_words(dst, e);

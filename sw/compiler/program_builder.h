@@ -52,6 +52,9 @@ uint64_t dma_run_cycles(const DmaWalk& src, const DmaWalk& dst, int e);
 // write-combining buffer writes a word when the next elements land in another), so HBM bytes
 // = 32 x this, whatever the elements used of each word.
 uint64_t dma_words(const DmaWalk& w, int e);
+// The reads of a DMA source walk: a run in a word among the copy's last DMA_READ_SLOTS words
+// read (round-robin slots, rtl/dma/tpu_dma.sv) reads nothing, any other run one word.
+uint64_t dma_read_words(const DmaWalk& w, int e);
 // The MXU's shape bound of an MXU.MM of `rows` rows at array size n: a row of w = max(1, 2n/32)
 // UB words in w cycles, or the next tile's n weight rows (n w words on their own UB port),
 // loading beside it. The compiler's statistics and its tiling's time model both use it.
@@ -83,7 +86,7 @@ struct BuilderStats {
   uint64_t mxu_cycles = 0;    // the MXU's shape bound: max(rows w, N w + 1) an MM, w words a row
   uint64_t dma_elements = 0;  // elements moved by DMA.COPY (a word a cycle on contiguous runs)
   uint64_t dma_cycles = 0;    // DMA.COPY at the DMA's peak, one run a cycle (dma_run_cycles)
-  uint64_t hbm_bytes = 0;     // HBM bytes at the pins: DMA.COPY's bursts x 32 (dma_words)
+  uint64_t hbm_bytes = 0;     // HBM bytes at the pins: DMA.COPY's bursts x 32 (dma_read_words, dma_words)
   uint64_t ici_flits = 0;     // flits DMA.COPY sends a neighbour (a destination word each)
 };
 

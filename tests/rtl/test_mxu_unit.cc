@@ -120,6 +120,14 @@ class MxuUnitBench {
     ext_count_ = ext_count;
   }
 
+  // While on, the read port is offered a read every cycle (rows rd_lo .. rd_lo + rd_count - 1,
+  // rows the instructions leave alone): each returned row is checked against the reference.
+  void set_read_stream(bool on, uint32_t rd_lo = 0, uint32_t rd_count = 1) {
+    rd_stream_ = on;
+    rd_lo_ = rd_lo;
+    rd_count_ = rd_count;
+  }
+
   void push(const Instr& ins) { instrs_.push_back(ins); }
   void push_ext_write(uint32_t row, const Row32& data) { ext_writes_.push_back({row, data}); }
 
@@ -174,7 +182,9 @@ class MxuUnitBench {
       m.acc_wr_addr_i = ext_writes_.front().first;
       for (int i = 0; i < N; ++i) put_elem<32>(m.acc_wr_data_i, i, ext_writes_.front().second[i]);
     }
-    m.acc_rd_valid_i = 0;
+    const uint32_t rd_row = rd_lo_ + static_cast<uint32_t>(rng_() % rd_count_);
+    m.acc_rd_valid_i = rd_stream_;
+    m.acc_rd_addr_i = rd_stream_ ? rd_row : 0;
     m.w_ub_gnt_i = 0;
     m.a_ub_gnt_i = 0;
     sim_.eval();
@@ -188,12 +198,28 @@ class MxuUnitBench {
     const bool instr_fire = m.instr_valid_i && m.instr_ready_o;
     const bool wr_fire = m.acc_wr_valid_i && m.acc_wr_ready_o;
     if (m.acc_wr_valid_i && !m.acc_wr_ready_o) ++wr_refused_;
+    const bool rd_fire = m.acc_rd_valid_i && m.acc_rd_ready_o;
+    if (m.acc_rd_valid_i && !m.acc_rd_ready_o) ++rd_refused_;
     if (m.mac_row_o) {
       if (macs_ == 0) first_mac_ = cycle_;
       last_mac_ = cycle_;
       ++macs_;
     }
     sim_.tick();
+    if (rd_fire != static_cast<bool>(m.acc_rd_data_valid_o)) {
+      ADD_FAILURE() << "read data valid " << int(m.acc_rd_data_valid_o) << " after a read fire "
+                    << rd_fire << " at cycle " << cycle_;
+    } else if (rd_fire) {
+      const Row32& want = acc_ref_.at(rd_row);
+      for (int i = 0; i < N; ++i)
+        if (get_elem<32>(m.acc_rd_data_o, i) != want[i]) {
+          ADD_FAILURE() << "ACC[" << rd_row << "][" << i << "] read at cycle " << cycle_
+                        << ": want " << fp::hex32(want[i]) << " got "
+                        << fp::hex32(get_elem<32>(m.acc_rd_data_o, i));
+          break;
+        }
+      ++rd_checked_;
+    }
     pending_w_read_ = w_gnt ? std::optional<uint32_t>(w_addr) : std::nullopt;
     pending_a_read_ = a_gnt ? std::optional<uint32_t>(a_addr) : std::nullopt;
     if (instr_fire) {
@@ -284,11 +310,15 @@ class MxuUnitBench {
   uint64_t first_mac() const { return first_mac_; }
   uint64_t last_mac() const { return last_mac_; }
   uint64_t wr_refused() const { return wr_refused_; }
+  uint64_t rd_refused() const { return rd_refused_; }
+  uint64_t rd_checked() const { return rd_checked_; }
   std::optional<uint64_t> first_instr() const { return first_instr_; }
   const std::vector<bool>& idle_log() const { return idle_log_; }
   void reset_counters() {
     macs_ = 0;
     wr_refused_ = 0;
+    rd_refused_ = 0;
+    rd_checked_ = 0;
     first_instr_.reset();
   }
 
@@ -337,6 +367,9 @@ class MxuUnitBench {
   bool instr_gaps_ = false;
   bool ext_stream_ = false;
   uint32_t ext_lo_ = 0, ext_count_ = 1;
+  bool rd_stream_ = false;
+  uint32_t rd_lo_ = 0, rd_count_ = 1;
+  uint64_t rd_refused_ = 0, rd_checked_ = 0;
   std::deque<Instr> instrs_;
   bool offered_ = false;
   std::deque<std::pair<uint32_t, Row32>> ext_writes_;
@@ -471,6 +504,39 @@ TYPED_TEST(MxuUnit, ExternalAccWritesLandAndYield) {
   b.set_ext_stream(false);
   EXPECT_EQ(b.wr_refused(), static_cast<uint64_t>(3 * N));
   b.check_acc();
+}
+
+// The accumulator is two banks, the halves of its rows: a read of one half runs beside an
+// accumulating matmul in the other (never refused); a read of the matmul's half yields to the
+// accumulate path's read once per row.
+TYPED_TEST(MxuUnit, AccReadsBesideAnAccumulatingMatmul) {
+  constexpr int N = TestFixture::N;
+  constexpr int kAccRows = TypeParam::kAccRows;
+  constexpr uint32_t kHalf = kAccRows / 2;
+  auto& b = this->bench_;
+  auto& rng = b.rng();
+  const uint32_t rows = N;  // 2 rows <= kHalf in every configuration
+  static_assert(2 * N <= kHalf);
+  // rows [0, 2 rows) of the low half and [0, rows) of the high half hold known values
+  for (uint32_t r : {0u, kHalf})
+    for (uint32_t i = 0; i < (r ? rows : 2 * rows); ++i) {
+      typename MxuUnitBench<TypeParam>::Row32 d;
+      for (auto& x : d) x = static_cast<uint32_t>(rng()) & 0xBFFFFFFFu;  // finite values
+      b.push_ext_write(r + i, d);
+    }
+  b.run_until_idle();
+  for (const bool other_half : {true, false}) {
+    SCOPED_TRACE(other_half ? "reads of the other half" : "reads of the matmul's half");
+    b.reset_counters();
+    b.set_read_stream(true, other_half ? kHalf : rows, rows);
+    b.push(ldw(b.random_addr(N, 2 * N), 2 * N));
+    b.push(mm(true, b.random_addr(rows, 2 * N), 2 * N, rows, 0));
+    b.run_until_idle();
+    b.set_read_stream(false);
+    EXPECT_EQ(b.rd_refused(), other_half ? 0u : uint64_t{rows});
+    EXPECT_GT(b.rd_checked(), uint64_t{rows});
+    b.check_acc();
+  }
 }
 
 TYPED_TEST(MxuUnit, IdleLowUntilLastResultWritten) {

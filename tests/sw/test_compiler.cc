@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <random>
 
 #include "sw/compiler/graph.h"
@@ -631,6 +632,22 @@ TEST(ProgramBuilderStats, DmaRunCyclesCountTheDmasPiecesElementByElement) {
         for (size_t l = 0; l < idx.size() && ++idx[l] == w->loops[l].first; ++l) idx[l] = 0;
       }
       EXPECT_EQ(dma_words(*w, e), words);
+      // the reads: an element in none of the last DMA_READ_SLOTS words read is a read
+      std::deque<int64_t> kept;
+      uint64_t reads = 0;
+      std::fill(idx.begin(), idx.end(), 0u);
+      for (uint64_t i = 0; i < w->elements(); ++i) {
+        int64_t a = static_cast<int64_t>(w->base);
+        for (size_t l = 0; l < idx.size(); ++l) a += int64_t{idx[l]} * w->loops[l].second;
+        if (std::find(kept.begin(), kept.end(), a / 32) == kept.end()) {
+          ++reads;
+          kept.push_back(a / 32);
+          if (kept.size() > chip_params::DMA_READ_SLOTS) kept.pop_front();
+        }
+        for (size_t l = 0; l < idx.size() && ++idx[l] == w->loops[l].first; ++l) idx[l] = 0;
+      }
+      EXPECT_EQ(dma_read_words(*w, e), reads);
+      EXPECT_LE(reads, words);
     }
   }
   // A contiguous bf16 copy of whole aligned words: 16 elements a cycle.
