@@ -223,14 +223,15 @@ TYPED_TEST(MxuMatmul, ResetInTheMiddleOfWork) {
   EXPECT_EQ(res.cycles, tile_sequence_cycles(N, 2, m));
 }
 
-TYPED_TEST(MxuMatmul, ReadPortYieldsToTheAccumulatePath) {
+TYPED_TEST(MxuMatmul, ReadPortYieldsToTheAccumulatePathOfItsBank) {
   constexpr int N = TestFixture::N;
-  // Fill rows 0..N-1 (overwrite), then accumulate a second tile into them while the host
-  // keeps requesting row 200 every cycle: the port must refuse exactly in the cycles the
-  // accumulate path reads, and every answer it gives must be row 200's contents.
+  // The accumulator is two banks, rows 0..127 and 128..255 (AccRows 256). Fill rows 0..N-1
+  // (overwrite), then accumulate a second tile into them while the host keeps requesting one
+  // row every cycle: a row of the same bank (100) is refused exactly in the cycles the
+  // accumulate path reads, a row of the other bank (200) never; every answer is the row's
+  // contents.
   auto& m = this->sim_.top();
-  const auto w1 = random_bf16(this->rng_, N * N), w2 = random_bf16(this->rng_, N * N);
-  const auto a1 = random_bf16(this->rng_, N * N), a2 = random_bf16(this->rng_, N * N);
+  const auto w1 = random_bf16(this->rng_, N * N), a1 = random_bf16(this->rng_, N * N);
   const auto marker = random_bf16(this->rng_, N);
   auto queue_tile = [&](const std::vector<uint16_t>& w, const std::vector<uint16_t>& a,
                         uint32_t base, bool accumulate, int rows) {
@@ -248,36 +249,45 @@ TYPED_TEST(MxuMatmul, ReadPortYieldsToTheAccumulatePath) {
   for (int i = 0; i < N; ++i) eye[i * N + i] = 0x3F80;
   std::vector<uint16_t> marker_rows(N * N, 0);
   std::copy(marker.begin(), marker.end(), marker_rows.begin());
-  queue_tile(eye, marker_rows, 200, false, 1);  // row 200 = marker (exact through identity)
-  queue_tile(w1, a1, 0, false, N);
-  this->drv_.run_until_idle();
-  queue_tile(w2, a2, 0, true, N);
-  int refused = 0, answered = 0;
-  for (int cycle = 0; cycle < 6 * N && (cycle == 0 || m.busy_o); ++cycle) {
-    m.acc_rd_valid_i = 1;
-    m.acc_rd_addr_i = 200;
-    this->sim_.eval();
-    if (!m.acc_rd_ready_o) ++refused;
-    // step() drives the streams and clears acc_rd_valid_i; drive the read for this cycle.
-    this->drv_.step_with_read(200);
-    if (m.acc_rd_data_valid_o) {
-      ++answered;
-      for (int i = 0; i < N; ++i) {
-        ASSERT_EQ(get_elem<32>(m.acc_rd_data_o, i), fp::bf16_to_fp32(marker[i])) << "word " << i;
+  for (const uint32_t probe : {100u, 200u}) {  // the marker there, exact through the identity
+    queue_tile(eye, marker_rows, probe, false, 1);
+  }
+  std::vector<uint32_t> want;
+  for (const uint32_t probe : {100u, 200u}) {
+    SCOPED_TRACE("reading row " + std::to_string(probe));
+    const auto w_set = random_bf16(this->rng_, N * N), a_set = random_bf16(this->rng_, N * N);
+    queue_tile(w_set, a_set, 0, false, N);
+    this->drv_.run_until_idle();
+    queue_tile(w1, a1, 0, true, N);
+    int refused = 0, answered = 0;
+    for (int cycle = 0; cycle < 6 * N && (cycle == 0 || m.busy_o); ++cycle) {
+      m.acc_rd_valid_i = 1;
+      m.acc_rd_addr_i = probe;
+      this->sim_.eval();
+      if (!m.acc_rd_ready_o) ++refused;
+      // step() drives the streams and clears acc_rd_valid_i; drive the read for this cycle.
+      this->drv_.step_with_read(probe);
+      if (m.acc_rd_data_valid_o) {
+        ++answered;
+        for (int i = 0; i < N; ++i) {
+          ASSERT_EQ(get_elem<32>(m.acc_rd_data_o, i), fp::bf16_to_fp32(marker[i])) << "word " << i;
+        }
       }
     }
+    this->drv_.run_until_idle();
+    EXPECT_EQ(refused, probe < 128 ? N : 0)
+        << "one refusal per accumulate read of the probe's bank (one per accumulated row)";
+    EXPECT_GT(answered, 0);
+    // And the accumulated rows are right.
+    const auto got_rows = this->drv_.read_acc(0, N);
+    std::vector<uint32_t> got;
+    for (const auto& r : got_rows) got.insert(got.end(), r.begin(), r.end());
+    const auto p0 = reference_matmul(N, N, N, N, a_set, w_set);
+    const auto p1 = reference_matmul(N, N, N, N, a1, w1);
+    want.assign(p1.size(), 0);
+    for (size_t i = 0; i < want.size(); ++i) want[i] = fp::add(p0[i], p1[i]);
+    expect_bits_equal(want, got, N);
   }
-  this->drv_.run_until_idle();
-  EXPECT_EQ(refused, N) << "one refusal per accumulate read (one per accumulated row)";
-  EXPECT_GT(answered, 0);
-  // And the accumulated rows are right.
-  const auto got_rows = this->drv_.read_acc(0, N);
-  std::vector<uint32_t> got;
-  for (const auto& r : got_rows) got.insert(got.end(), r.begin(), r.end());
-  const auto p1 = reference_matmul(N, N, N, N, a1, w1), p2 = reference_matmul(N, N, N, N, a2, w2);
-  std::vector<uint32_t> want(p1.size());
-  for (size_t i = 0; i < want.size(); ++i) want[i] = fp::add(p1[i], p2[i]);
-  expect_bits_equal(want, got, N);
 }
 
 TYPED_TEST(MxuMatmul, WatchdogNamesWhatIsStuck) {
