@@ -1,7 +1,9 @@
 // tpu_sram_banked: a banked on-chip buffer: Banks single-port macros (tpu_sram_sp) behind Ports
 // requesters, so that units (DMA, MXU, VPU) touching different banks proceed in the same cycle.
-// Word-interleaved: word address a lives in bank a mod Banks, at row a / Banks, so consecutive
-// words are in different banks. Each cycle every bank grants one of the ports that request it,
+// Word-interleaved, the bank bits swizzled: word address a lives in bank (the XOR of a's
+// log2(Banks)-bit fields), at row a / Banks, so consecutive words are in different banks and so
+// are the words of a power-of-two stride (a unit streaming 4-word pixels would otherwise meet
+// every other unit in one bank). Each cycle every bank grants one of the ports that request it,
 // round-robin from the port after the one it granted last (no port waits more than Ports - 1
 // grants of that bank); with FirstPort < Ports that port is granted whenever it asks, and the
 // others share the rest round-robin (their wait is then bounded only by its requests); a
@@ -48,10 +50,17 @@ module tpu_sram_banked #(
   logic [Ports*BankW-1:0] rd_bank_q;                  // from this bank
 
   localparam int unsigned BankBits = $clog2(Banks);   // 0 for one bank
+  localparam int unsigned FoldStep = (BankBits > 0) ? BankBits : 1;
   logic [Ports*BankW-1:0] port_bank;                  // the bank each port addresses
   always_comb begin
     for (int p = 0; p < Ports; p++) begin
-      port_bank[BankW*p +: BankW] = BankW'(addr_i[AddrW*p +: AddrW] & AddrW'(Banks - 1));
+      logic [AddrW-1:0] a;
+      logic [BankW-1:0] h;
+      a = addr_i[AddrW*p +: AddrW];
+      h = '0;
+      if (Banks > 1)
+        for (int k = 0; k < AddrW; k += FoldStep) h = h ^ BankW'(a >> k);
+      port_bank[BankW*p +: BankW] = h;
     end
   end
 

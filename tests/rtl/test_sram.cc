@@ -156,6 +156,9 @@ TEST(SramSinglePort, ReadOfNeverWrittenWordIsReported) {
 
 // tpu_sram_banked as built in sim/CMakeLists.txt: 4 banks, 64 words of 4 x 16 bits, 3 ports.
 constexpr int kBanks = 4, kBWords = 64, kBElems = 4, kBPorts = 3, kBAddrW = 6;
+// The bank of word a: its 2-bit fields XORed (a power-of-two stride of words still visits
+// every bank), at row a / kBanks.
+int bank_of(int a) { return (a ^ a >> 2 ^ a >> 4) & (kBanks - 1); }
 
 struct BankedReq {
   bool valid = false, we = false;
@@ -215,8 +218,8 @@ void banked_random_traffic(bool first) {
     for (int p = 0; p < kBPorts; ++p) {
       if (!rq[p].valid && rng() % 100 < 80) {
         // Hot spot: port traffic crowds bank 0 half the time, so the arbiter is exercised.
-        const int a = (rng() % 2) ? static_cast<int>(rng() % kBWords) & ~(kBanks - 1)
-                                  : static_cast<int>(rng() % kBWords);
+        const int row = static_cast<int>(rng() % (kBWords / kBanks)) * kBanks;
+        const int a = (rng() % 2) ? row | bank_of(row) : static_cast<int>(rng() % kBWords);
         rq[p] = {true, rng() % 3 == 0, a, static_cast<uint32_t>(rng() % 16), random_word(), 0};
       }
     }
@@ -249,7 +252,7 @@ void banked_random_traffic(bool first) {
         ++rq[p].waited;
         continue;
       }
-      ++per_bank[rq[p].addr % kBanks];
+      ++per_bank[bank_of(rq[p].addr)];
       ++grants;
       ++granted[p];
       max_wait = std::max(max_wait, rq[p].waited);
@@ -265,7 +268,7 @@ void banked_random_traffic(bool first) {
     // A bank with a requester must grant one.
     for (int b = 0; b < kBanks; ++b) {
       bool wanted = false;
-      for (int p = 0; p < kBPorts; ++p) wanted |= rq[p].valid && rq[p].addr % kBanks == b;
+      for (int p = 0; p < kBPorts; ++p) wanted |= rq[p].valid && bank_of(rq[p].addr) == b;
       if (wanted) ASSERT_EQ(per_bank[b], 1) << "bank " << b << " idle while requested";
     }
     if (grants >= 2) ++parallel_cycles;
