@@ -399,6 +399,9 @@ module tpu_dma #(
   // (1 .. 16)}.
   localparam int unsigned SlotW = $clog2(ReadSlots);
   localparam int unsigned EntW  = 1 + SlotW + OffW + 5;
+  if (ReadSlots < 2 || (ReadSlots & (ReadSlots - 1)) != 0) begin : g_bad_read_slots
+    $error("tpu_dma: ReadSlots %0d is not a power of two >= 2 (victim_q wraps)", ReadSlots);
+  end
   logic              efifo_push, efifo_pop, efifo_full, efifo_empty;
   logic [EntW-1:0]   efifo_head;
   logic [$clog2(ElemDepth):0] unused_efifo_count;

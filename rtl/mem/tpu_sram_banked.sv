@@ -1,9 +1,10 @@
 // tpu_sram_banked: a banked on-chip buffer: Banks single-port macros (tpu_sram_sp) behind Ports
 // requesters, so that units (DMA, MXU, VPU) touching different banks proceed in the same cycle.
 // Word-interleaved, the bank bits swizzled: word address a lives in bank (the XOR of a's
-// log2(Banks)-bit fields), at row a / Banks, so consecutive words are in different banks and so
-// are the words of a power-of-two stride (a unit streaming 4-word pixels would otherwise meet
-// every other unit in one bank). Each cycle every bank grants one of the ports that request it,
+// log2(Banks)-bit fields), at row a / Banks, so the Banks words of an aligned group are in
+// different banks (an even word and the odd one after it always), and so are the words of a
+// power-of-two stride (a unit streaming 4-word pixels would otherwise meet every other unit in
+// one bank); two consecutive words across a group edge can share a bank. Each cycle every bank grants one of the ports that request it,
 // round-robin from the port after the one it granted last (no port waits more than Ports - 1
 // grants of that bank); with FirstPort < Ports that port is granted whenever it asks, and the
 // others share the rest round-robin (their wait is then bounded only by its requests); a

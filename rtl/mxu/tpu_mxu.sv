@@ -13,9 +13,10 @@
 //     T rows after another takes max(T, N + 1) cycles (docs/architecture.md derives it).
 //   * Read port: one accumulator row per accepted cycle, data the cycle after; it returns the
 //     contents before any write in the same cycle. The memory is two banks, the low and the
-//     high half of the rows (tpu_mxu_acc_mem each): the port yields (acc_rd_ready_o low) only
-//     to an accumulate-path read of the same bank, so an epilogue reading one half runs beside
-//     an accumulating matmul in the other (the compiler's row blocks alternate halves).
+//     high half of the rows (tpu_mxu_acc_mem each): the port yields (acc_rd_ready_o low, a
+//     function of acc_rd_addr_i) only to an accumulating row's read of the same bank (also one
+//     the bypass serves), so an epilogue reading one half runs beside an accumulating matmul in
+//     the other (the compiler's row blocks alternate halves).
 //   * Write port (the VPU's VPU.ST acc): one accumulator row per accepted cycle, written at the
 //     end of that cycle. The array's result writes have fixed timing and always win: the port
 //     is not ready (acc_wr_ready_o low, a registered condition) in a cycle a result is written.
@@ -23,7 +24,7 @@
 
 module tpu_mxu #(
   parameter int unsigned N       = 16,                // array dimension, 4 .. 128
-  parameter int unsigned AccRows = 256,               // accumulator memory rows
+  parameter int unsigned AccRows = 256,               // accumulator rows, a power of two >= 4
   localparam int unsigned AccAddrW = $clog2(AccRows)
 ) (
   input  logic                clk_i,
@@ -191,6 +192,10 @@ module tpu_mxu #(
   // Two banks: row r lies in bank r[AccAddrW-1]. A read is registered; the bank it went to
   // selects the data the cycle after (the accumulate path's: the bank of the row it writes).
   localparam int unsigned BankAddrW = AccAddrW - 1;
+  if (AccRows < 4 || (AccRows & (AccRows - 1)) != 0) begin : g_bad_acc_rows
+    $error("tpu_mxu: AccRows %0d is not a power of two >= 4 (two banks by the row's top bit)",
+           AccRows);
+  end
   logic rmw_bank, rd_bank, wr_bank, ext_wr_fire;
   logic rd_bank_q;                                   // the bank the host read went to
   assign rmw_bank = rmw_rd_addr[AccAddrW-1];

@@ -786,9 +786,6 @@ TEST_F(Dma, BackToBackDescriptorsKeepProgramOrder) {
   EXPECT_GT(taken_behind, seq.size() / 4) << "copies hardly ever ran back to back";
 }
 
-// A long contiguous copy moves a word a cycle as far as the memories allow (no back-pressure,
-// HBM latency 5..40): the SRAM gives and takes a 32-byte word a cycle, the HBM slave model a
-// 32-byte burst every two cycles at best (16 B/cycle).
 // A copy keeps its last DMA_READ_SLOTS source words: the overlapping runs of a patch gather
 // (a kernel row of 3 pixels of 32 channels at each output position, a pixel apart; the 3-element
 // runs of a one-channel im2col) read a word only when it is not among them. The read count is
@@ -835,6 +832,9 @@ TEST_F(Dma, OverlappingRunsReadAKeptWordOnce) {
   }
 }
 
+// A long contiguous copy moves a word a cycle as far as the memories allow (no back-pressure,
+// HBM latency 5..40): the SRAM gives and takes a 32-byte word a cycle, the HBM slave model a
+// 32-byte burst every two cycles at best (16 B/cycle).
 TEST_F(Dma, ContiguousCopyMovesAWordPerCycle) {
   const std::pair<unsigned, unsigned> dirs[] = {
       {kHbm, kSram}, {kSram, kHbm}, {kSram, kSram}, {kHbm, kHbm}};
