@@ -58,6 +58,10 @@ uint32_t f_max(uint32_t a, uint32_t b) {
   if (x == 0.0f && y == 0.0f) return a & b & 0x80000000u;  // max(-0, +0) = +0
   return x > y ? a : b;
 }
+// max4's value (argmax4 compares against it): max's rules, any grouping.
+uint32_t f_max4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  return f_max(f_max(f_max(a, b), c), d);
+}
 
 uint32_t f2i(uint32_t a) {
   const float x = fp::f32(a);
@@ -819,10 +823,10 @@ void FunctionalModel::vpu_op(const Instruction& i) {
         z = f_max(out(f(x) + f(y)), c[l]);
         break;
       case Funct::kMax4:  // decode checked imm < 16
-        z = f_max(f_max(f_max(x, y), c[l]), v_[i.imm][l]);
+        z = f_max4(x, y, c[l], v_[i.imm][l]);
         break;
       case Funct::kArgMax4: {  // the first of va, vb, vc equal to max4's, as 0.0 .. 2.0; else 3.0
-        const uint32_t m = f_max(f_max(f_max(x, y), c[l]), v_[i.imm][l]);
+        const uint32_t m = f_max4(x, y, c[l], v_[i.imm][l]);
         z = f(x) == f(m) ? fp::bits(0.0f)
             : f(y) == f(m) ? fp::bits(1.0f)
             : f(c[l]) == f(m) ? fp::bits(2.0f)

@@ -26,6 +26,9 @@ inline uint32_t fmax_ref(uint32_t a, uint32_t b) {
   if ((a & 0x7FFFFFFF) == 0 && (b & 0x7FFFFFFF) == 0) return a & b;
   return lt(a, b) ? b : a;
 }
+inline uint32_t fmax4_ref(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  return fmax_ref(fmax_ref(fmax_ref(a, b), c), d);
+}
 inline uint32_t i2f_ref(uint32_t a) {
   return fp::bits(static_cast<float>(static_cast<int32_t>(a)));
 }
@@ -108,9 +111,9 @@ inline uint32_t vpu_lane_ref(uint32_t funct, uint32_t x, uint32_t y, uint32_t c,
     case isa::VF_ADDMAX:
       return fmax_ref(fp::add(x, y), c);
     case isa::VF_MAX4:
-      return fmax_ref(fmax_ref(fmax_ref(x, y), c), d);
+      return fmax4_ref(x, y, c, d);
     case isa::VF_ARGMAX4: {  // position of the first of x, y, c equal to the max, else 3
-      const uint32_t m = fmax_ref(fmax_ref(fmax_ref(x, y), c), d);
+      const uint32_t m = fmax4_ref(x, y, c, d);
       const float k = eq(x, m) ? 0.0f : eq(y, m) ? 1.0f : eq(c, m) ? 2.0f : 3.0f;
       return fp::bits(k);
     }

@@ -647,7 +647,7 @@ TEST(ProgramBuilderStats, DmaRunCyclesCountTheDmasPiecesElementByElement) {
         for (size_t l = 0; l < idx.size() && ++idx[l] == w->loops[l].first; ++l) idx[l] = 0;
       }
       EXPECT_EQ(dma_read_words(*w, e), reads);
-      EXPECT_LE(reads, words);
+      EXPECT_LE(dma_read_words(*w, e), dma_words(*w, e));  // a kept word is never read again
     }
   }
   // A contiguous bf16 copy of whole aligned words: 16 elements a cycle.
