@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "sw/compiler/lowering_util.h"
 #include "sw/compiler/matmul_lowering.h"
 #include "sw/compiler/reroll.h"
 #include "tessera/driver.h"
@@ -59,37 +58,9 @@ struct Program {
 // The GEMM's program for operands at a, w and the result at c (addresses in HBM).
 Program compile(const ChipShape& chip, uint32_t M, uint32_t Kt, uint32_t Ct, uint64_t a,
                 uint64_t w, uint64_t c) {
-  const uint32_t N = static_cast<uint32_t>(chip.n);
   compiler::ProgramBuilder b(chip.n, chip.ub_bytes, chip.acc_rows);
-  Matmul op;
-  op.name = "GEMM";
-  op.M = M;
-  op.Kt = Kt;
-  op.Ct = Ct;
-  op.a = a;
-  op.a_pitch = Kt * N * 2;
-  op.w = w;
-  op.w_pitch = Ct * N * 2;
-  op.w_by_column = false;  // B's row j is contraction index j
-  op.epi_row_bytes = N * 4;
-  op.allow_whole_acc = true;  // a block may take the whole ACC (the time model decides)
-  const uint32_t row4n = N * 4, out_pitch = Ct * N * 4;
-  Epilogue epi;
-  epi.run = [&](const Block& k) {
-    const uint32_t pitch = k.ct * row4n;
-    for (uint32_t r = 0; r < k.rows; ++r)
-      for (uint32_t t = 0; t < k.ct; ++t) {
-        b.vpu_ld(kAcc, 1, k.acc(r, t));
-        b.vpu_st(kF32, 1, k.scratch + r * pitch + t * row4n);
-      }
-    b.signal(isa::Unit::kVpu);
-    b.dma_copy(ub(k.scratch, {{k.ct * N, 4}, {k.rows, int32_t(pitch)}}),
-               hbm(c + uint64_t{k.r0} * out_pitch + uint64_t{k.c0} * row4n,
-                   {{k.ct * N, 4}, {k.rows, int32_t(out_pitch)}}),
-               4);
-  };
   Program p;
-  p.tiling = emit_matmul(b, op, 0, chip.ub_bytes, chip.acc_rows, epi);
+  p.tiling = emit_gemm(b, M, Kt, Ct, a, w, c, chip.ub_bytes, chip.acc_rows);
   p.hbm_bytes = b.stats().hbm_bytes;
   const std::vector<isa::Instruction> straight = b.finish();
   const std::vector<isa::Instruction> prog = compiler::reroll(straight);

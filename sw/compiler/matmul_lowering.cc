@@ -231,6 +231,19 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
     for (uint32_t c0 = 0; c0 < op.Ct; c0 += CT)
       blocks.push_back({r0, std::min(R, op.M - r0), c0, std::min(CT, op.Ct - c0),
                         best.single ? 0u : static_cast<uint32_t>(blocks.size() % 2) * half});
+  // Whole-ACC blocks split at the accumulator's banks (rtl/mxu/tpu_mxu.sv: its low and high
+  // halves of rows; the VPU's read port yields only to an accumulate of its own bank): tiles
+  // [0, lo) of block k in the low bank, [lo, ct) in the high one. Each contraction group runs
+  // the low tiles, then the high ones, so at a block change the epilogue reads the low bank
+  // while the MXU finishes the high tiles, and the high bank while the next block starts on
+  // the low ones. 0: no split (half-ACC blocks, interleaved tiles, a softmax's whole rows, or
+  // every tile in the low bank). A tile across the boundary counts as high (its epilogue waits
+  // while the next block accumulates the low bank).
+  auto low_tiles = [&](const Blk& k) -> uint32_t {
+    if (!best.single || acc_inter || op.whole_columns) return 0;
+    const uint32_t lo = half / R;
+    return lo < k.ct ? lo : 0;
+  };
   uint32_t slot = 0;
   // the shape of each buffer's last gathered load (rows, first column, columns)
   std::array<std::array<uint64_t, 3>, 3> a_shape{}, w_shape{};
@@ -263,21 +276,33 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
         load_weight_group(b, op, g, KGN, kgn, k.c0, ctn, CT, wbuf[i]);
       b.signal(isa::Unit::kDma);
     };
+    // the group's MXU work on column tiles [c_lo, c_hi): each tile still sums its contraction
+    // tiles in order, whatever the tiles' order
+    // (a SIGNAL drains the array: between the banks only in the last group, which the
+    // epilogue waits for)
+    auto mxu_work = [&, k](uint32_t g, uint32_t c_lo, uint32_t c_hi, uint32_t i, bool sig) {
+      const uint32_t kg = std::min(KG, op.Kt - g * KG);
+      for (uint32_t kt = 0; kt < kg; ++kt)
+        for (uint32_t c = c_lo; c < c_hi; ++c) {
+          load_weight_tile(b, op, wbuf[i], kt, c, KGN, CT);
+          if (acc_inter)
+            b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c, k.ct);
+          else
+            b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c * R);
+        }
+      if (sig) b.signal(isa::Unit::kMxu);
+    };
+    const uint32_t lo = low_tiles(k);
     Steps steps{[load] { load(0); }};
-    for (uint32_t g = 0; g < groups; ++g)
-      steps.push_back([&, k, g, load, slots] {
+    for (uint32_t g = 0; g < groups; ++g) {
+      // banked: the low bank's tiles, then the high bank's, each its own step
+      steps.push_back([&, k, g, load, slots, mxu_work, lo] {
         if (g + 1 < groups) load(g + 1);
-        const uint32_t kg = std::min(KG, op.Kt - g * KG), i = (*slots)[g];
-        for (uint32_t kt = 0; kt < kg; ++kt)
-          for (uint32_t c = 0; c < k.ct; ++c) {
-            load_weight_tile(b, op, wbuf[i], kt, c, KGN, CT);
-            if (acc_inter)
-              b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c, k.ct);
-            else
-              b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c * R);
-          }
-        b.signal(isa::Unit::kMxu);
+        mxu_work(g, 0, lo ? lo : k.ct, (*slots)[g], !lo || g + 1 == groups);
       });
+      if (lo)
+        steps.push_back([g, slots, mxu_work, lo, k] { mxu_work(g, lo, k.ct, (*slots)[g], true); });
+    }
     return steps;
   };
   auto emit_mm = [&](const Blk& k) {
@@ -290,14 +315,32 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   // With Matmul::interleave, the next block's matmul steps are spread between this block's
   // epilogue pieces instead (short MXU bursts the sequencer dispatches without stalling the
   // epilogue's copies and updates behind a full MXU queue).
+  // A banked block's pieces: the low tiles' rows, then the high tiles' (each piece as many rows
+  // as a full-width piece's scratch holds); `low_pieces[k]` of them read the low bank.
   std::vector<std::vector<Block>> pieces(blocks.size());
+  std::vector<size_t> low_pieces(blocks.size(), 0);
   {
     uint32_t piece = 0;
-    for (size_t k = 0; k < blocks.size(); ++k)
-      for (uint32_t p0 = 0; p0 < blocks[k].rows; p0 += PR, ++piece)
-        pieces[k].push_back({blocks[k].r0 + p0, std::min(PR, blocks[k].rows - p0), blocks[k].c0,
-                             blocks[k].ct, R, scratch[piece % nbuf], blocks[k].acc0, p0,
-                             acc_inter});
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      const Blk& bk = blocks[k];
+      const uint32_t lo = low_tiles(bk);
+      auto cut = [&](uint32_t c_lo, uint32_t c_hi) {
+        const uint32_t ct = c_hi - c_lo;
+        const uint32_t pr = std::max(ra, std::min(bk.rows, PR * CT / ct) / ra * ra);
+        for (uint32_t p0 = 0; p0 < bk.rows; p0 += pr, ++piece)
+          pieces[k].push_back({bk.r0 + p0, std::min(pr, bk.rows - p0), bk.c0 + c_lo, ct, R,
+                               scratch[piece % nbuf], bk.acc0 + c_lo * R, p0, acc_inter});
+      };
+      if (lo) {
+        cut(0, lo);
+        low_pieces[k] = pieces[k].size();
+        cut(lo, bk.ct);
+      } else {
+        for (uint32_t p0 = 0; p0 < bk.rows; p0 += PR, ++piece)
+          pieces[k].push_back({bk.r0 + p0, std::min(PR, bk.rows - p0), bk.c0, bk.ct, R,
+                               scratch[piece % nbuf], bk.acc0, p0, acc_inter});
+      }
+    }
   }
   // the stream's loads in order: (block, piece), issued `nbuf - 1` pieces ahead of the runs
   size_t lk = 0, li = 0;
@@ -309,12 +352,18 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   if (best.single) {
     // One ACC for all blocks: block k's epilogue reads its rows before block k + 1's matmul
     // overwrites them; only the next block's first operand loads go ahead of it.
+    // A banked block: the low bank's pieces, the next block's first MXU step (its first
+    // group's low tiles, or all its tiles), then the high bank's pieces.
     for (size_t k = 0; k < blocks.size(); ++k) {
       Steps next;
       if (k + 1 < blocks.size()) next = mm_steps(blocks[k + 1]);
-      if (!next.empty()) next.front()();
-      for (const Block& piece : pieces[k]) epi.run(piece);
-      for (size_t i = 1; i < next.size(); ++i) next[i]();
+      size_t done = 0;
+      if (!next.empty()) next[done++]();
+      for (size_t i = 0; i < pieces[k].size(); ++i) {
+        if (low_pieces[k] && i == low_pieces[k] && done < next.size()) next[done++]();
+        epi.run(pieces[k][i]);
+      }
+      for (; done < next.size(); ++done) next[done]();
     }
   }
   for (size_t i = 0; !best.single && epi.load && i + 1 < nbuf; ++i) load_next();
@@ -340,7 +389,9 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
          (op.w_by_column ? " (weight tiles transposed, MXU.LDW t)" : "") + "; row blocks of " +
          std::to_string(R) + ", column groups of " + std::to_string(CT) + " tiles, contraction " +
          std::to_string(op.Kt) + " tiles in groups of " + std::to_string(KG) +
-         (best.single ? "; the whole ACC a block" : "") + "; " + std::to_string(best.traffic * 2) +
+         (best.single ? "; the whole ACC a block" : "") +
+         (low_tiles(blocks[0]) ? ", its two banks in turn" : "") + "; " +
+         std::to_string(best.traffic * 2) +
          " operand bytes from HBM; epilogue pieces of " + std::to_string(PR) + " rows, 2 x " +
          std::to_string(uint64_t{PR} * CT * op.epi_row_bytes) + " bytes of UB";
 }
@@ -538,6 +589,39 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
          std::to_string(CT) + " tiles, contraction " + std::to_string(op.Kt) +
          " tiles in groups of " + std::to_string(KG) + "; epilogue pieces of an output row, 2 x " +
          std::to_string(piece) + " bytes of UB";
+}
+
+std::string emit_gemm(ProgramBuilder& b, uint32_t M, uint32_t Kt, uint32_t Ct, uint64_t a,
+                      uint64_t w, uint64_t c, uint64_t ub_bytes, uint32_t acc_rows) {
+  const uint32_t N = b.n();
+  Matmul op;
+  op.name = "GEMM";
+  op.M = M;
+  op.Kt = Kt;
+  op.Ct = Ct;
+  op.a = a;
+  op.a_pitch = Kt * N * 2;
+  op.w = w;
+  op.w_pitch = Ct * N * 2;
+  op.w_by_column = false;  // B's row j is contraction index j
+  op.epi_row_bytes = N * 4;
+  op.allow_whole_acc = true;
+  const uint32_t row4n = N * 4, out_pitch = Ct * N * 4;
+  Epilogue epi;
+  epi.run = [&](const Block& k) {
+    const uint32_t pitch = k.ct * row4n;
+    for (uint32_t r = 0; r < k.rows; ++r)
+      for (uint32_t t = 0; t < k.ct; ++t) {
+        b.vpu_ld(isa::Kind::kAcc, 1, k.acc(r, t));
+        b.vpu_st(isa::Kind::kUbF32, 1, k.scratch + r * pitch + t * row4n);
+      }
+    b.signal(isa::Unit::kVpu);
+    b.dma_copy(ub(k.scratch, {{k.ct * N, 4}, {k.rows, int32_t(pitch)}}),
+               hbm(c + uint64_t{k.r0} * out_pitch + uint64_t{k.c0} * row4n,
+                   {{k.ct * N, 4}, {k.rows, int32_t(out_pitch)}}),
+               4);
+  };
+  return emit_matmul(b, op, 0, ub_bytes, acc_rows, epi);
 }
 
 void emit_zero_hbm(ProgramBuilder& b, uint32_t ub_zero, uint32_t zero_bytes, uint64_t addr,

@@ -133,6 +133,13 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
                                  uint64_t ub_lo, uint64_t ub_hi, uint32_t acc_rows,
                                  const Epilogue& epi);
 
+// C[M][Ct N] (fp32, rows Ct N 4 bytes apart) = A[M][Kt N] (bf16) x B[Kt N][Ct N] (bf16), all in
+// HBM: emit_matmul with whole-ACC blocks allowed (the time model decides) and an epilogue that
+// stores the ACC's fp32 rows through the UB arena [0, ub_bytes). The GEMM benchmark's program
+// (bench/gemm.cc). Returns the tiling as text.
+std::string emit_gemm(ProgramBuilder& b, uint32_t M, uint32_t Kt, uint32_t Ct, uint64_t a,
+                      uint64_t w, uint64_t c, uint64_t ub_bytes, uint32_t acc_rows);
+
 // Zeroes HBM [addr, addr + bytes) (bytes even) by DMA from `zero_bytes` zero bytes kept in the
 // UB at `ub_zero` (the source walk repeats them with stride 0).
 void emit_zero_hbm(ProgramBuilder& b, uint32_t ub_zero, uint32_t zero_bytes, uint64_t addr,

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "sw/compiler/matmul_lowering.h"
 #include "sw/compiler/program_builder.h"
 #include "sw/numerics/fp_ref.h"
 #include "tessera/asm.h"
@@ -201,6 +202,66 @@ TEST(Programs, MatmulReluAtN16) {
 // next tile's weights loading on their own UB port) against the chip: eight LDW + MM of 64 rows
 // in one burst keep the MXU busy for the bound plus the first tile's load and the array's drain
 // (2N - 1), not a weight load more a tile (the shared-port design took N + 64 a tile).
+// The compiler's GEMM (lowering::emit_gemm: emit_matmul's tilings, the time model choosing
+// half- or whole-ACC blocks) on the rtl chip against the functional model, bit for bit, and
+// against float64 within the fp32 summation bound. The shapes cover whole-ACC blocks whose
+// column tiles take the accumulator's two banks in turn (each contraction group the low bank's
+// tiles, then the high bank's; the epilogue of one bank beside the MXU's work on the other),
+// ragged row blocks and column groups (a last group whose tiles all sit in the low bank), and
+// half-ACC blocks.
+TEST(Programs, CompiledGemmsMatchTheFunctionalModelAndFloat64) {
+  struct Case {
+    int n;
+    uint32_t M, Kt, Ct;
+    bool banked;  // the tiling must take the two banks in turn
+  };
+  const Case cases[] = {{4, 32, 4, 8, true},      {4, 40, 4, 10, true}, {4, 64, 16, 16, true},
+                        {4, 20, 3, 5, true},      {16, 256, 32, 16, true},
+                        {16, 128, 4, 16, false}};
+  std::mt19937_64 rng(test::test_seed());
+  for (const Case& c : cases) {
+    const uint32_t K = c.Kt * c.n, Nc = c.Ct * c.n;
+    std::vector<uint16_t> A(size_t{c.M} * K), B(size_t{K} * Nc);
+    for (auto& x : A) x = fp::fp32_to_bf16(fp::bits(static_cast<float>(int(rng() % 33) - 16) / 8));
+    for (auto& x : B) x = fp::fp32_to_bf16(fp::bits(static_cast<float>(int(rng() % 33) - 16) / 16));
+    std::vector<uint8_t> out[2];
+    std::string tiling;
+    for (int be = 0; be < 2; ++be) {
+      driver::DeviceConfig cfg = driver::chip_for_array(c.n);
+      cfg.backend = be == 0 ? driver::Backend::kFunctional : driver::Backend::kRtl;
+      auto dev = driver::Device::open(cfg);
+      const uint64_t a = dev->alloc(A.size() * 2), w = dev->alloc(B.size() * 2),
+                     cc = dev->alloc(uint64_t{c.M} * Nc * 4);
+      dev->write(a, bytes_of(A));
+      dev->write(w, bytes_of(B));
+      const ChipShape& chip = dev->config();
+      compiler::ProgramBuilder b(chip.n, chip.ub_bytes, chip.acc_rows);
+      tiling = compiler::lowering::emit_gemm(b, c.M, c.Kt, c.Ct, a, w, cc, chip.ub_bytes,
+                                             chip.acc_rows);
+      const uint64_t p = dev->load_program(isa::encode_program(b.finish()));
+      const driver::RunReport r = dev->run(p, 50'000'000);
+      if (be == 1) std::cout << tiling << ": " << r.cycles << " cycles\n";
+      out[be] = dev->read(cc, uint64_t{c.M} * Nc * 4);
+    }
+    SCOPED_TRACE(tiling);
+    EXPECT_EQ(tiling.find("its two banks in turn") != std::string::npos, c.banked);
+    ASSERT_EQ(out[0], out[1]) << "the rtl and functional backends disagree";
+    const std::vector<float> got = floats_of(out[1]);
+    for (uint32_t i = 0; i < c.M; ++i)
+      for (uint32_t j = 0; j < Nc; ++j) {
+        double s = 0, mag = 0;
+        for (uint32_t k = 0; k < K; ++k) {
+          const double t = double(fp::f32(fp::bf16_to_fp32(A[size_t{i} * K + k]))) *
+                           double(fp::f32(fp::bf16_to_fp32(B[size_t{k} * Nc + j])));
+          s += t;
+          mag += std::fabs(t);
+        }
+        ASSERT_LE(std::fabs(double(got[size_t{i} * Nc + j]) - s), K * std::ldexp(mag, -24))
+            << "C[" << i << "][" << j << "]";
+      }
+  }
+}
+
 TEST(Programs, MxuStreamsTilesBackToBackAtItsShapeBound) {
   const int n = 16, rows = 64, tiles = 8;
   std::ostringstream p;
