@@ -236,11 +236,13 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   // [0, lo) of block k in the low bank, [lo, ct) in the high one. Each contraction group runs
   // the low tiles, then the high ones, so at a block change the epilogue reads the low bank
   // while the MXU finishes the high tiles, and the high bank while the next block starts on
-  // the low ones. 0: no split (half-ACC blocks, interleaved tiles, a softmax's whole rows, or
-  // every tile in the low bank). A tile across the boundary counts as high (its epilogue waits
-  // while the next block accumulates the low bank).
+  // the low ones. 0: no split (half-ACC blocks, interleaved tiles, a softmax's whole rows,
+  // every tile in the low bank, or a single block: with no block change to overlap, the split
+  // would only repeat an epilogue's per-row work, e.g. a Dropout's hashes, in two pieces). A
+  // tile across the boundary counts as high (its epilogue waits while the next block
+  // accumulates the low bank).
   auto low_tiles = [&](const Blk& k) -> uint32_t {
-    if (!best.single || acc_inter || op.whole_columns) return 0;
+    if (!best.single || acc_inter || op.whole_columns || blocks.size() < 2) return 0;
     const uint32_t lo = half / R;
     return lo < k.ct ? lo : 0;
   };
