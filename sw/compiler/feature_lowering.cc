@@ -147,11 +147,13 @@ void emit_gather_patches(ProgramBuilder& b, const PatchMap& p, uint64_t r0, uint
   // `nky` > 1 the same run of the next kernel rows too (whole rows of a compact map: one more
   // loop): copies of a piece of an output row, of whole output rows, of whole samples.
   auto runs = [&](uint32_t ky, uint64_t off, uint32_t len, uint32_t col, uint32_t nky) {
-    // the kernel rows outermost: the inner loops walk the map in address order (the DMA
-    // reads a word once for the runs that share it); whole samples need a fourth loop
+    // the kernel rows just inside the run: an operand row's kernel rows follow one another,
+    // so their runs land in the row's UB word together (one write, not one a kernel row), and
+    // the rows' source words, a map row apart, stay among the copy's read slots (each read
+    // once); whole samples need a fourth loop
     auto with = [&](Loops loops, std::pair<uint32_t, int32_t> kernel_rows) {
       loops.insert(loops.begin(), {len, 2});
-      if (nky > 1) loops.push_back(kernel_rows);
+      if (nky > 1) loops.insert(loops.begin() + 1, kernel_rows);
       return loops;
     };
     for_each_segment(
