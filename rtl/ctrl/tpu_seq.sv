@@ -58,6 +58,7 @@ module tpu_seq #(
   output logic [Units*128-1:0] unit_instr_o,
   output logic [Units*32-1:0]  unit_pc_o,
   input  logic [Units-1:0]     unit_idle_i,          // nothing taken is still in progress
+  input  logic [Units-1:0]     unit_rd_idle_i,       // every operand of what it took is read
   input  logic [Units-1:0]     unit_fault_i,         // a fault (one cycle; then the unit idles)
   input  logic [Units*4-1:0]   unit_fault_code_i,
   input  logic [Units*32-1:0]  unit_fault_pc_i,
@@ -203,7 +204,8 @@ module tpu_seq #(
         // w0[11:10]: the link of a remote SIGNAL (DMA only). Locally, one signalling unit per
         // counter: a SIGNAL of another unit could meet a WAIT before the SIGNAL the program
         // orders it after (docs/isa.md, Sync).
-        illegal   = (w0 & 32'hFFFF_0000) != '0 || w0[9:8] == 2'd3 || w1 != '0 || w2 != '0 ||
+        // w0[16]: the reads flag (SIGNAL ..., reads)
+        illegal   = (w0 & 32'hFFFE_0000) != '0 || w0[9:8] == 2'd3 || w1 != '0 || w2 != '0 ||
                     w3 != '0 || w0[11:10] == 2'd3 ||
                     (w0[11:10] != tpu_isa_pkg::LINK_LOCAL && w0[9:8] != tpu_isa_pkg::UNIT_DMA);
         link_down = w0[11:10] != tpu_isa_pkg::LINK_LOCAL && !link_up_i[w0[11]];
@@ -383,7 +385,8 @@ module tpu_seq #(
           head_pop[u]     = unit_idle_i[u] && rsig_ready_i;
           unit_stall_o[u] = !head_pop[u];
         end else if (opc == tpu_isa_pkg::OP_SIGNAL) begin
-          head_pop[u]     = unit_idle_i[u];
+          // SIGNAL ..., reads (w0 bit 16): once the unit has read its operands (docs/isa.md)
+          head_pop[u]     = unit_instr_o[128*u + 16] ? unit_rd_idle_i[u] : unit_idle_i[u];
         end else begin
           unit_valid_o[u] = 1'b1;
           head_hand[u]    = unit_ready_i[u];

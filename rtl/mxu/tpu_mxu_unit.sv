@@ -15,8 +15,11 @@
 // unused before an MM (one more at N = 4, where the row FIFO holds a whole tile, and one more
 // when the tile after the one in the shadow bank is transposed: the transpose buffer holds it);
 // more hold the instruction port forever (the ISA allows one: the sequencer limits them).
-// idle_o: no instruction in progress and every result written to the accumulator memory. The
-// accumulator ports pass through.
+// idle_o: no instruction in progress and every result written to the accumulator memory.
+// rd_idle_o: every UB row of the instructions taken has been read (both readers empty: their
+// results may still be in the array) — what a SIGNAL with the reads flag waits for, so a buffer
+// the MXU has streamed can be refilled without draining the array. The accumulator ports pass
+// through.
 `include "tpu_assert.svh"
 
 module tpu_mxu_unit #(
@@ -37,6 +40,7 @@ module tpu_mxu_unit #(
   output logic                     instr_ready_o,     // taken this cycle if valid
   input  logic [127:0]             instr_i,
   output logic                     idle_o,            // nothing in progress, all results written
+  output logic                     rd_idle_o,         // every UB operand taken has been read
   // unified buffer read ports (requester ports of tpu_sram_banked): weight rows (MXU.LDW)
   output logic                     w_ub_req_o,        // a word read (held until granted)
   input  logic                     w_ub_gnt_i,        // the read happens this cycle
@@ -216,6 +220,7 @@ module tpu_mxu_unit #(
   );
 
   assign idle_o = w_idle && a_idle && !mxu_busy && !t_full_q;
+  assign rd_idle_o = w_idle && a_idle;
 
   // Fields the unit does not read: opcode bits beyond the two MXU opcodes' decode, reserved
   // bits (zero), the high address/stride bits (the sequencer checked the range), the weight

@@ -185,6 +185,7 @@ module tpu_top #(
   logic [3:0]  fault_code;
   logic [31:0] fault_pc, fault_addr, fault_info, irq_code;
   logic [2:0]  u_valid, u_ready, u_idle, u_fault, u_busy, u_stall;
+  logic        mxu_rd_idle;  // the MXU has read every UB operand it took (SIGNAL ..., reads)
   logic [3*128-1:0] u_instr;
   logic [3*32-1:0]  u_pc, u_fault_pc, u_fault_addr, u_fault_info;
   logic        rsig_valid, rsig_ready, rc_inc, tx_idle;
@@ -239,6 +240,7 @@ module tpu_top #(
     .unit_instr_o      (u_instr),
     .unit_pc_o         (u_pc),
     .unit_idle_i       (u_idle),
+    .unit_rd_idle_i    ({u_idle[2], mxu_rd_idle, u_idle[0]}),  // the DMA and VPU: when idle
     .unit_fault_i      (u_fault),
     .unit_fault_code_i (u_fault_code),
     .unit_fault_pc_i   (u_fault_pc),
@@ -435,6 +437,7 @@ module tpu_top #(
     .instr_ready_o       (u_ready[1]),
     .instr_i             (u_instr[128 +: 128]),
     .idle_o              (u_idle[1]),
+    .rd_idle_o           (mxu_rd_idle),
     .w_ub_req_o          (mxu_w_ub_req),
     .w_ub_gnt_i          (ub_gnt[5]),
     .w_ub_addr_o         (mxu_w_ub_addr),

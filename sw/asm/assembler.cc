@@ -160,7 +160,7 @@ const std::vector<MnemonicSpec>& mnemonics() {
       {"irq", Opcode::kIrq, 1, 1, "code"},
       {"repeat", Opcode::kRepeat, 2, 2, "count, len"},
       {"wait", Opcode::kWait, 3, 4, "unit, sc|rc, value [, step]"},
-      {"signal", Opcode::kSignal, 2, 3, "unit, sc | dma, rc, next|prev"},
+      {"signal", Opcode::kSignal, 2, 3, "unit, sc [, reads] | dma, rc, next|prev"},
       {"dma.loop", Opcode::kDmaLoop, 6, 6, "walk, pair, c0, s0, c1, s1"},
       {"dma.copy", Opcode::kDmaCopy, 5, 6, "src_space, dst_space, e, src, dst [, next|prev]"},
       {"mxu.ldw", Opcode::kMxuLdw, 2, 3, "addr, stride [, t]"},
@@ -266,7 +266,12 @@ void assemble_line(const std::string& raw, int line_no, const AsmOptions& opt,
       i.unit = static_cast<isa::Unit>(p.name(ops[0], kUnits, "a unit"));
       bool remote = false;
       i.sc = counter(p, ops[1], remote);
-      if (ops.size() == 3) i.link = static_cast<isa::Link>(p.name(ops[2], kLinks, "a link"));
+      if (ops.size() == 3) {
+        if (!remote && lower(ops[2].text) == "reads")
+          i.reads = true;
+        else
+          i.link = static_cast<isa::Link>(p.name(ops[2], kLinks, "a link"));
+      }
       if (p.failed()) break;
       // A local SIGNAL counts scN here; a remote one counts rcN on the neighbour over `link`.
       if (remote != (i.link != isa::Link::kLocal)) {
@@ -430,7 +435,8 @@ std::string disassemble(const Instruction& i) {
         return m + " " + kUnits[static_cast<int>(i.unit)] + ", rc" + dec(i.sc) + ", " +
                kLinks[static_cast<int>(i.link)];
       }
-      return m + " " + kUnits[static_cast<int>(i.unit)] + ", sc" + dec(i.sc);
+      return m + " " + kUnits[static_cast<int>(i.unit)] + ", sc" + dec(i.sc) +
+             (i.reads ? ", reads" : "");
     case Opcode::kDmaLoop:
       return m + " " + kWalks[static_cast<int>(i.walk)] + ", " + dec(i.pair) + ", " + dec(i.c0) +
              ", " + dec(i.s0) + ", " + dec(i.c1) + ", " + dec(i.s1);

@@ -375,7 +375,9 @@ void emit_conv_pool_weight_gradient(ProgramBuilder& b, uint64_t ub_lo, uint64_t 
           b.mxu_mm(k > 0 || c > 0, at[k % nin] + c * row2n, static_cast<int32_t>(Rpad * 2), T + 1,
                    (j - g.j0) * (T + 1));
         }
-    b.signal(isa::Unit::kMxu);
+    // reads-only until the last group: it frees the items' buffers without draining the
+    // array; the update reads the ACC after the full one
+    b.signal(isa::Unit::kMxu, last < items);
   };
   for (uint32_t i = 0; i < items; ++i) {
     const uint32_t buf = i % nin, zb = i % ndz;

@@ -281,7 +281,8 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
     // the group's MXU work on column tiles [c_lo, c_hi): each tile still sums its contraction
     // tiles in order, whatever the tiles' order
     // (a SIGNAL drains the array: between the banks only in the last group, which the
-    // epilogue waits for)
+    // epilogue waits for; the other groups end with SIGNAL ..., reads, which frees their
+    // operand buffers for the loads two groups on without a drain)
     auto mxu_work = [&, k](uint32_t g, uint32_t c_lo, uint32_t c_hi, uint32_t i, bool sig) {
       const uint32_t kg = std::min(KG, op.Kt - g * KG);
       for (uint32_t kt = 0; kt < kg; ++kt)
@@ -292,7 +293,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
           else
             b.mxu_mm(g > 0 || kt > 0, abuf[i] + kt * N * 2, KGN * 2, k.rows, k.acc0 + c * R);
         }
-      if (sig) b.signal(isa::Unit::kMxu);
+      if (sig) b.signal(isa::Unit::kMxu, g + 1 < groups);
     };
     const uint32_t lo = low_tiles(k);
     Steps steps{[load] { load(0); }};
@@ -545,7 +546,7 @@ std::string emit_matmul_implicit(ProgramBuilder& b, const Matmul& op, const Impl
             b.mxu_mm(t > 0, stage[bk.sb] + ky * a.w * a.px + off, a.px, bk.rows, bk.acc0 + c * R);
           }
         }
-        b.signal(isa::Unit::kMxu);
+        b.signal(isa::Unit::kMxu, g + 1 < groups);  // reads-only: the buffers; full: the ACC
       });
     return steps;
   };

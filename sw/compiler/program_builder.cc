@@ -134,14 +134,17 @@ void ProgramBuilder::check_ub(uint64_t lo, uint64_t hi, const char* what) const 
                            std::to_string(ub_bytes_) + "-byte UB");
 }
 
-void ProgramBuilder::depend(Unit consumer, int producer, uint64_t seq) {
+void ProgramBuilder::depend(Unit consumer, int producer, uint64_t seq, bool reads_ok) {
   const int c = static_cast<int>(consumer);
   if (producer == c) return;  // a unit executes its own instructions in order
   auto& sig = signal_at_[producer];
-  // The first SIGNAL of the producer that covers instruction `seq` (signal k covers seq < at[k]).
+  const auto& reads = signal_reads_[producer];
+  // The first SIGNAL of the producer that covers instruction `seq` (signal k covers seq < at[k])
+  // and is complete enough: a reads-only one serves a consumer that writes what it read.
   auto it = std::upper_bound(sig.begin(), sig.end(), seq);
+  while (it != sig.end() && reads[it - sig.begin()] && !reads_ok) ++it;
   if (it == sig.end()) {
-    signal(static_cast<Unit>(producer));
+    signal(static_cast<Unit>(producer), reads_ok && producer == static_cast<int>(Unit::kMxu));
     it = sig.end() - 1;
   }
   const uint32_t count = static_cast<uint32_t>(it - sig.begin()) + 1;
@@ -157,16 +160,19 @@ void ProgramBuilder::depend(Unit consumer, int producer, uint64_t seq) {
   ++stats_.per_unit[c];
 }
 
-void ProgramBuilder::signal(Unit unit) {
+void ProgramBuilder::signal(Unit unit, bool reads) {
   const int u = static_cast<int>(unit);
   auto& sig = signal_at_[u];
-  if (!sig.empty() && sig.back() == seq_[u]) return;  // nothing new since the last one
+  // nothing new since the last one, which is at least as complete
+  if (!sig.empty() && sig.back() == seq_[u] && (reads || !signal_reads_[u].back())) return;
   Instruction s;
   s.op = isa::Opcode::kSignal;
   s.unit = unit;
   s.sc = static_cast<uint8_t>(u);
+  s.reads = reads;
   program_.push_back(s);
   sig.push_back(seq_[u]);
+  signal_reads_[u].push_back(reads);
   ++stats_.signals;
   ++stats_.per_unit[u];
 }
@@ -179,10 +185,15 @@ void ProgramBuilder::await(Unit unit, const std::vector<Footprint>& fp) {
     const uint64_t g1 = f.space == Footprint::Space::kUb ? (f.hi + kGranule - 1) / kGranule : f.hi;
     for (uint64_t g = g0; g < g1; ++g) {
       const Record& r = recs[g];
-      if (r.writer_unit >= 0) depend(unit, r.writer_unit, r.writer_seq);
+      if (r.writer_unit >= 0) depend(unit, r.writer_unit, r.writer_seq, false);
+      // overwriting what another unit read: its reads must be done — for the UB, which the
+      // MXU reads before its results (SIGNAL ..., reads), not for the ACC, which it reads to
+      // accumulate at the array's far end
       if (f.write)
         for (int p = 0; p < 3; ++p)
-          if (r.reader_seq[p] >= 0) depend(unit, p, static_cast<uint64_t>(r.reader_seq[p]));
+          if (r.reader_seq[p] >= 0)
+            depend(unit, p, static_cast<uint64_t>(r.reader_seq[p]),
+                   f.space == Footprint::Space::kUb);
     }
   }
 }

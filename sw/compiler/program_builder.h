@@ -118,8 +118,11 @@ class ProgramBuilder {
   void await(Unit unit, const std::vector<Footprint>& fp);
   // Ends a group of work on `unit`: a SIGNAL now, so later consumers of anything the unit has
   // done so far wait exactly for it (without it they wait for the first SIGNAL after the
-  // producer, which the builder emits on demand, possibly much later than needed).
-  void signal(Unit unit);
+  // producer, which the builder emits on demand, possibly much later than needed). `reads`:
+  // SIGNAL ..., reads — it counts once the unit has read its operands (the MXU: without
+  // draining the array), so it serves only consumers that overwrite UB the unit read; the
+  // others wait for a later full SIGNAL (emitted on demand if there is none).
+  void signal(Unit unit, bool reads = false);
   void irq(uint32_t code);
   // A block the builder does not track (the ring all-reduce, with its own counters SC3..SC5
   // and remote ones), fenced on both sides: everything before it has completed when it
@@ -140,7 +143,8 @@ class ProgramBuilder {
     std::array<int64_t, 3> reader_seq{{-1, -1, -1}};
   };
   void emit(const Instruction& inst, Unit unit, const std::vector<Footprint>& fp);
-  void depend(Unit consumer, int producer, uint64_t seq);
+  // `reads_ok`: the consumer overwrites UB the producer read, so a reads-only SIGNAL serves
+  void depend(Unit consumer, int producer, uint64_t seq, bool reads_ok);
   std::vector<Record>& records(Footprint::Space s) {
     return s == Footprint::Space::kUb ? ub_ : acc_;
   }
@@ -158,6 +162,7 @@ class ProgramBuilder {
   std::vector<Record> ub_, acc_;
   std::array<uint64_t, 3> seq_{};                    // memory instructions emitted per unit
   std::array<std::vector<uint64_t>, 3> signal_at_;   // per unit: the seq each SIGNAL covers
+  std::array<std::vector<bool>, 3> signal_reads_;    // ... and whether it is reads-only
   std::array<std::array<uint32_t, 3>, 3> waited_{};  // [consumer][producer] count waited for
   std::array<std::array<std::pair<uint32_t, int32_t>, 4>, 2> loop_regs_;  // [walk][loop]
   std::vector<Instruction> program_;

@@ -42,7 +42,7 @@ FieldMasks field_masks(Opcode op) {
     case Opcode::kWait:
       return {{0xF7FFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}};
     case Opcode::kSignal:
-      return {{0xFFFFu, 0, 0, 0}};
+      return {{0x1FFFFu, 0, 0, 0}};
     case Opcode::kDmaLoop:
       return {{0xFFFF03FFu, 0xFFFFFFFFu, 0xFFFFu, 0xFFFFFFFFu}};
     case Opcode::kDmaCopy:
@@ -185,7 +185,7 @@ bool Instruction::operator==(const Instruction& o) const {
          addr == o.addr && stride == o.stride && rows == o.rows && acc_row == o.acc_row &&
          acc_stride == o.acc_stride && kind == o.kind && funct == o.funct && vd == o.vd &&
          vs == o.vs && va == o.va && vb == o.vb && vc == o.vc && imm == o.imm &&
-         remote == o.remote && link == o.link && count == o.count && len == o.len && step == o.step;
+         remote == o.remote && link == o.link && reads == o.reads && count == o.count && len == o.len && step == o.step;
 }
 
 Words encode(const Instruction& i) {
@@ -210,7 +210,8 @@ Words encode(const Instruction& i) {
       break;
     case Opcode::kSignal:
       w[0] |= (static_cast<uint32_t>(i.unit) & 3u) << 8 |
-              (static_cast<uint32_t>(i.link) & 3u) << 10 | (i.sc & 0xFu) << 12;
+              (static_cast<uint32_t>(i.link) & 3u) << 10 | (i.sc & 0xFu) << 12 |
+              (i.reads ? 1u : 0u) << 16;
       break;
     case Opcode::kDmaLoop:
       w[0] |= (static_cast<uint32_t>(i.walk) & 1u) << 8 | (i.pair & 1u) << 9 |
@@ -334,6 +335,7 @@ Decoded decode(const Words& w, uint32_t n) {
           return range("only the DMA signals a neighbour's counter (unit dma with a link)");
         }
         i.link = static_cast<Link>(link);
+        i.reads = bits(w[0], 16, 16) != 0;
       }
       break;
     }

@@ -189,6 +189,8 @@ class MxuUnitBench {
     m.a_ub_gnt_i = 0;
     sim_.eval();
     idle_log_.push_back(m.idle_o);
+    rd_idle_log_.push_back(m.rd_idle_o);
+    if (m.w_ub_rvalid_i || m.a_ub_rvalid_i) last_ub_data_ = cycle_;
     const uint32_t w_addr = m.w_ub_addr_o, a_addr = m.a_ub_addr_o;
     const bool w_gnt = grant(m.w_ub_req_o, w_addr, "weight");
     const bool a_gnt = grant(m.a_ub_req_o, a_addr, "activation");
@@ -272,6 +274,7 @@ class MxuUnitBench {
       m.acc_rd_addr_i = issued < rows.size() ? rows[issued] : 0;
       sim_.eval();
       idle_log_.push_back(m.idle_o);
+      rd_idle_log_.push_back(m.rd_idle_o);
       const bool fire = m.acc_rd_valid_i && m.acc_rd_ready_o;
       sim_.tick();
       ++cycle_;
@@ -314,6 +317,8 @@ class MxuUnitBench {
   uint64_t rd_checked() const { return rd_checked_; }
   std::optional<uint64_t> first_instr() const { return first_instr_; }
   const std::vector<bool>& idle_log() const { return idle_log_; }
+  const std::vector<bool>& rd_idle_log() const { return rd_idle_log_; }
+  uint64_t last_ub_data() const { return last_ub_data_; }  // the last UB word returned
   void reset_counters() {
     macs_ = 0;
     wr_refused_ = 0;
@@ -378,7 +383,8 @@ class MxuUnitBench {
   std::map<uint32_t, Row32> acc_ref_;
   uint64_t cycle_ = 0, macs_ = 0, first_mac_ = 0, last_mac_ = 0, wr_refused_ = 0;
   std::optional<uint64_t> first_instr_;
-  std::vector<bool> idle_log_;
+  std::vector<bool> idle_log_, rd_idle_log_;
+  uint64_t last_ub_data_ = 0;
 };
 
 template <class Cfg>
@@ -557,6 +563,28 @@ TYPED_TEST(MxuUnit, IdleLowUntilLastResultWritten) {
         << "idle_o at cycle " << c << " (start " << start << ", last row " << b.last_mac() << ")";
   }
   EXPECT_EQ(b.cycle(), idle_at) << "run_until_idle stops the first idle cycle";
+  b.check_acc();
+}
+
+// rd_idle_o (what SIGNAL ..., reads waits for) is low while any UB word of the LDW and the MM
+// is still to come, and rises the cycle after the last row enters the array — 2N - 1 cycles
+// before idle_o, while the array still computes.
+TYPED_TEST(MxuUnit, ReadIdleRisesWhenTheRowsAreReadBeforeTheArrayDrains) {
+  constexpr int N = TestFixture::N;
+  auto& b = this->bench_;
+  b.set_grant_percent(60);
+  const int rows = 2 * N + 5;
+  b.push(ldw(b.random_addr(N, 2 * N), 2 * N));
+  b.push(mm(false, b.random_addr(rows, 2 * N), 2 * N, rows, 1));
+  b.run_until_idle();
+  ASSERT_TRUE(b.first_instr().has_value());
+  const auto& rd = b.rd_idle_log();
+  for (uint64_t c = *b.first_instr() + 1; c < b.cycle(); ++c)
+    ASSERT_EQ(rd[c], c > b.last_mac()) << "rd_idle_o at cycle " << c << " (last row "
+                                        << b.last_mac() << ", last UB word " << b.last_ub_data()
+                                        << ")";
+  EXPECT_GT(b.last_mac(), b.last_ub_data()) << "a row entered the array before its word came";
+  EXPECT_EQ(b.cycle(), b.last_mac() + 2 * N) << "idle_o rises 2N - 1 cycles after rd_idle_o";
   b.check_acc();
 }
 

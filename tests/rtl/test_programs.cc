@@ -55,7 +55,7 @@ double rel_norm_error(const std::vector<float>& got, const std::vector<double>& 
 // functional one).
 std::vector<uint8_t> run_both(const std::string& prog,
                               const std::vector<std::pair<uint64_t, std::vector<uint8_t>>>& in,
-                              uint64_t out_addr, size_t out_bytes) {
+                              uint64_t out_addr, size_t out_bytes, uint64_t* rtl_cycles = nullptr) {
   const auto a = assembler::assemble(prog, {static_cast<uint32_t>(kN)});
   EXPECT_TRUE(a.ok()) << (a.ok() ? "" : assembler::format_error("prog", a.errors[0]));
   std::vector<uint8_t> result[2];
@@ -72,6 +72,7 @@ std::vector<uint8_t> run_both(const std::string& prog,
   }
   EXPECT_EQ(result[0], result[1]) << "the rtl and functional backends disagree";
   std::cout << "rtl: " << cycles << " cycles\n";
+  if (rtl_cycles) *rtl_cycles = cycles;
   return result[1];
 }
 
@@ -202,6 +203,75 @@ TEST(Programs, MatmulReluAtN16) {
 // next tile's weights loading on their own UB port) against the chip: eight LDW + MM of 64 rows
 // in one burst keep the MXU busy for the bound plus the first tile's load and the array's drain
 // (2N - 1), not a weight load more a tile (the shared-port design took N + 64 a tile).
+// SIGNAL mxu, sc, reads counts once the MXU has read its UB operands, while the array still
+// computes: a DMA waiting on it overwrites the activation rows and the weight tile the MXU
+// just streamed, and the results are still those of the old operands (the functional model
+// runs the program in order; float64 checks both matmuls). Against the same program with a
+// full SIGNAL, the overwrite starts before the array drains, so the program takes fewer cycles.
+TEST(Programs, AReadsSignalFreesTheMxusOperandsBeforeTheArrayDrains) {
+  std::mt19937_64 rng(test::test_seed());
+  const int M = 32, K = kN, O = kN;  // one tile: rows of 2N bytes
+  std::vector<uint16_t> A[2], W[2];
+  for (int s = 0; s < 2; ++s) {
+    A[s].resize(M * K);
+    W[s].resize(K * O);
+    for (auto& x : A[s]) x = fp::fp32_to_bf16(fp::bits(float(int(rng() % 17) - 8) / 4));
+    for (auto& x : W[s]) x = fp::fp32_to_bf16(fp::bits(float(int(rng() % 17) - 8) / 4));
+  }
+  auto program = [&](bool reads) {
+    std::ostringstream p;
+    const int a_el = M * K, w_el = K * O;
+    auto copy = [&](const char* spaces, uint32_t src, uint32_t dst, int el) {
+      p << "dma.loop src, 0, " << el << ", 2, 1, 0\ndma.loop dst, 0, " << el << ", 2, 1, 0\n"
+        << "dma.copy " << spaces << ", 2, 0x" << std::hex << src << ", 0x" << dst << std::dec
+        << "\n";
+    };
+    // set 0 into the operand rows, set 1 staged beside them
+    copy("hbm, ub", 0x10000, 0x0, a_el);
+    copy("hbm, ub", 0x10800, 0x400, w_el);
+    copy("hbm, ub", 0x11000, 0x1000, a_el);
+    copy("hbm, ub", 0x11800, 0x1400, w_el);
+    p << "signal dma, sc0\nwait mxu, sc0, 1\n";
+    for (int s = 0; s < 2; ++s) {
+      p << "mxu.ldw 0x400, " << 2 * kN << "\nmxu.mm set, 0x0, " << 2 * kN << ", " << M << ", "
+        << M * s << "\n";
+      if (s == 1) break;
+      // set 1 over the rows the MXU just read (UB to UB: no HBM latency to hide the drain)
+      p << "signal mxu, sc1" << (reads ? ", reads" : "") << "\nwait dma, sc1, 1\n";
+      copy("ub, ub", 0x1000, 0x0, a_el);
+      copy("ub, ub", 0x1400, 0x400, w_el);
+      p << "signal dma, sc0\nwait mxu, sc0, 2\n";
+    }
+    p << "signal mxu, sc1\nwait vpu, sc1, 2\n";
+    for (int r = 0; r < 2 * M; ++r)
+      p << "vpu.ld acc, v1, " << r << "\nvpu.st f32, v1, 0x" << std::hex << 0x800 + 4 * kN * r
+        << std::dec << "\n";
+    p << "signal vpu, sc2\nwait dma, sc2, 1\n"
+      << "dma.loop src, 0, " << 2 * M * O << ", 4, 1, 0\ndma.loop dst, 0, " << 2 * M * O
+      << ", 4, 1, 0\ndma.copy ub, hbm, 4, 0x800, 0x20000\nhalt\n";
+    return p.str();
+  };
+  const std::vector<std::pair<uint64_t, std::vector<uint8_t>>> in = {
+      {0x10000, bytes_of(A[0])}, {0x10800, bytes_of(W[0])},
+      {0x11000, bytes_of(A[1])}, {0x11800, bytes_of(W[1])}};
+  uint64_t cycles[2] = {0, 0};
+  std::vector<float> out[2];
+  for (int reads = 0; reads < 2; ++reads)
+    out[reads] = floats_of(run_both(program(reads == 1), in, 0x20000, 4 * 2 * M * O, &cycles[reads]));
+  EXPECT_EQ(out[0], out[1]);
+  for (int s = 0; s < 2; ++s)
+    for (int m = 0; m < M; ++m)
+      for (int o = 0; o < O; ++o) {
+        double ref = 0;  // small multiples of 1/16: exact in fp32
+        for (int k = 0; k < K; ++k)
+          ref += double(fp::f32(fp::bf16_to_fp32(A[s][m * K + k]))) *
+                 double(fp::f32(fp::bf16_to_fp32(W[s][k * O + o])));
+        EXPECT_EQ(out[1][(s * M + m) * O + o], float(ref)) << "set " << s << " row " << m;
+      }
+  std::cout << "full SIGNAL " << cycles[0] << " cycles, reads-only " << cycles[1] << "\n";
+  EXPECT_LT(cycles[1], cycles[0]);
+}
+
 // The compiler's GEMM (lowering::emit_gemm: emit_matmul's tilings, the time model choosing
 // half- or whole-ACC blocks) on the rtl chip against the functional model, bit for bit, and
 // against float64 within the fp32 summation bound. The shapes cover whole-ACC blocks whose

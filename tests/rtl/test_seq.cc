@@ -2,8 +2,10 @@
 // latency, back-pressure, an error beyond the end) and three C++ units that take instructions
 // with random back-pressure and spend random cycles on each. Checked against docs/isa.md: each
 // unit receives exactly its instructions, in program order, with their PCs; a SIGNAL counts
-// only once its unit has finished everything before it, and a WAIT holds its unit until the
-// counter is reached (checked from the units' completion times); FENCE and HALT wait for all
+// only once its unit has finished everything before it (with the reads flag: once the unit has
+// read the operands of everything before it — and such a SIGNAL does let a WAIT through before
+// its unit finishes), and a WAIT holds its unit until the counter is reached (checked from the
+// units' read and completion times); FENCE and HALT wait for all
 // work; every static fault (illegal opcode, reserved bits, field values, UB and ACC ranges, an
 // MXU.MM without a tile, the wait rule, fetch beyond memory) and a unit's fault stop the chip
 // with the right code, PC and address, abort the units, never hang, and the next start runs.
@@ -35,7 +37,9 @@ Instr op(uint32_t w0, uint32_t w1 = 0, uint32_t w2 = 0, uint32_t w3 = 0) {
   return {w0, w1, w2, w3};
 }
 Instr wait_i(int unit, int sc, uint32_t v) { return op(isa::OP_WAIT | unit << 8 | sc << 12, v); }
-Instr signal_i(int unit, int sc) { return op(isa::OP_SIGNAL | unit << 8 | sc << 12); }
+Instr signal_i(int unit, int sc, bool reads = false) {
+  return op(isa::OP_SIGNAL | unit << 8 | sc << 12 | (reads ? 1u : 0u) << 16);
+}
 Instr halt_i() { return op(isa::OP_HALT); }
 Instr copy_i(uint32_t src, uint32_t dst) {
   return op(isa::OP_DMA_COPY | 0u << 8 | 1u << 9 | 2u << 12, src, dst);
@@ -67,6 +71,7 @@ class Seq : public ::testing::Test {
     m.fetch_rd_err_i = 0;
     m.unit_ready_i = 0;
     m.unit_idle_i = 7;
+    m.unit_rd_idle_i = 7;
     m.unit_fault_i = 0;
     m.unit_fault_code_i = 0;
     m.unit_fault_pc_i = {};
@@ -89,11 +94,12 @@ class Seq : public ::testing::Test {
   struct Received {
     uint32_t pc;
     Instr ins;
-    uint64_t taken, done;  // cycles
+    uint64_t taken, read, done;  // cycles: taken, its operands read, completed
   };
   struct Unit {
     std::vector<Received> got;
     int busy_left = 0;  // cycles of the current instruction
+    int read_left = 0;  // cycles until it has read its operands (<= busy_left)
     int ready_pct = 70;
     int fault_on_pc = -1;  // raise a fault when this PC is taken
     bool aborted = false;
@@ -114,7 +120,7 @@ class Seq : public ::testing::Test {
     sim_.tick();
     m.start_i = 0;
     Outcome o{};
-    for (auto& u : units_) u = Unit{u.got, 0, u.ready_pct, u.fault_on_pc, false};
+    for (auto& u : units_) u = Unit{u.got, 0, 0, u.ready_pct, u.fault_on_pc, false};
     const uint64_t start = sim_.cycle();
     for (uint64_t c = 0; c < limit; ++c) {
       step(o);
@@ -148,14 +154,16 @@ class Seq : public ::testing::Test {
     }
     m.fetch_req_ready_i = rng_() % 100 < 60;
     // units
-    uint32_t ready = 0, idle = 0, fault = 0;
+    uint32_t ready = 0, idle = 0, rd_idle = 0, fault = 0;
     for (int u = 0; u < 3; ++u) {
       Unit& un = units_[u];
       if (un.busy_left == 0 && rng_() % 100 < un.ready_pct) ready |= 1u << u;
       if (un.busy_left == 0) idle |= 1u << u;
+      if (un.read_left == 0) rd_idle |= 1u << u;
     }
     m.unit_ready_i = ready;
     m.unit_idle_i = idle;
+    m.unit_rd_idle_i = rd_idle;
     m.unit_fault_i = 0;
     sim_.eval();
     if (m.fetch_rd_valid_i) fetches_.pop_front();
@@ -169,6 +177,7 @@ class Seq : public ::testing::Test {
     for (int u = 0; u < 3; ++u) {
       Unit& un = units_[u];
       if (m.abort_o) un.aborted = true;
+      if (un.read_left > 0 && --un.read_left == 0) un.got.back().read = now;
       if (un.busy_left > 0) {
         if (--un.busy_left == 0) un.got.back().done = now;
         if (m.abort_o) {
@@ -181,9 +190,11 @@ class Seq : public ::testing::Test {
         r.pc = m.unit_pc_o[u];
         for (int w = 0; w < 4; ++w) r.ins[w] = m.unit_instr_o[4 * u + w];
         r.taken = now;
+        r.read = now;
         r.done = now;
         un.got.push_back(r);
         un.busy_left = 1 + static_cast<int>(rng_() % 12);
+        un.read_left = 1 + static_cast<int>(rng_() % static_cast<uint64_t>(un.busy_left));
         if (static_cast<int>(r.pc) == un.fault_on_pc) fault |= 1u << u;
       }
     }
@@ -202,6 +213,7 @@ class Seq : public ::testing::Test {
           mm.unit_fault_addr_i[u] = 0xABCD00;
           mm.unit_fault_info_i[u] = 2;
           units_[u].busy_left = 0;
+          units_[u].read_left = 0;
           units_[u].got.back().done = sim_.cycle();
         }
       }
@@ -209,6 +221,7 @@ class Seq : public ::testing::Test {
       mm.fetch_rd_valid_i = 0;  // nothing else happens in this extra cycle
       mm.fetch_req_ready_i = 0;
       mm.unit_idle_i = 7;
+      mm.unit_rd_idle_i = 7;
       mm.unit_ready_i = 0;
       sim_.tick();
       mm.unit_fault_i = 0;
@@ -251,7 +264,7 @@ std::vector<Instr> random_program(std::mt19937_64& rng, int len) {
     if (k == 0) {
       const int sc = static_cast<int>(rng() % 4);
       if (owner[sc] < 0) owner[sc] = u;
-      p.push_back(signal_i(owner[sc], sc));
+      p.push_back(signal_i(owner[sc], sc, rng() % 2 == 0));  // half of them reads-only
       ++signals[sc];
     } else if (k == 1) {
       const int sc = static_cast<int>(rng() % 4);
@@ -279,6 +292,7 @@ std::vector<Instr> random_program(std::mt19937_64& rng, int len) {
 
 // Every unit gets its instructions in program order with their PCs; sync holds as specified.
 TEST_F(Seq, RandomProgramsDispatchInOrderAndSyncHolds) {
+  int early = 0;  // WAITs a reads-only SIGNAL let through before its unit had finished
   for (int trial = 0; trial < 100; ++trial) {
     for (auto& u : units_) u.got.clear();
     const auto prog = random_program(rng_, 40 + static_cast<int>(rng_() % 80));
@@ -308,32 +322,45 @@ TEST_F(Seq, RandomProgramsDispatchInOrderAndSyncHolds) {
       for (auto& r : un.got) by_pc[r.pc] = &r;
     }
     std::array<std::vector<uint64_t>, 16> signal_ready;  // per counter: when each could count
+    std::array<std::vector<uint64_t>, 16> signal_done;   // ... had its unit finished before it
     for (size_t i = 0; i < prog.size(); ++i) {
       const uint32_t opc = prog[i][0] & 0xFF;
       const int u = unit_of(prog[i]);
       const int sc = (prog[i][0] >> 12) & 15;
       if (opc == isa::OP_SIGNAL) {
-        uint64_t t = 0;  // completion of the unit's last instruction before it
+        // completion of the unit's instructions before it, or with the reads flag the time
+        // they had read their operands
+        const bool reads = (prog[i][0] >> 16 & 1) != 0;
+        uint64_t t = 0, t_done = 0;
         for (size_t j = 0; j < i; ++j) {
-          if (unit_of(prog[j]) == u && !is_sync(prog[j]))
-            t = std::max(t, by_pc[base + 16 * uint32_t(j)]->done);
+          if (unit_of(prog[j]) == u && !is_sync(prog[j])) {
+            const Received* r = by_pc[base + 16 * uint32_t(j)];
+            t = std::max(t, reads ? r->read : r->done);
+            t_done = std::max(t_done, r->done);
+          }
         }
         signal_ready[sc].push_back(t);
+        signal_done[sc].push_back(t_done);
       } else if (opc == isa::OP_WAIT) {
         const uint32_t v = prog[i][1];
         std::vector<uint64_t> s = signal_ready[sc];
         std::sort(s.begin(), s.end());
         const uint64_t release = s[v - 1];  // the v-th SIGNAL's earliest count time
+        std::vector<uint64_t> d = signal_done[sc];
+        std::sort(d.begin(), d.end());
         for (size_t j = i + 1; j < prog.size(); ++j) {
           if (unit_of(prog[j]) == u && !is_sync(prog[j])) {
-            EXPECT_GT(by_pc[base + 16 * uint32_t(j)]->taken, release)
+            const uint64_t taken = by_pc[base + 16 * uint32_t(j)]->taken;
+            EXPECT_GT(taken, release)
                 << "unit " << u << " ran past WAIT at pc 0x" << std::hex << base + 16 * i;
+            if (taken <= d[v - 1]) ++early;
             break;
           }
         }
       }
     }
   }
+  EXPECT_GT(early, 0) << "no WAIT on a reads-only SIGNAL ran before its unit had finished";
 }
 
 struct FaultCase {

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "sw/compiler/graph.h"
+#include "sw/compiler/lowering_util.h"
 #include "sw/compiler/program_builder.h"
 #include "sw/compiler/reroll.h"
 #include "sw/compiler/vpu_math.h"
@@ -741,6 +742,48 @@ TEST(ProgramBuilderStats, VpuCyclesCountWideAccessesByTheirWords) {
   b16.vpu_ld(isa::Kind::kUbF32, 1, 0);  // 64 bytes: two words in one cycle
   b16.vpu_st(isa::Kind::kUbBf16, 1, 64);
   EXPECT_EQ(b16.stats().vpu_cycles(), 2u);
+}
+
+// The builder's sync with reads-only SIGNALs: a DMA overwriting the rows an MXU.MM read waits
+// for the MXU's SIGNAL ..., reads; a VPU reading the ACC rows it wrote skips that signal and
+// gets a full one (emitted on demand, after the reads-only one); a reads-only signal is not
+// emitted again where a full one already covers the work, and a full one is where only a
+// reads-only one did.
+TEST(ProgramBuilderSync, ReadsOnlySignalsServeOnlyOverwritesOfWhatTheMxuRead) {
+  ProgramBuilder b(4, 8192, 64);
+  b.mxu_ldw(0x0, 8);
+  b.mxu_mm(false, 0x100, 8, 16, 0);
+  b.signal(isa::Unit::kMxu, true);
+  b.dma_copy(lowering::hbm(0x10000, {{64, 2}}), lowering::ub(0x100, {{64, 2}}), 2);  // the MM's rows
+  b.vpu_ld(isa::Kind::kAcc, 1, 3);                               // a row the MM wrote
+  b.signal(isa::Unit::kMxu, true);                               // covered by the full one
+  b.mxu_mm(true, 0x100, 8, 16, 0);
+  b.signal(isa::Unit::kMxu, true);
+  b.signal(isa::Unit::kMxu);  // nothing new, but only a reads-only one covers it
+  const std::vector<Instruction> p = b.finish();
+  std::vector<std::string> sync;
+  for (const Instruction& i : p)
+    if (i.op == isa::Opcode::kSignal || i.op == isa::Opcode::kWait)
+      sync.push_back(std::string(i.op == isa::Opcode::kSignal ? "signal " : "wait ") +
+                     std::to_string(int(i.unit)) + " sc" + std::to_string(i.sc) +
+                     (i.op == isa::Opcode::kWait ? " " + std::to_string(i.value) : "") +
+                     (i.reads ? " reads" : ""));
+  const std::vector<std::string> want = {
+      "signal 1 sc1 reads",  // after the first MM
+      "wait 0 sc1 1",        // the DMA: the MXU has read its rows
+      "signal 1 sc1",        // on demand: the VPU needs the MM's results
+      "wait 2 sc1 2",
+      "wait 1 sc0 1",        // the second MM reads what the DMA wrote ...
+      "signal 2 sc2",        // ... and accumulates into rows the VPU read
+      "wait 1 sc2 1",
+      "signal 1 sc1 reads",
+      "signal 1 sc1"};
+  // (the DMA's own SIGNAL for the second MM's wait comes before it)
+  std::vector<std::string> got;
+  for (const auto& x : sync)
+    if (x.rfind("signal 0", 0) != 0) got.push_back(x);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(std::count(sync.begin(), sync.end(), "signal 0 sc0"), 1);
 }
 
 }  // namespace

@@ -54,6 +54,7 @@ Instruction random_legal(Opcode op, std::mt19937_64& g, uint32_t n = 16) {
     case Opcode::kSignal:
       i.unit = static_cast<isa::Unit>(g() % 3);
       i.sc = r4();
+      if (op == Opcode::kSignal) i.reads = g() % 2 == 0;
       break;
     case Opcode::kDmaLoop:
       i.walk = static_cast<isa::Walk>(g() % 2);
@@ -198,7 +199,7 @@ TEST(Isa, EveryIllegalCaseIsRejectedWithItsReason) {
       {{isa::OP_WAIT | 0x800, 1, 0, 0}, DecodeError::kReservedBits, "w0 (0x800)"},
       {{isa::OP_WAIT, 1, 2, 3}, DecodeError::kReservedBits, "w3"},
       {{isa::OP_SIGNAL, 1, 0, 0}, DecodeError::kReservedBits, "w1"},
-      {{isa::OP_SIGNAL | 0x10000, 0, 0, 0}, DecodeError::kReservedBits, "w0 (0x10000)"},
+      {{isa::OP_SIGNAL | 0x20000, 0, 0, 0}, DecodeError::kReservedBits, "w0 (0x20000)"},
       {{isa::OP_DMA_LOOP | 0x10400, 0, 1, 0}, DecodeError::kReservedBits, "w0 (0x400)"},
       {{isa::OP_DMA_LOOP | 0x10000, 0, 0x10001, 0}, DecodeError::kReservedBits, "w2 (0x10000)"},
       {{isa::OP_DMA_COPY | 0x20000, 0, 0, 0}, DecodeError::kReservedBits, "w0 (0x20000)"},
@@ -269,6 +270,7 @@ TEST(Assembler, EveryMnemonicAssemblesToItsFields) {
       "irq 7\n"
       "wait vpu, sc15, 3\n"
       "signal mxu, sc2\n"
+      "signal mxu, sc3, reads\n"
       "dma.loop dst, 1, 28, -2, 65535, 0x38\n"
       "dma.copy ub, hbm, 4, 0x100, 0x10000\n"
       "mxu.ldw 0x4000, -32\n"
@@ -305,6 +307,10 @@ TEST(Assembler, EveryMnemonicAssemblesToItsFields) {
   i.unit = isa::Unit::kMxu;
   i.sc = 2;
   want.push_back(i);
+  i.sc = 3;
+  i.reads = true;
+  want.push_back(i);
+  i.reads = false;
   i = make(Opcode::kDmaLoop);
   i.walk = isa::Walk::kDst;
   i.pair = 1;

@@ -103,6 +103,10 @@ struct Instruction {
   bool remote = false;       // WAIT: on remote counter RCsc (incremented by the neighbours)
   Link link = Link::kLocal;  // SIGNAL: RCsc of that neighbour (DMA only); DMA.COPY: the
                              // destination walk is in that neighbour's memory
+  // SIGNAL (w0 bit 16): count once the unit has read every operand of its earlier
+  // instructions, their writes possibly still in flight (docs/isa.md, Sync); a remote SIGNAL
+  // waits for completion whatever the flag
+  bool reads = false;
   // IRQ
   uint32_t code = 0;
   // REPEAT: the next `len` instructions (the body, 1..REPEAT_MAX_LEN) execute `count` times
