@@ -48,6 +48,7 @@ module tpu_hbm #(
   parameter int unsigned QueueDepth = 32,    // per controller: read and write queue entries
   parameter int unsigned WriteHigh  = 24,
   parameter int unsigned WriteLow   = 8,
+  parameter int unsigned ReadLow    = 8,
   parameter int unsigned RowHitCap  = 8,
   parameter int unsigned RespDepth  = 16
 ) (
@@ -401,7 +402,7 @@ module tpu_hbm #(
       .TFAW(TFAW), .TWTR_S(TWTR_S), .TWTR_L(TWTR_L), .TREFI(TREFI), .TRFC(TRFC),
       .TRFCSB(TRFCSB), .TRREFD(TRREFD), .RefPerBank(RefPerBank),
       .QueueDepth(QueueDepth), .WriteHigh(WriteHigh), .WriteLow(WriteLow),
-      .RowHitCap(RowHitCap), .RespDepth(RespDepth), .IdW(TagW), .OrderById(1'b0)
+      .ReadLow(ReadLow), .RowHitCap(RowHitCap), .RespDepth(RespDepth), .IdW(TagW), .OrderById(1'b0)
     ) u_ctrl (
       .clk_i           (clk_i),
       .rst_ni          (rst_ni),

@@ -10,42 +10,50 @@
 // different bank groups and a sequential stream can run at one burst per tCCD_S (peak 16 bytes
 // per cycle); with ColLow a stream finishes the rows of four banks before it opens the next
 // four, so those ACTs happen early, in banks not in use, and row changes cost no bandwidth.
-// Queue entries hold {row, column, bank, bank group} whatever the map. Scheduling: in the current mode's queue, the oldest row hit
-// whose column command is legal now (unless RowHitCap hits in a row were served to that bank while
-// the oldest request misses there), else the oldest ACT (closed bank) or PRE (conflict; only for
-// the oldest request or a bank with no pending hits) that is legal now. Writes drain when the write
-// queue reaches WriteHigh, when there are no reads, or when a request waits on a write hazard;
-// reads resume at WriteLow (once a drain has issued a WR, with reads waiting and no request waiting
-// on a write) or when writes run out; writes that waited WriteMaxAge cycles in read mode force a
-// drain, so neither kind starves, and such a drain issues MinDrain WRs (or all there are) before
-// reads resume: its bus turnarounds are paid for many writes, not for one or two. Row
-// preparation: in a cycle with no command of the current mode, the oldest of the other queue's
-// first PrepDepth entries whose bank the current mode's queue does not use gets its ACT (closed
-// bank) or PRE (another row open), so a mode switch does not start with tRP + tRCD of silence.
-// Hazards are resolved at the front end: a request is not accepted (req_ready_o low) while a
-// queued write has its address, nor a write while a queued read has its address, so every read
-// returns the data of the last write accepted before it. Ordering: responses of one id come back
-// in request order (reads and writes each; the scheduler never issues a request ahead of an older
-// queued one of the same id); different ids may reorder. With OrderById = 0 ids
-// are unique tags (tpu_hbm restores order in its reorder buffer) and the scheduler reorders freely.
-// wr_done is returned when the WR is issued (its data is then ordered before any later RD). An RD
-// is issued only when the response FIFO (RespDepth) has room for its data, so rd_ready_i low stalls
-// reads and never loses data. Refresh (RefPerBank = 1): single-bank refreshes (REFSB), 16 owed
-// every TREFI, each bank once a set of 16: one bank at a time is chosen — not yet refreshed in
-// this set, in a group of four banks (one bank address, the four bank groups: a stream uses all
-// four at once) with no request queued (reads or writes), of the group most recently given a
-// RD/WR (to 32 cycles: a stream just left it) — then precharged and given its REFSB; it is busy
-// tRFCSB while the other banks serve. The next choice waits RefSpacing cycles after a REFSB.
-// With RefUrgent or more owed the choice ignores queued requests. The chosen bank takes no ACT
-// or RD/WR until its REFSB.
-// RefPerBank = 0: an all-bank REF every TREFI cycles, never skipped: when due,
-// no new ACT; for 2 * 16 cycles each open bank may take one more RD/WR (column commands first), and
-// a bank is precharged when legal once it has had it, has no queued hit, or that window has passed;
-// REF issued, then tRFC blocks ACTs (so a stream keeps the bus busy while the banks close).
-// Latency: a row hit on an idle channel returns its data CL + 3 cycles after acceptance (queue, RD,
-// CL, two beats, response FIFO); a miss adds tRCD (closed) or tRP + tRCD (conflict). Throughput:
-// one request accepted per cycle; streaming reads reach one burst per tCCD_S apart from refresh and
-// row changes. CWL must be at least 1.
+// Queue entries hold {row, column, bank, bank group} whatever the map. Scheduling: in the current
+// mode's queue, the oldest row hit whose column command is legal now (unless RowHitCap hits in a
+// row were served to that bank while the oldest request misses there), else the oldest ACT (closed
+// bank) or PRE (conflict; only for the oldest request or a bank with no pending hits) that is legal
+// now. A fresh row (opened, no RD/WR yet; its request is still queued) is not precharged, which
+// would waste its ACT, but in two cases: if the oldest request misses in a bank whose fresh row no
+// request of this mode hits, the mode gives way to the other, and in the mode so begun, with no hit
+// of its own able to issue, its oldest request may close such a row (per-id ordering can make both
+// modes wait on each other); an all-bank REF's window (below) closes any row. A mode ends only once
+// each fresh row that a request of its own may use has had its RD/WR; until then only its oldest
+// request gets row commands. Writes drain when the write queue reaches WriteHigh, when there are no
+// reads, when at most ReadLow reads but more than WriteLow writes are queued (few reads: little
+// bank parallelism, and writes to issue), or when a request waits on a write hazard; reads resume
+// at WriteLow (once a drain has issued a WR and every write the previous drain left behind, with
+// reads waiting and no request waiting on a write) or when writes run out; writes that waited
+// WriteMaxAge cycles in read mode force a drain, so neither kind starves, and such a drain issues
+// MinDrain WRs (or all there are) before reads resume, unless it gives way: its bus turnarounds are
+// paid for many writes, not for one or two. Row preparation: in a cycle with no command of the
+// current mode, the oldest of the other queue's first PrepDepth entries whose bank the current
+// mode's queue does not use gets its ACT (closed bank; a write's only with WriteHigh - WriteLow
+// writes queued, a drain near) or PRE (another row open, not fresh), so a mode switch does not
+// start with tRP + tRCD of silence. Hazards are resolved at the front end: a request is not
+// accepted (req_ready_o low) while a queued write has its address, nor a write while a queued read
+// has its address, so every read returns the data of the last write accepted before it. Ordering:
+// responses of one id come back in request order (reads and writes each; the scheduler never issues
+// a request ahead of an older queued one of the same id); different ids may reorder. With OrderById
+// = 0 ids are unique tags (tpu_hbm restores order in its reorder buffer) and the scheduler reorders
+// freely. wr_done is returned when the WR is issued (its data is then ordered before any later RD).
+// An RD is issued only when the response FIFO (RespDepth) has room for its data, so rd_ready_i low
+// stalls reads and never loses data. Refresh (RefPerBank = 1): single-bank refreshes (REFSB), 16
+// owed every TREFI, each bank once a set of 16: one bank at a time is chosen — not yet refreshed in
+// this set, without a fresh row, in a group of four banks (one bank address, the four bank groups:
+// a stream uses all four at once) with no request queued (reads or writes), of the group most
+// recently given a RD/WR (to 32 cycles: a stream just left it) — then precharged and given its
+// REFSB; it is busy tRFCSB while the other banks serve. The next choice waits RefSpacing cycles
+// after a REFSB. With RefUrgent or more owed the choice ignores queued requests. The chosen bank
+// takes no ACT or RD/WR until its REFSB. RefPerBank = 0: an all-bank REF every TREFI cycles, never
+// skipped: when due, no new ACT; for 2 * 16 cycles each open bank may take one more RD/WR (column
+// commands first), and a bank is precharged when legal once it has had it, has no queued hit and no
+// fresh row, or that window has passed; REF issued, then tRFC blocks ACTs (so a stream keeps the
+// bus busy while the banks close). Latency: a row hit on an idle channel returns its data CL + 3
+// cycles after acceptance (queue, RD, CL, two beats, response FIFO); a miss adds tRCD (closed) or
+// tRP + tRCD (conflict). Throughput: one request accepted per cycle; streaming reads reach one
+// burst per tCCD_S apart from refresh and row changes. CWL must be at least 1.
 `include "tpu_assert.svh"
 
 module tpu_hbm_ctrl #(
@@ -75,6 +83,7 @@ module tpu_hbm_ctrl #(
   parameter int unsigned QueueDepth = 32,    // read queue and write queue, entries each
   parameter int unsigned WriteHigh  = 24,    // start draining writes at this many
   parameter int unsigned WriteLow   = 8,     // stop draining (if reads wait) at this many
+  parameter int unsigned ReadLow    = 8,     // reads this few: drain writes (more than WriteLow)
   parameter int unsigned PrepDepth  = 4,     // other-queue entries considered for row preparation
   parameter int unsigned MinDrain   = 16,    // WRs before reads resume in a drain forced by age (1..255)
   parameter int unsigned RowHitCap  = 8,     // consecutive hits to a bank while the oldest misses
@@ -217,11 +226,16 @@ module tpu_hbm_ctrl #(
   logic [15:0]               wage_q;                    // cycles writes waited in read mode
   logic                      aged_q, aged_d;            // this drain was forced by WriteMaxAge
   logic [7:0]                wdrain_q;                  // WRs issued in this write drain (saturates)
+  logic [QW-1:0]             wold_q, wold_d;            // writes a drain left behind, not yet
+                                                        // issued (the oldest: queue entries 0..)
   logic [NB-1:0]             open_q, open_d;
   // Per bank, as arrays written at the command's bank (a bank's entry is read by index; in the
   // verilated model a computed slice of a packed vector costs a wide-vector helper call).
   logic [13:0]               orow_q [NB];               // the open row (valid while open)
   logic [HW-1:0]             hits_q [NB];               // column commands since the ACT
+  logic                      leave_q, leave_d;          // the mode ends once its fresh rows are
+                                                        // served (row commands: its oldest only)
+  logic                      gave_q, gave_d;            // this mode began as the other gave way
   logic [NB*TW-1:0]          act_cnt_q, act_cnt_d;      // per bank: until ACT legal
   logic [NB*TW-1:0]          col_cnt_q, col_cnt_d;      //           until RD/WR legal
   logic [NB*TW-1:0]          pre_cnt_q, pre_cnt_d;      //           until PRE legal
@@ -316,6 +330,14 @@ module tpu_hbm_ctrl #(
   logic                     prep_found, prep_act;       // a row command for the other queue
   logic [EW-1:0]            prep_e;
   logic [NB-1:0]            claimed;                    // banks an older prep candidate names
+  logic [NB-1:0]            fresh;                      // per bank: a row opened and not yet
+                                                        // given a RD/WR (its request is queued)
+  logic [NB-1:0]            srv_hit;                    // a queued hit of this mode may issue
+  logic [NB-1:0]            own_fr;                     // fresh, such a hit, not issued this cycle
+  logic                     own_fresh;
+  logic                     old_blk;                    // the oldest request's bank holds a
+                                                        // fresh row it has no hit for
+  assign own_fresh = own_fr != '0;
 
   // Entry i of the other mode's queue (its oldest PrepDepth are looked at, for row preparation).
   function automatic logic [EW-1:0] oq(input logic [QIW-1:0] i);
@@ -348,6 +370,8 @@ module tpu_hbm_ctrl #(
     pre_v    = '0;
     col_found  = 1'b0;
     row_found  = 1'b0;
+    old_blk    = 1'b0;
+    srv_hit    = '0;
     col_idx    = '0;
     row_idx    = '0;
     row_is_act = 1'b0;
@@ -380,10 +404,15 @@ module tpu_hbm_ctrl #(
       for (int k = 0; k < NB; k++) begin
         if (col_rdy[k] && !cap_blk[k]) col_v = col_v | in_bank[k];
         if (act_rdy[k]) act_v = act_v | in_bank[k];
-        if (pre_rdy[k] && !pend_hit[k]) pre_v = pre_v | in_bank[k];
+        if (pre_rdy[k] && !pend_hit[k] && !fresh[k]) pre_v = pre_v | in_bank[k];
       end
-      // The oldest request may precharge its bank even with hits pending there.
-      if (pre_rdy[b]) pre_v[0] = 1'b1;
+      // The oldest request may precharge its bank even with hits pending there, but not a fresh
+      // row no request of this mode hits (opened for the other queue): this mode gives way
+      // (old_blk), unless it began so itself and none of its hits may issue (per-id ordering
+      // would make both modes wait).
+      for (int k = 0; k < NB; k++) srv_hit[k] = (in_bank[k] & hit_v & ~blk_v) != '0;
+      old_blk = !hit_v[0] && fresh[b] && !pend_hit[b];
+      if (pre_rdy[b] && (!old_blk || (gave_q && srv_hit == '0))) pre_v[0] = 1'b1;
       col_v = col_v & hit_v & ~blk_v;
       pre_v = pre_v & ~hit_v;
       // The oldest (lowest-index) legal entry of each kind: priority encoders.
@@ -408,11 +437,13 @@ module tpu_hbm_ctrl #(
         e = oq(QIW'(i));
         b = e[3:0];
         if (!prep_found && !claimed[b] && in_bank[b] == '0) begin
-          if (act_rdy[b]) begin
+          // (a write's row only once WriteHigh - WriteLow writes are queued: a drain is near, and
+          // until it comes the fresh row keeps reads out of its bank)
+          if (act_rdy[b] && (wmode_q || 32'(wq_cnt_q) >= WriteHigh - WriteLow)) begin
             prep_found = 1'b1;
             prep_act   = 1'b1;
             prep_e     = e;
-          end else if (pre_rdy[b] && orow_q[b] != e[22:9]) begin
+          end else if (pre_rdy[b] && !fresh[b] && orow_q[b] != e[22:9]) begin
             prep_found = 1'b1;
             prep_e     = e;
           end
@@ -426,7 +457,7 @@ module tpu_hbm_ctrl #(
     if (ref_pend_q) begin  // (used only then)
       for (int k = NB - 1; k >= 0; k--) begin
         if (open_q[k] && pre_cnt_q[TW*k +: TW] == '0 &&
-            (ref_late || ref_col_q[k] || !pend_hit[k])) begin
+            (ref_late || ref_col_q[k] || (!pend_hit[k] && !fresh[k]))) begin
           pre_ref_found = 1'b1;
           pre_ref_bank  = 4'(k);
         end
@@ -456,7 +487,8 @@ module tpu_hbm_ctrl #(
     if (RefPerBank && !sb_tgt_v_q && sb_owed_q != '0 && (sb_next_q == '0 || sb_urgent)) begin
       // The candidate used most recently (the lowest index among equals).
       for (int k = NB - 1; k >= 0; k--) begin
-        if (!sb_done_q[k] && (sb_urgent || grp_idle[k / 4]) &&
+        if (!sb_done_q[k] && !fresh[k] && !(issue_act && cmd_bank == 4'(k)) &&
+            (sb_urgent || grp_idle[k / 4]) &&
             (!sb_pick_v || gage_q[4*(k/4) +: 4] <= best)) begin
           sb_pick   = 4'(k);
           best      = gage_q[4*(k/4) +: 4];
@@ -470,6 +502,8 @@ module tpu_hbm_ctrl #(
 
   // What each bank allows now (timing, refresh, the data bus), constant slices per bank.
   for (genvar k = 0; k < NB; k++) begin : g_bank_rdy
+    assign fresh[k]   = open_q[k] && hits_q[k] == '0;
+    assign own_fr[k]  = fresh[k] && srv_hit[k] && !((issue_rd || issue_wr) && cmd_bank == 4'(k));
     assign col_rdy[k] = col_cnt_q[TW*k +: TW] == '0 && !sb_tgt_m[k] &&
                         !(ref_pend_q && (ref_late || ref_col_q[k])) &&
                         (wmode_q ? (wr_cnt_q[TW*(k % 4) +: TW] == '0 && wr_room)
@@ -506,7 +540,7 @@ module tpu_hbm_ctrl #(
       issue_pre   = sb_pre;
       issue_refsb = sb_ref;
       sel[3:0]    = sb_tgt_q;
-    end else if (row_found && !ref_pend_q) begin
+    end else if (row_found && !ref_pend_q && (!leave_q || row_idx == '0)) begin
       issue_act = row_is_act;
       issue_pre = !row_is_act;
       sel       = sq(row_idx);
@@ -536,6 +570,7 @@ module tpu_hbm_ctrl #(
   // ---------------------------------------------------------------- next state
   always_comb begin
     logic [QW-1:0] after;
+    logic          leave;
     // queues: remove the issued entry (the rest shift down, keeping age order), append new
     for (int i = 0; i < QueueDepth; i++) begin
       rq_d[i]    = rq_q[i];
@@ -569,20 +604,31 @@ module tpu_hbm_ctrl #(
     end
     wq_cnt_d = after;
 
-    // mode
+    // writes a drain leaves behind are its oldest: the next drain issues them all before it ends
+    wold_d = wold_q - QW'(issue_wr && QW'(col_idx) < wold_q);
+    // mode: a switch waits until each fresh row a request of this mode may use has had its RD/WR
     wmode_d = wmode_q;
     aged_d  = aged_q;
     if (!wmode_q) begin
-      if (wq_cnt_d != '0 && (wq_cnt_d >= QW'(WriteHigh) || rq_cnt_d == '0 ||
-                             (req_valid_i && hz_wq) || wage_q >= 16'(WriteMaxAge))) begin
-        wmode_d = 1'b1;
-      end
+      leave = wq_cnt_d != '0 && (wq_cnt_d >= QW'(WriteHigh) || rq_cnt_d == '0 ||
+                                 (old_blk && !gave_q) ||
+                                 (rq_cnt_d <= QW'(ReadLow) && wq_cnt_d > QW'(WriteLow)) ||
+                                 (req_valid_i && hz_wq) || wage_q >= 16'(WriteMaxAge));
       aged_d = wage_q >= 16'(WriteMaxAge);
-    end else if (wq_cnt_d == '0 || (wq_cnt_d <= QW'(WriteLow) && rq_cnt_d != '0 &&
-                                    (9'(wdrain_q) + 9'(issue_wr) >= (aged_q ? 9'(MinDrain) : 9'(1))) &&
-                                    !(req_valid_i && hz_wq))) begin
-      wmode_d = 1'b0;
+    end else begin
+      leave = wq_cnt_d == '0 || (old_blk && !gave_q) ||
+              (wq_cnt_d <= QW'(WriteLow) && rq_cnt_d != '0 &&
+                                 wold_d == '0 &&
+                                 (9'(wdrain_q) + 9'(issue_wr) >= (aged_q ? 9'(MinDrain) : 9'(1))) &&
+                                 !(req_valid_i && hz_wq));
     end
+    gave_d = gave_q && !issue_rd && !issue_wr;
+    if (leave && !own_fresh) begin
+      wmode_d = !wmode_q;
+      gave_d  = old_blk;
+      if (wmode_q) wold_d = wq_cnt_d;
+    end
+    leave_d = leave && own_fresh;
 
     // banks
     open_d = open_q;
@@ -688,6 +734,9 @@ module tpu_hbm_ctrl #(
       rq_cnt_q   <= '0;
       wq_cnt_q   <= '0;
       wmode_q    <= 1'b0;
+      leave_q    <= 1'b0;
+      gave_q     <= 1'b0;
+      wold_q     <= '0;
       wage_q     <= '0;
       wdrain_q   <= '0;
       aged_q     <= 1'b0;
@@ -709,6 +758,9 @@ module tpu_hbm_ctrl #(
       rq_cnt_q   <= rq_cnt_d;
       wq_cnt_q   <= wq_cnt_d;
       wmode_q    <= wmode_d;
+      leave_q    <= leave_d;
+      gave_q     <= gave_d;
+      wold_q     <= wold_d;
       aged_q     <= aged_d;
       wdrain_q   <= !wmode_q ? '0 : (issue_wr && wdrain_q != 8'hFF) ? wdrain_q + 8'(1) : wdrain_q;
       wage_q     <= (wmode_q || wq_cnt_q == '0) ? '0 :

@@ -236,6 +236,42 @@ TYPED_TEST(Hbm, IdleReadLatency) {
   EXPECT_EQ(conflict, static_cast<uint64_t>(t.cl + 5 + t.trp + t.trcd));
 }
 
+// Random 32-byte requests over the whole capacity, two reads then a write, all at once (make
+// bench-hbm's random_2r1w, 6000 a pseudo-channel, each through the port of its burst address
+// as hbm-replay sends them): every request misses its row, so four ACTs per tFAW bound each
+// channel at 4 bursts (2 bus cycles each) per tFAW cycles, 50% of peak. No row may be opened
+// and closed without a RD or WR (the pins' count, HbmChannelStats::unused_acts), and the
+// memory system must reach 70% of the bound.
+TYPED_TEST(Hbm, RandomTwoReadsAWriteWasteNoActivation) {
+  const hbm::HbmTiming t;
+  HbmPortDriver<typename TestFixture::Model> drv(this->sys_, this->rng_(), {100, 100, true});
+  const uint64_t cap_bursts = this->sys_.map().capacity_bytes() / 32;
+  const int n = 6000 * this->kChannels;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t burst = this->rng_() % cap_bursts;
+    const int port = static_cast<int>(burst % static_cast<uint64_t>(this->kPorts));
+    drv.submit(port,
+               i % 3 == 2 ? this->write(burst * 32, 1, i & 15) : this->read(burst * 32, 1, i & 15));
+  }
+  drv.run();
+  EXPECT_EQ(drv.errors(), 0u) << (drv.mismatches().empty() ? "" : drv.mismatches()[0]);
+  this->sys_.finish();
+  const auto& r = drv.results();
+  const double fraction = 32.0 * n / (16.0 * this->kChannels) /
+                          static_cast<double>(r.last_response + 1 - r.first_accept);
+  const double bound = 4.0 * t.burst_cycles / t.tfaw;
+  uint64_t acts = 0, unused = 0;
+  for (const auto& s : this->sys_.stats()) {
+    acts += s.act;
+    unused += s.unused_acts;
+  }
+  std::cout << n << " random requests on " << this->kChannels << " pseudo-channel(s): " << fraction
+            << " of peak (tFAW bound " << bound << "), " << acts << " ACTs, " << unused
+            << " closed unused\n";
+  EXPECT_EQ(unused, 0u) << "rows opened and closed without a RD or WR";
+  EXPECT_GE(fraction, 0.7 * bound);
+}
+
 // Streams keep every channel's bus busy: the bench (make bench) reports the exact fractions;
 // here a floor well under them, so a scheduling regression fails the regression.
 TYPED_TEST(Hbm, StreamingReads) { EXPECT_GE(this->stream(false, 4096 * this->kChannels), 0.85); }
