@@ -99,7 +99,7 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
   const bool by_rows = op.a_gather && !op.w_gather && !epi.load && op.epi_row_bytes;
   auto runs = [](uint64_t elems, uint32_t run) { return run ? ceil_div(elems, uint64_t{run}) : 1; };
   const bool gathered = op.a_gather || op.w_gather;
-  const uint32_t nbuf = epi.load ? std::clamp(op.epi_buffers, 2u, 4u) : 2;
+  const uint32_t nbuf = std::clamp(op.epi_buffers, 2u, 4u);
   const uint32_t a_run = op.a_gather ? op.a_run : op.Kt * N;
   const uint32_t w_run = op.w_gather && !op.w_by_column ? op.w_run : 0;
   // The A gather's staging buffers (Matmul::a_stage_bytes) when a tiling fits beside them;
@@ -120,12 +120,19 @@ std::string emit_matmul(ProgramBuilder& b, const Matmul& op, uint64_t ub_lo, uin
     for (uint32_t ct = op.whole_columns ? op.Ct : 1; ct <= op.Ct; ++ct) {
       if (ct > span) break;
       const uint32_t r = std::min(op.M, span / ct) / ra * ra;
-      // epilogue pieces: `nbuf` buffers in at most half the arena
-      const uint32_t pr = op.epi_row_bytes
-                              ? static_cast<uint32_t>(std::min<uint64_t>(
-                                    r, arena / 2 / nbuf / (uint64_t{ct} * op.epi_row_bytes))) /
-                                    ra * ra
-                              : r;
+      // epilogue pieces: `nbuf` buffers in at most half the arena; without a load part, more
+      // than two buffers split what two would take into smaller pieces (the VPU runs further
+      // ahead of the stores in the same UB, which the operands keep)
+      const uint32_t pr =
+          op.epi_row_bytes
+              ? static_cast<uint32_t>(
+                    epi.load ? std::min<uint64_t>(
+                                   r, arena / 2 / nbuf / (uint64_t{ct} * op.epi_row_bytes))
+                             : std::min<uint64_t>(
+                                   r, arena / 2 / 2 / (uint64_t{ct} * op.epi_row_bytes)) *
+                                   2 / nbuf) /
+                    ra * ra
+              : r;
       if (pr < 1) continue;
       const uint64_t left = arena - nbuf * uint64_t{pr} * ct * op.epi_row_bytes;
       // row blocks of the largest size and its halvings (in whole multiples of row_align)
@@ -609,6 +616,9 @@ std::string emit_gemm(ProgramBuilder& b, uint32_t M, uint32_t Kt, uint32_t Ct, u
   op.w_by_column = false;  // B's row j is contraction index j
   op.epi_row_bytes = N * 4;
   op.allow_whole_acc = true;
+  // the epilogue is bound by its fp32 stores (C leaves at the pins' 16 bytes a cycle): four
+  // buffers let the VPU empty a bank's tiles up to three pieces ahead of them
+  op.epi_buffers = 4;
   const uint32_t row4n = N * 4, out_pitch = Ct * N * 4;
   Epilogue epi;
   epi.run = [&](const Block& k) {

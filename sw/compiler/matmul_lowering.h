@@ -25,9 +25,10 @@ struct Matmul {
   bool w_by_column = false;
   bool whole_columns = false;  // every column tile in one group (the softmax's rows)
   uint32_t epi_row_bytes = 0;  // UB scratch the epilogue needs per ACC row of the group
-  // Epilogue buffers: 2, or up to 4 for an epilogue with a load part, then loaded
-  // epi_buffers - 1 pieces ahead (more loads queued on the DMA while the VPU runs a piece, in
-  // smaller pieces: the buffers share half the arena)
+  // Epilogue buffers, 2 to 4 (they share half the arena, so more buffers mean smaller
+  // pieces): an epilogue with a load part is loaded epi_buffers - 1 pieces ahead (more loads
+  // queued on the DMA while the VPU runs a piece); one without runs its VPU part up to
+  // epi_buffers - 1 pieces ahead of the pieces' stores (the GEMM's, bound by its fp32 stores)
   uint32_t epi_buffers = 2;
   // Spread the next row block's matmul between this block's epilogue pieces instead of emitting
   // it whole before them (for epilogues heavy on the DMA and VPU: the optimizer's)
