@@ -48,7 +48,7 @@ module tpu_hbm #(
   parameter int unsigned QueueDepth = 32,    // per controller: read and write queue entries
   parameter int unsigned WriteHigh  = 24,
   parameter int unsigned WriteLow   = 8,
-  parameter int unsigned ReadLow    = 8,
+  parameter int unsigned ReadLow    = 4,
   parameter int unsigned RowHitCap  = 8,
   parameter int unsigned RespDepth  = 16
 ) (

@@ -83,7 +83,7 @@ module tpu_hbm_ctrl #(
   parameter int unsigned QueueDepth = 32,    // read queue and write queue, entries each
   parameter int unsigned WriteHigh  = 24,    // start draining writes at this many
   parameter int unsigned WriteLow   = 8,     // stop draining (if reads wait) at this many
-  parameter int unsigned ReadLow    = 8,     // reads this few: drain writes (more than WriteLow)
+  parameter int unsigned ReadLow    = 4,     // reads this few: drain writes (more than WriteLow)
   parameter int unsigned PrepDepth  = 4,     // other-queue entries considered for row preparation
   parameter int unsigned MinDrain   = 16,    // WRs before reads resume in a drain forced by age (1..255)
   parameter int unsigned RowHitCap  = 8,     // consecutive hits to a bank while the oldest misses

@@ -154,10 +154,10 @@ struct Plan {
   uint32_t piece_len(uint32_t j) const { return j + 1 < pieces ? piece : chunk - j * piece; }
 };
 
-// Pieces of 4 KiB by default: small enough that the link, the DMA's local copies and the adds
+// Pieces of 5 KiB by default: small enough that the link, the DMA's local copies and the adds
 // pipeline, large enough that each copy's start-up is paid rarely (docs/multichip.md), with up
 // to eight receive slots so that a sender runs ahead of its neighbour's adds.
-constexpr uint32_t kDefaultPieceBytes = 4096, kMaxRxSlots = 8;
+constexpr uint32_t kDefaultPieceBytes = 5120, kMaxRxSlots = 8;
 
 Plan plan(const AllReduceSpec& s) {
   const auto bad = [](const std::string& why) {
